@@ -1,0 +1,1 @@
+"""Syntic gateway: strict tool-call arguments for OpenAI- and Anthropic-style APIs."""

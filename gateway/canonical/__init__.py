@@ -1,0 +1,58 @@
+"""The canonical request/response model shared by both dialects and every upstream.
+
+Plain frozen dataclasses, no HTTP types. Dialects decode wire JSON into these and encode
+them back; upstream adapters translate them to and from a provider's wire format; the
+enforcement loop only ever sees these.
+"""
+
+from __future__ import annotations
+
+from gateway.canonical.model import (
+    ChatRequest,
+    ChatResponse,
+    ContentPart,
+    FinishReason,
+    ForcedTool,
+    ImagePart,
+    JsonSchemaFormat,
+    Message,
+    ResponseFormat,
+    Role,
+    TextPart,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+    Usage,
+)
+from gateway.canonical.events import (
+    Finish,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    UsageReport,
+)
+
+__all__ = [
+    "ChatRequest",
+    "ChatResponse",
+    "ContentPart",
+    "Finish",
+    "FinishReason",
+    "ForcedTool",
+    "ImagePart",
+    "JsonSchemaFormat",
+    "Message",
+    "ResponseFormat",
+    "Role",
+    "StreamEvent",
+    "TextDelta",
+    "TextPart",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolCallStart",
+    "ToolChoice",
+    "ToolSpec",
+    "Usage",
+    "UsageReport",
+]

@@ -1,0 +1,1 @@
+"""API keys: generation, keyed hashing, lookup (cached), revocation."""

@@ -1,0 +1,24 @@
+"""What the HTTP layer needs from the key store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller. Never carries the secret."""
+
+    key_id: str
+    name: str
+    rpm: int | None = None
+    tpm: int | None = None
+    admin: bool = False
+
+
+class KeyStore(Protocol):
+    async def authenticate(self, secret: str) -> Principal | None:
+        """The principal for a presented key, or None (unknown, malformed or revoked).
+        Cached in process for a short TTL; revocation is seen within that TTL."""
+        ...

@@ -1,0 +1,1 @@
+"""Per-key rate limits: Redis (shared by a fleet) or per process."""

@@ -1,0 +1,122 @@
+"""One frozen Settings object, read once from the config file and the environment.
+
+Config is TOML (path from ``--config`` or ``SYNTIC_CONFIG``)::
+
+    [[models]]
+    name = "amara-s1.2"                 # what clients send as "model"
+    provider = "openai"                 # openai | anthropic | local
+    base_url = "http://127.0.0.1:9000/v1"
+    upstream_model = "served-name"
+    api_key_env = "UPSTREAM_API_KEY"    # optional
+    strict_tools = true                 # capabilities.strict_tools
+    constrained = false                 # upstream enforces schemas itself
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Provider = Literal["openai", "anthropic", "local"]
+
+
+class ConfigError(ValueError):
+    """The config file or environment is unusable; the message says where."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    name: str
+    provider: Provider
+    upstream_model: str
+    base_url: str = ""
+    api_key_env: str | None = None
+    strict_tools: bool = True
+    constrained: bool = False
+    json_schema_output: bool = True
+    streaming: bool = True
+    timeout_s: float = 60.0
+    # provider = "local": path to a GGUF file, or a model id the installer knows.
+    local_model: str | None = None
+
+    def api_key(self, env: Mapping[str, str]) -> str | None:
+        if self.api_key_env is None:
+            return None
+        return env.get(self.api_key_env)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    models: tuple[ModelConfig, ...]
+    database_url: str = "sqlite:///var/syntic.db"
+    redis_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8080
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_tools: int = 128
+    key_hash_secret: str = "syntic-dev-pepper"
+    key_cache_ttl_s: float = 2.0
+    request_timeout_s: float = 120.0
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def model(self, name: str) -> ModelConfig | None:
+        for m in self.models:
+            if m.name == name:
+                return m
+        return None
+
+
+_MODEL_KEYS = {f for f in ModelConfig.__dataclass_fields__}
+_PROVIDERS = ("openai", "anthropic", "local")
+
+
+def _model_from_table(i: int, table: Mapping[str, Any]) -> ModelConfig:
+    unknown = set(table) - _MODEL_KEYS
+    if unknown:
+        raise ConfigError(f"models[{i}]: unknown key(s) {sorted(unknown)}")
+    for required in ("name", "provider"):
+        if required not in table:
+            raise ConfigError(f"models[{i}]: missing {required!r}")
+    if table["provider"] not in _PROVIDERS:
+        raise ConfigError(f"models[{i}].provider must be one of {list(_PROVIDERS)}")
+    values = dict(table)
+    values.setdefault("upstream_model", values["name"])
+    try:
+        return ModelConfig(**values)
+    except TypeError as exc:
+        raise ConfigError(f"models[{i}]: {exc}") from exc
+
+
+def load_settings(
+    config_path: str | Path | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Read the config file (if any) and ``SYNTIC_*`` environment variables, once."""
+    env = dict(os.environ if env is None else env)
+    path = config_path or env.get("SYNTIC_CONFIG")
+    data: dict[str, Any] = {}
+    if path:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file not found: {path}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path}: {exc}") from exc
+    models = tuple(_model_from_table(i, t) for i, t in enumerate(data.get("models", [])))
+    names = [m.name for m in models]
+    if len(set(names)) != len(names):
+        raise ConfigError("models: duplicate model name")
+    server = data.get("server", {})
+    return Settings(
+        models=models,
+        database_url=env.get("SYNTIC_DATABASE_URL", server.get("database_url", Settings.database_url)),
+        redis_url=env.get("SYNTIC_REDIS_URL", server.get("redis_url")) or None,
+        host=server.get("host", Settings.host),
+        port=int(server.get("port", Settings.port)),
+        max_body_bytes=int(server.get("max_body_bytes", Settings.max_body_bytes)),
+        key_hash_secret=env.get("SYNTIC_KEY_SECRET", server.get("key_hash_secret", Settings.key_hash_secret)),
+        env=env,
+    )

@@ -1,0 +1,1 @@
+"""Upstream model providers behind one small Protocol (see ``base``)."""

@@ -1,0 +1,33 @@
+"""What the request path hands to the ledger."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    request_id: str
+    key_id: str | None
+    model: str | None
+    endpoint: str
+    status: int
+    error_code: str | None
+    streamed: bool
+    prompt_tokens: int
+    completion_tokens: int
+    correction_prompt_tokens: int
+    correction_completion_tokens: int
+    schema_retries: int
+    upstream_calls: int
+    latency_ms: float
+    started_at: float  # unix seconds
+    finished_at: float
+    estimated: bool = False  # tokens estimated (e.g. client disconnected mid-stream)
+
+
+class Ledger(Protocol):
+    def record(self, record: UsageRecord) -> None:
+        """Enqueue; never blocks, never does I/O on the caller's path."""
+        ...
