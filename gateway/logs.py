@@ -1,0 +1,193 @@
+"""Structured logs: one JSON line per request, never a key or a prompt.
+
+``configure_logging`` is called once, by ``syntic serve``. It installs one handler on the
+root logger (so uvicorn's and every library's records pass through it) with a
+``RedactingFilter`` that masks API keys (``sk_live_...``, ``sk_test_...``, ``sk_admin_...``)
+and ``Bearer`` credentials wherever they appear: message, arguments, extra fields,
+tracebacks.
+
+The per-request line (logger ``syntic.access``)::
+
+    {"ts": "2026-11-30T10:31:02.114Z", "level": "info", "logger": "syntic.access",
+     "msg": "request", "request_id": "req_...", "key_id": "key_...", "model": "amara-s1.2",
+     "route": "/v1/chat/completions", "status": 200, "code": null, "schema_retries": 0,
+     "latency_ms": 12.4, "streamed": false}
+
+Prompts and tool arguments are never passed to a logger by the gateway; the filter is the
+second line of defence for secrets, not a licence to log request bodies.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, TextIO
+
+import orjson
+
+LogFormat = Literal["json", "text"]
+ACCESS_LOGGER = "syntic.access"
+
+_SECRET_RE = re.compile(
+    r"(?P<key>sk_(?:live|test|admin)_)[A-Za-z0-9]+"
+    r"|(?P<bearer>\b(?i:bearer)\s+)[^\s\"',;]+"
+)
+MASK = "[REDACTED]"
+
+# LogRecord attributes that are not "extra" fields.
+_STANDARD_ATTRS = frozenset(
+    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()
+    | {"message", "asctime", "taskName"}
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with every API key and bearer credential masked.
+
+    >>> redact("Authorization: Bearer abc.def sk_live_9Fq2")
+    'Authorization: Bearer [REDACTED] sk_live_[REDACTED]'
+    """
+    if "sk_" not in text and "bearer" not in text.lower():
+        return text  # fast path: the common line has neither
+    return _SECRET_RE.sub(lambda m: (m.group("key") or m.group("bearer")) + MASK, text)
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redact_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact_value(v) for v in value]
+    return value
+
+
+class RedactingFilter(logging.Filter):
+    """Masks secrets in a record before any formatter sees it. Attach to handlers: a
+    handler's filters see records propagated from every logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.args:
+            try:
+                message = record.getMessage()
+            except (TypeError, ValueError):
+                message = f"{record.msg} {record.args!r}"
+            record.msg, record.args = redact(message), None
+        elif isinstance(record.msg, str):
+            record.msg = redact(record.msg)
+        else:
+            record.msg = redact(str(record.msg))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        for name, value in list(vars(record).items()):
+            if name not in _STANDARD_ATTRS:
+                setattr(record, name, _redact_value(value))
+        return True
+
+
+def _iso(ts: float) -> str:
+    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts))
+    return f"{whole}.{int(ts % 1 * 1000):03d}Z"
+
+
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    return {k: v for k, v in vars(record).items() if k not in _STANDARD_ATTRS}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, msg, extra fields, exc."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": _iso(record.created),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        line.update(_extras(record))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["exc"] = record.exc_text
+        return orjson.dumps(line, default=str).decode()
+
+
+class TextFormatter(logging.Formatter):
+    """Human-readable: ``ts LEVEL logger msg k=v ...``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = " ".join(f"{k}={v}" for k, v in _extras(record).items())
+        out = f"{_iso(record.created)} {record.levelname} {record.name} {record.getMessage()}"
+        if fields:
+            out = f"{out} {fields}"
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            out = f"{out}\n{record.exc_text}"
+        return out
+
+
+_HANDLER_NAME = "syntic"
+
+
+def configure_logging(
+    level: str = "info", fmt: LogFormat = "json", stream: TextIO | None = None
+) -> logging.Handler:
+    """Install the gateway's one handler on the root logger (replacing a previous one).
+
+    Idempotent: calling it again swaps the handler rather than adding a second.
+    """
+    if fmt not in ("json", "text"):
+        raise ValueError(f"log format must be json or text, not {fmt!r}")
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
+        root.removeHandler(old)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.set_name(_HANDLER_NAME)
+    handler.addFilter(RedactingFilter())
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    # uvicorn installs its own handlers only when given a log_config; route its records to
+    # ours instead, and drop its access log (the gateway writes its own request line).
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        lg = logging.getLogger(name)
+        lg.handlers.clear()
+        lg.propagate = True
+    logging.getLogger("uvicorn.access").disabled = True
+    return handler
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLog:
+    """The fields of the per-request log line. No secret, no prompt, no arguments."""
+
+    request_id: str
+    route: str
+    status: int
+    latency_ms: float
+    method: str = "POST"
+    key_id: str | None = None
+    model: str | None = None
+    code: str | None = None
+    schema_retries: int = 0
+    streamed: bool = False
+
+
+_access = logging.getLogger(ACCESS_LOGGER)
+
+
+def log_request(entry: RequestLog) -> None:
+    """Emit the per-request line on ``syntic.access`` (info; warning for 5xx)."""
+    level = logging.WARNING if entry.status >= 500 else logging.INFO
+    if _access.isEnabledFor(level):
+        fields = asdict(entry)
+        fields["latency_ms"] = round(entry.latency_ms, 3)
+        _access.log(level, "request", extra=fields)
