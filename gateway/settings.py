@@ -70,6 +70,9 @@ class Settings:
         return None
 
 
+# Slotted dataclass defaults aren't readable as class attributes (they're slot
+# descriptors), so load_settings reads them from a default instance.
+_DEFAULTS = Settings(models=())
 _MODEL_KEYS = {f for f in ModelConfig.__dataclass_fields__}
 _PROVIDERS = ("openai", "anthropic", "local")
 
@@ -112,11 +115,11 @@ def load_settings(
     server = data.get("server", {})
     return Settings(
         models=models,
-        database_url=env.get("SYNTIC_DATABASE_URL", server.get("database_url", Settings.database_url)),
+        database_url=env.get("SYNTIC_DATABASE_URL", server.get("database_url", _DEFAULTS.database_url)),
         redis_url=env.get("SYNTIC_REDIS_URL", server.get("redis_url")) or None,
-        host=server.get("host", Settings.host),
-        port=int(server.get("port", Settings.port)),
-        max_body_bytes=int(server.get("max_body_bytes", Settings.max_body_bytes)),
-        key_hash_secret=env.get("SYNTIC_KEY_SECRET", server.get("key_hash_secret", Settings.key_hash_secret)),
+        host=server.get("host", _DEFAULTS.host),
+        port=int(server.get("port", _DEFAULTS.port)),
+        max_body_bytes=int(server.get("max_body_bytes", _DEFAULTS.max_body_bytes)),
+        key_hash_secret=env.get("SYNTIC_KEY_SECRET", server.get("key_hash_secret", _DEFAULTS.key_hash_secret)),
         env=env,
     )
