@@ -1,0 +1,118 @@
+"""Canonical response -> Anthropic Messages JSON, and the error envelope for this dialect.
+
+Tool-use blocks carry ``input`` as an object (the validated arguments, parsed), never the
+JSON text. ``usage`` adds ``schema_retries`` next to Anthropic's token counts.
+
+Example::
+
+    body = encode_response(response, model="amara-s1.2", schema_retries=1)
+    body["content"][0]  # {'type': 'tool_use', 'id': 'call_1', 'name': ..., 'input': {...}}
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import orjson
+
+from gateway.canonical import ChatResponse, FinishReason, ToolCall
+from gateway.errors import GatewayError, UpstreamError
+
+__all__ = [
+    "STOP_REASONS",
+    "encode_error",
+    "encode_response",
+    "message_id",
+    "stop_reason",
+    "tool_input",
+]
+
+STOP_REASONS: dict[FinishReason, str] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "content_filter": "refusal",
+}
+
+
+def stop_reason(reason: FinishReason, stop_sequence: str | None = None) -> str:
+    """The Anthropic ``stop_reason`` for a canonical finish reason."""
+    if reason == "stop" and stop_sequence is not None:
+        return "stop_sequence"
+    return STOP_REASONS[reason]
+
+
+def message_id(upstream_id: str) -> str:
+    """A ``msg_``-prefixed id, reusing the upstream's id when it has one."""
+    if upstream_id.startswith("msg_"):
+        return upstream_id
+    suffix = "".join(c for c in upstream_id if c.isalnum() or c in "_-")
+    return f"msg_{suffix or secrets.token_hex(12)}"
+
+
+def tool_input(call: ToolCall) -> dict[str, Any]:
+    """The call's arguments as the object Anthropic clients expect.
+
+    Strict calls are validated (root is an object) before they get here. A non-strict call
+    whose arguments are not a JSON object cannot be expressed in this wire format, so it is
+    reported as an upstream failure rather than silently replaced.
+    """
+    try:
+        value = orjson.loads(call.raw_arguments or "{}")
+    except orjson.JSONDecodeError as exc:
+        raise UpstreamError(
+            f"The model's arguments for {call.name} are not valid JSON.",
+            code="upstream_invalid_response",
+        ) from exc
+    if not isinstance(value, dict):
+        raise UpstreamError(
+            f"The model's arguments for {call.name} are not a JSON object.",
+            code="upstream_invalid_response",
+        )
+    return value
+
+
+def encode_usage(prompt: int, completion: int, schema_retries: int) -> dict[str, int]:
+    return {"input_tokens": prompt, "output_tokens": completion, "schema_retries": schema_retries}
+
+
+def encode_response(
+    response: ChatResponse,
+    *,
+    model: str,
+    schema_retries: int = 0,
+    stop_sequence: str | None = None,
+) -> dict[str, Any]:
+    """The Anthropic ``message`` object for one final answer. ``model`` is the catalogue
+    name the client asked for (not the upstream's served name)."""
+    content: list[dict[str, Any]] = []
+    if response.content:
+        content.append({"type": "text", "text": response.content})
+    for call in response.tool_calls:
+        content.append(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": tool_input(call)}
+        )
+    return {
+        "id": message_id(response.id),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason(response.finish_reason, stop_sequence),
+        "stop_sequence": stop_sequence,
+        "usage": encode_usage(
+            response.usage.prompt_tokens, response.usage.completion_tokens, schema_retries
+        ),
+    }
+
+
+def encode_error(error: GatewayError, request_id: str) -> dict[str, Any]:
+    """The unified envelope with Anthropic's top-level ``"type": "error"`` (used for the
+    stream's ``error`` event, whose data Anthropic types this way).
+
+    Non-streaming errors are rendered by the shared middleware as the plain unified
+    envelope: the anthropic SDK picks its exception class from the HTTP status and reads
+    ``error.message`` / ``error.type`` from the body, so nothing dialect-specific is needed.
+    """
+    return {"type": "error", **error.envelope(request_id)}

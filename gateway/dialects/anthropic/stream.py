@@ -1,0 +1,167 @@
+"""Canonical stream events -> Anthropic Messages SSE bytes.
+
+The event sequence follows the Messages streaming format::
+
+    message_start
+      content_block_start (text | tool_use with empty input)
+      content_block_delta (text_delta | input_json_delta)*
+      content_block_stop
+      ...
+    message_delta (stop_reason, usage incl. schema_retries)
+    message_stop
+
+Blocks are numbered in the order they are emitted, which is what clients index by.
+The encoder only sees events the hold-back released, so a strict ``tool_use`` block is
+opened only once its input validated (issue #4/#5).
+
+Example::
+
+    enc = MessageStreamEncoder(model="amara-s1.2", message_id="msg_1")
+    out = enc.start()
+    for event in events:
+        out += enc.encode(event)
+    out += enc.finish(schema_retries=0)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.canonical import (
+    Finish,
+    FinishReason,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+    UsageReport,
+)
+from gateway.dialects.anthropic.encode import encode_error, encode_usage, stop_reason
+from gateway.errors import GatewayError
+
+__all__ = ["MessageStreamEncoder", "error_event", "ping_event", "sse"]
+
+
+def sse(event: str, data: dict[str, Any]) -> bytes:
+    """One server-sent event with Anthropic's ``event:`` name and a JSON ``data:`` line."""
+    return b"event: " + event.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+def ping_event() -> bytes:
+    return sse("ping", {"type": "ping"})
+
+
+def error_event(error: GatewayError, request_id: str) -> bytes:
+    """The terminal ``error`` event: the same envelope as a non-streaming error."""
+    return sse("error", encode_error(error, request_id))
+
+
+class MessageStreamEncoder:
+    """Stateful encoder for one streamed message. Not thread-safe; one per response."""
+
+    __slots__ = (
+        "_current",
+        "_current_is_text",
+        "_finish",
+        "_model",
+        "_next_index",
+        "_tool_blocks",
+        "_usage",
+        "message_id",
+    )
+
+    def __init__(self, *, model: str, message_id: str) -> None:
+        self._model = model
+        self.message_id = message_id
+        self._next_index = 0
+        self._current: int | None = None  # the open block's index
+        self._current_is_text = False
+        self._tool_blocks: dict[int, int] = {}  # canonical tool index -> block index
+        self._finish: FinishReason = "stop"
+        self._usage = Usage()
+
+    def start(self, input_tokens: int = 0) -> bytes:
+        """``message_start`` with an empty assistant message."""
+        message: dict[str, Any] = {
+            "id": self.message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": self._model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": input_tokens, "output_tokens": 0},
+        }
+        return sse("message_start", {"type": "message_start", "message": message})
+
+    def _close_current(self) -> bytes:
+        if self._current is None:
+            return b""
+        index, self._current = self._current, None
+        self._current_is_text = False
+        return sse("content_block_stop", {"type": "content_block_stop", "index": index})
+
+    def _open(self, block: dict[str, Any], *, text: bool) -> tuple[int, bytes]:
+        out = self._close_current()
+        index = self._next_index
+        self._next_index += 1
+        self._current = index
+        self._current_is_text = text
+        start = {"type": "content_block_start", "index": index, "content_block": block}
+        return index, out + sse("content_block_start", start)
+
+    def encode(self, event: StreamEvent) -> bytes:
+        """The SSE bytes for one canonical event (possibly empty)."""
+        if isinstance(event, TextDelta):
+            if not event.text:
+                return b""
+            out = b""
+            if not self._current_is_text:
+                _, out = self._open({"type": "text", "text": ""}, text=True)
+            delta = {"type": "text_delta", "text": event.text}
+            return out + sse(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": self._current, "delta": delta},
+            )
+        if isinstance(event, ToolCallStart):
+            block = {"type": "tool_use", "id": event.id, "name": event.name, "input": {}}
+            index, out = self._open(block, text=False)
+            self._tool_blocks[event.index] = index
+            return out
+        if isinstance(event, ToolCallDelta):
+            if not event.arguments:
+                return b""
+            index = self._tool_blocks[event.index]
+            delta = {"type": "input_json_delta", "partial_json": event.arguments}
+            return sse(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": delta},
+            )
+        if isinstance(event, Finish):
+            self._finish = event.reason
+            return b""
+        if isinstance(event, UsageReport):
+            # Each upstream call (the correction included) reports its own usage; the
+            # message's usage is their sum.
+            self._usage = self._usage + event.usage
+            return b""
+        raise TypeError(f"unknown stream event {event!r}")
+
+    def finish(self, *, schema_retries: int = 0, stop_sequence: str | None = None) -> bytes:
+        """Close the open block, then ``message_delta`` (stop reason, final usage) and
+        ``message_stop``."""
+        out = self._close_current()
+        delta = {
+            "type": "message_delta",
+            "delta": {
+                "stop_reason": stop_reason(self._finish, stop_sequence),
+                "stop_sequence": stop_sequence,
+            },
+            "usage": encode_usage(
+                self._usage.prompt_tokens, self._usage.completion_tokens, schema_retries
+            ),
+        }
+        return out + sse("message_delta", delta) + sse("message_stop", {"type": "message_stop"})

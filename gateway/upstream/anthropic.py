@@ -1,0 +1,172 @@
+"""Upstream adapter for providers speaking the Anthropic Messages API (``provider =
+"anthropic"``).
+
+Canonical request -> ``POST {base_url}/messages`` (``x-api-key``, ``anthropic-version``);
+the response and its SSE stream -> canonical. ``tool_use.input`` objects become
+``raw_arguments`` JSON text; ``input_json_delta`` fragments become ``ToolCallDelta``.
+httpx errors are translated here, once, into ``UpstreamError`` / ``UpstreamTimeout``.
+
+Example::
+
+    upstream = AnthropicUpstream(client=httpx.AsyncClient(), env=settings.env)
+    response = await upstream.complete(request, model_config)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+import orjson
+
+from gateway.canonical import (
+    ChatRequest,
+    ChatResponse,
+    StreamEvent,
+    ToolCall,
+)
+from gateway.errors import UpstreamError, UpstreamTimeout
+from gateway.settings import ModelConfig
+from gateway.upstream.anthropic_codec import (
+    StreamDecoder,
+    encode_request,
+    finish_reason,
+    iter_sse,
+    usage_of,
+)
+
+__all__ = ["ANTHROPIC_VERSION", "AnthropicUpstream", "decode_response"]
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+def decode_response(body: object, model: ModelConfig) -> ChatResponse:
+    """An Anthropic ``message`` object -> canonical ``ChatResponse``."""
+    if not isinstance(body, dict) or not isinstance(body.get("content"), list):
+        raise UpstreamError("The upstream returned a malformed message.")
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in body["content"]:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text":
+            texts.append(str(block.get("text", "")))
+        elif block.get("type") == "tool_use":
+            calls.append(
+                ToolCall(
+                    id=str(block.get("id", "")),
+                    name=str(block.get("name", "")),
+                    raw_arguments=orjson.dumps(block.get("input", {})).decode(),
+                )
+            )
+    return ChatResponse(
+        id=str(body.get("id", "")),
+        model=str(body.get("model", model.upstream_model)),
+        content="".join(texts) if texts else None,
+        tool_calls=tuple(calls),
+        finish_reason=finish_reason(body.get("stop_reason")),
+        usage=usage_of(body.get("usage")),
+    )
+
+
+def _error_message(response: httpx.Response, text: str) -> str:
+    detail = text[:500]
+    try:
+        body = orjson.loads(text)
+        if isinstance(body, dict) and isinstance(body.get("error"), dict):
+            detail = str(body["error"].get("message", detail))
+    except orjson.JSONDecodeError:
+        pass  # not JSON: keep the raw text (truncated) as the detail
+    return f"Upstream returned HTTP {response.status_code}: {detail}"
+
+
+class AnthropicUpstream:
+    """The Upstream Protocol over an Anthropic-compatible ``/v1/messages`` endpoint.
+
+    ``client`` is the app's one pooled ``httpx.AsyncClient`` (the adapter never closes a
+    client it was given); ``env`` is where ``api_key_env`` is looked up.
+    """
+
+    def __init__(
+        self,
+        *,
+        env: Mapping[str, str] | None = None,
+        client: httpx.AsyncClient | None = None,
+        anthropic_version: str = ANTHROPIC_VERSION,
+    ) -> None:
+        self._env: Mapping[str, str] = env or {}
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient()
+        self._version = anthropic_version
+
+    def _url(self, model: ModelConfig) -> str:
+        base = model.base_url.rstrip("/")
+        return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+
+    def _headers(self, model: ModelConfig) -> dict[str, str]:
+        headers = {"anthropic-version": self._version, "content-type": "application/json"}
+        key = model.api_key(self._env)
+        if key:
+            headers["x-api-key"] = key
+        return headers
+
+    def _timeout(self, model: ModelConfig) -> httpx.Timeout:
+        return httpx.Timeout(model.timeout_s, connect=min(10.0, model.timeout_s))
+
+    async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
+        payload = encode_request(request, model, stream=False)
+        try:
+            response = await self._client.post(
+                self._url(model),
+                content=orjson.dumps(payload),
+                headers=self._headers(model),
+                timeout=self._timeout(model),
+            )
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeout("The upstream model timed out.") from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamError(f"Could not reach the upstream model: {exc}") from exc
+        if response.status_code >= 400:
+            raise UpstreamError(_error_message(response, response.text))
+        try:
+            body: Any = orjson.loads(response.content)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamError("The upstream returned a body that is not JSON.") from exc
+        return decode_response(body, model)
+
+    async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
+        payload = encode_request(request, model, stream=True)
+        http_request = self._client.build_request(
+            "POST",
+            self._url(model),
+            content=orjson.dumps(payload),
+            headers={**self._headers(model), "accept": "text/event-stream"},
+            timeout=self._timeout(model),
+        )
+        try:
+            response = await self._client.send(http_request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeout("The upstream model timed out.") from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamError(f"Could not reach the upstream model: {exc}") from exc
+        try:
+            if response.status_code >= 400:
+                text = (await response.aread()).decode("utf-8", "replace")
+                raise UpstreamError(_error_message(response, text))
+            decoder = StreamDecoder()
+            async for name, data in iter_sse(response.aiter_lines()):
+                for event in decoder.feed(name, data):
+                    yield event
+            for event in decoder.end():
+                yield event
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeout("The upstream model timed out mid-stream.") from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamError(f"The upstream stream failed: {exc}") from exc
+        finally:
+            await response.aclose()
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()

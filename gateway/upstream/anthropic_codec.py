@@ -1,0 +1,292 @@
+"""Wire codec for the Anthropic upstream adapter: canonical request -> Messages JSON, and
+Messages SSE -> canonical stream events. No I/O here (see ``anthropic.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from gateway.canonical import (
+    ChatRequest,
+    ContentPart,
+    Finish,
+    FinishReason,
+    ForcedTool,
+    JsonSchemaFormat,
+    Message,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+    UsageReport,
+)
+from gateway.errors import UpstreamError
+from gateway.settings import ModelConfig
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "StreamDecoder",
+    "encode_request",
+    "finish_reason",
+    "iter_sse",
+    "usage_of",
+]
+
+_FINISH: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
+def finish_reason(stop_reason: object) -> FinishReason:
+    """Canonical finish reason for an Anthropic ``stop_reason`` (unknown -> ``stop``)."""
+    return _FINISH.get(stop_reason, "stop") if isinstance(stop_reason, str) else "stop"
+
+
+def usage_of(raw: object) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+    prompt = sum(
+        int(raw.get(k) or 0)
+        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    return Usage(prompt_tokens=prompt, completion_tokens=int(raw.get("output_tokens") or 0))
+
+
+# Anthropic requires max_tokens; chat-completions clients may omit it.
+DEFAULT_MAX_TOKENS = 4096
+
+
+def _part(part: ContentPart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if part.data is not None:
+        source = {"type": "base64", "media_type": part.media_type or "image/png", "data": part.data}
+    elif part.url is not None and part.url.startswith("data:"):
+        header, _, data = part.url.partition(",")
+        media_type = header[5:].split(";", 1)[0] or "image/png"
+        source = {"type": "base64", "media_type": media_type, "data": data}
+    else:
+        source = {"type": "url", "url": part.url or ""}
+    return {"type": "image", "source": source}
+
+
+def _tool_use(call: ToolCall) -> dict[str, Any]:
+    try:
+        value = orjson.loads(call.raw_arguments)
+    except orjson.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        # A bad call replayed in a correction turn may not be a JSON object, which this
+        # wire format cannot carry as ``input``; keep the model's exact text visible.
+        value = {"_raw_arguments": call.raw_arguments}
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": value}
+
+
+def _tool_result(msg: Message) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": msg.tool_call_id or "",
+        "content": [_part(p) for p in msg.content] or "",
+    }
+    if msg.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict[str, Any]]]:
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        # The Messages API wants alternating turns: merge consecutive same-role blocks
+        # (e.g. several tool results, or tool results followed by user text).
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for msg in messages:
+        if msg.role == "system":
+            system.append(msg.text)
+        elif msg.role == "user":
+            add("user", [_part(p) for p in msg.content])
+        elif msg.role == "tool":
+            add("user", [_tool_result(msg)])
+        else:
+            blocks = [_part(p) for p in msg.content if not (isinstance(p, TextPart) and not p.text)]
+            add("assistant", blocks + [_tool_use(c) for c in msg.tool_calls])
+    return ("\n\n".join(system) if system else None), out
+
+
+def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[str, Any]:
+    """The Messages API body for a canonical request. ``strict`` is sent only to a
+    ``constrained`` model; otherwise the gateway enforces it (issue #3)."""
+    system, messages = _messages(request.messages)
+    body: dict[str, Any] = {
+        "model": model.upstream_model,
+        "messages": messages,
+        "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+    }
+    if system is not None:
+        body["system"] = system
+    if request.tools:
+        tools = []
+        for tool in request.tools:
+            wire: dict[str, Any] = {"name": tool.name, "input_schema": tool.parameters}
+            if tool.description is not None:
+                wire["description"] = tool.description
+            if tool.strict and model.constrained:
+                wire["strict"] = True
+            tools.append(wire)
+        body["tools"] = tools
+    choice = request.tool_choice
+    wire_choice: dict[str, Any] | None = None
+    if isinstance(choice, ForcedTool):
+        wire_choice = {"type": "tool", "name": choice.name}
+    elif choice is not None:
+        wire_choice = {"type": {"required": "any"}.get(choice, choice)}
+    if request.parallel_tool_calls is False and request.tools:
+        wire_choice = (wire_choice or {"type": "auto"}) | {"disable_parallel_tool_use": True}
+    if wire_choice is not None and request.tools:
+        body["tool_choice"] = wire_choice
+    if isinstance(request.response_format, JsonSchemaFormat):
+        body["output_config"] = {
+            "format": {"type": "json_schema", "schema": request.response_format.schema}
+        }
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.stop:
+        body["stop_sequences"] = list(request.stop)
+    if request.user is not None:
+        body["metadata"] = {"user_id": request.user}
+    if stream:
+        body["stream"] = True
+    return body
+
+
+async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
+    """``(event name, data)`` pairs from SSE lines (``message`` when unnamed)."""
+    name = ""
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield name or "message", "\n".join(data)
+            name, data = "", []
+        elif line.startswith(":"):
+            continue
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+    if data:
+        yield name or "message", "\n".join(data)
+
+
+class StreamDecoder:
+    """Messages SSE events -> canonical events. Tool calls are numbered by their order
+    among tool_use blocks (the canonical ``index``)."""
+
+    __slots__ = ("_blocks", "_done", "_got_input", "_reason", "_tools", "_usage")
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, int | None] = {}  # block index -> tool ordinal (None: text)
+        self._got_input: set[int] = set()
+        self._tools = 0
+        self._reason: Any = None
+        self._usage = Usage()
+        self._done = False
+
+    def feed(self, name: str, data: str) -> list[StreamEvent]:
+        if name == "ping":
+            return []
+        try:
+            event: Any = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamError("The upstream stream carried an event that is not JSON.") from exc
+        kind = event.get("type", name) if isinstance(event, dict) else name
+        if kind == "error":
+            err = event.get("error") if isinstance(event, dict) else None
+            message = err.get("message") if isinstance(err, dict) else None
+            raise UpstreamError(f"The upstream stream failed: {message or 'error event'}")
+        handler = getattr(self, "_on_" + str(kind), None)
+        return handler(event) if handler is not None else []
+
+    def _on_message_start(self, event: dict[str, Any]) -> list[StreamEvent]:
+        self._usage = usage_of(event.get("message", {}).get("usage"))
+        return []
+
+    def _on_content_block_start(self, event: dict[str, Any]) -> list[StreamEvent]:
+        block = event.get("content_block") or {}
+        index = int(event.get("index", 0))
+        if block.get("type") == "tool_use":
+            ordinal = self._tools
+            self._tools += 1
+            self._blocks[index] = ordinal
+            out: list[StreamEvent] = [
+                ToolCallStart(ordinal, str(block.get("id", "")), str(block.get("name", "")))
+            ]
+            if block.get("input"):
+                self._got_input.add(ordinal)
+                out.append(ToolCallDelta(ordinal, orjson.dumps(block["input"]).decode()))
+            return out
+        self._blocks[index] = None
+        text = block.get("text") if block.get("type") == "text" else None
+        return [TextDelta(text)] if text else []
+
+    def _on_content_block_delta(self, event: dict[str, Any]) -> list[StreamEvent]:
+        delta = event.get("delta") or {}
+        ordinal = self._blocks.get(int(event.get("index", 0)))
+        if delta.get("type") == "text_delta" and delta.get("text"):
+            return [TextDelta(str(delta["text"]))]
+        if delta.get("type") == "input_json_delta" and ordinal is not None:
+            fragment = str(delta.get("partial_json", ""))
+            if not fragment:
+                return []
+            self._got_input.add(ordinal)
+            return [ToolCallDelta(ordinal, fragment)]
+        return []
+
+    def _on_content_block_stop(self, event: dict[str, Any]) -> list[StreamEvent]:
+        ordinal = self._blocks.get(int(event.get("index", 0)))
+        if ordinal is not None and ordinal not in self._got_input:
+            # A tool with no arguments streams no input_json_delta; its input is {}.
+            self._got_input.add(ordinal)
+            return [ToolCallDelta(ordinal, "{}")]
+        return []
+
+    def _on_message_delta(self, event: dict[str, Any]) -> list[StreamEvent]:
+        self._reason = (event.get("delta") or {}).get("stop_reason", self._reason)
+        raw = event.get("usage") or {}
+        later = usage_of(raw)
+        # message_delta usage is cumulative; input counts only when present.
+        prompt = later.prompt_tokens if raw.get("input_tokens") is not None else None
+        self._usage = Usage(
+            prompt_tokens=self._usage.prompt_tokens if prompt is None else prompt,
+            completion_tokens=later.completion_tokens,
+        )
+        return []
+
+    def _on_message_stop(self, event: dict[str, Any]) -> list[StreamEvent]:
+        self._done = True
+        return [Finish(finish_reason(self._reason)), UsageReport(self._usage)]
+
+    def end(self) -> list[StreamEvent]:
+        """Call when the byte stream ends: a stream cut before ``message_stop`` fails."""
+        if not self._done:
+            raise UpstreamError("The upstream stream ended before message_stop.")
+        return []
