@@ -1,0 +1,54 @@
+"""Per-process limits: used when no Redis is configured, and as the fallback when it's down.
+
+With N replicas each enforces the key's limits on its own, so the fleet admits up to N
+times the limit; configure ``SYNTIC_REDIS_URL`` to share them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+from gateway.keys.base import Principal
+from gateway.ratelimit.base import RateDecision
+from gateway.ratelimit.window import WINDOW_S, decide, unlimited
+
+
+class LocalRateLimiter:
+    """Fixed one-minute windows in a dict; implements ``RateLimiter``."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, max_keys: int = 100_000) -> None:
+        self._clock = clock
+        self._max_keys = max_keys
+        # key_id -> [window index, requests, tokens]
+        self._windows: dict[str, list[int]] = {}
+
+    def _slot(self, key_id: str) -> tuple[list[int], float]:
+        now = self._clock()
+        win = math.floor(now / WINDOW_S)
+        slot = self._windows.get(key_id)
+        if slot is None or slot[0] != win:
+            if slot is None and len(self._windows) >= self._max_keys:
+                self._windows = {k: v for k, v in self._windows.items() if v[0] == win}
+            slot = [win, 0, 0]
+            self._windows[key_id] = slot
+        return slot, (win + 1) * WINDOW_S - now
+
+    async def check(self, principal: Principal, tokens: int) -> RateDecision:
+        """Admit or refuse one request costing ``tokens``."""
+        if principal.rpm is None and principal.tpm is None:
+            return unlimited()
+        slot, reset = self._slot(principal.key_id)
+        decision, charge = decide(principal.rpm, principal.tpm, slot[1], slot[2], tokens, reset)
+        if charge:
+            slot[1] += 1
+            slot[2] += tokens
+        return decision
+
+    async def add_tokens(self, principal: Principal, tokens: int) -> None:
+        """Charge tokens learned after the request (actual minus estimated)."""
+        if principal.tpm is None or tokens == 0:
+            return
+        slot, _ = self._slot(principal.key_id)
+        slot[2] = max(0, slot[2] + tokens)

@@ -1,0 +1,187 @@
+"""Limits shared by every replica: one atomic Lua script per check, on Redis server time.
+
+The script reads the key's window (hash ``w``/``r``/``t``: window index, requests, tokens),
+resets it when the minute has turned (by Redis ``TIME``, so replica clocks don't matter),
+and admits and charges in the same step: no read-modify-write race between replicas.
+
+Redis down: the same rule is applied per process (``LocalRateLimiter``), the outage is
+logged once, each locally decided request counts in ``fallback_count``, and Redis is
+retried after a short, growing backoff. ``check`` never raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from gateway.keys.base import Principal
+from gateway.ratelimit.base import RateDecision
+from gateway.ratelimit.local import LocalRateLimiter
+from gateway.ratelimit.window import WINDOW_S, unlimited
+
+log = logging.getLogger("syntic.ratelimit")
+
+CHECK_SCRIPT = """
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local win_us = tonumber(ARGV[4]) * 1000000
+local win = math.floor(now_us / win_us)
+local reset_ms = math.floor(((win + 1) * win_us - now_us) / 1000)
+local rpm = tonumber(ARGV[1])
+local tpm = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local v = redis.call('HMGET', KEYS[1], 'w', 'r', 't')
+local r = 0
+local tk = 0
+if v[1] and tonumber(v[1]) == win then
+  r = tonumber(v[2]) or 0
+  tk = tonumber(v[3]) or 0
+end
+local ok = 1
+if rpm >= 0 and r + 1 > rpm then ok = 0 end
+if ok == 1 and tpm >= 0 and tk > 0 and tk + cost > tpm then ok = 0 end
+if ok == 1 then
+  r = r + 1
+  tk = tk + cost
+  redis.call('HSET', KEYS[1], 'w', win, 'r', r, 't', tk)
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]) * 2000)
+end
+return {ok, r, tk, reset_ms}
+"""
+
+ADD_TOKENS_SCRIPT = """
+local t = redis.call('TIME')
+local win = math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2])) / (tonumber(ARGV[2]) * 1000000))
+local v = redis.call('HGET', KEYS[1], 'w')
+if v and tonumber(v) == win then
+  local tk = (tonumber(redis.call('HGET', KEYS[1], 't')) or 0) + tonumber(ARGV[1])
+  if tk < 0 then tk = 0 end
+  redis.call('HSET', KEYS[1], 't', tk)
+end
+return 1
+"""
+
+_FAILURES = (RedisError, OSError, asyncio.TimeoutError)
+
+
+class RedisRateLimiter:
+    """Implements ``RateLimiter`` on Redis, with a per-process fallback."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "syntic:",
+        timeout_s: float = 0.25,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._redis: Any = aioredis.Redis.from_url(
+            url,
+            socket_connect_timeout=timeout_s,
+            socket_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self._check = self._redis.register_script(CHECK_SCRIPT)
+        self._add = self._redis.register_script(ADD_TOKENS_SCRIPT)
+        self.prefix = prefix
+        self.local = LocalRateLimiter()
+        self._clock = clock
+        self._base_backoff = backoff_s
+        self._max_backoff = max_backoff_s
+        self._backoff = backoff_s
+        self._down_until: float | None = None
+        # Metrics: requests decided locally because Redis was down, and outages seen.
+        self.fallback_count = 0
+        self.outage_count = 0
+
+    def _key(self, principal: Principal) -> str:
+        return f"{self.prefix}rl:{{{principal.key_id}}}"
+
+    @property
+    def redis_down(self) -> bool:
+        """True while requests are being limited per process."""
+        return self._down_until is not None
+
+    def _use_redis(self) -> bool:
+        return self._down_until is None or self._clock() >= self._down_until
+
+    def _failed(self, exc: BaseException) -> None:
+        if self._down_until is None:
+            self.outage_count += 1
+            log.warning("rate limits: Redis unavailable, using per-process limits: %r", exc)
+            self._backoff = self._base_backoff
+        else:
+            self._backoff = min(self._backoff * 2, self._max_backoff)
+        self._down_until = self._clock() + self._backoff
+
+    def _recovered(self) -> None:
+        if self._down_until is not None:
+            log.warning("rate limits: Redis reachable again, limits shared across replicas")
+            self._down_until = None
+            self._backoff = self._base_backoff
+
+    async def check(self, principal: Principal, tokens: int) -> RateDecision:
+        """Admit or refuse one request costing ``tokens``; never raises."""
+        if principal.rpm is None and principal.tpm is None:
+            return unlimited()
+        if self._use_redis():
+            try:
+                res = await self._check(
+                    keys=[self._key(principal)],
+                    args=[
+                        -1 if principal.rpm is None else principal.rpm,
+                        -1 if principal.tpm is None else principal.tpm,
+                        max(0, int(tokens)),
+                        WINDOW_S,
+                    ],
+                )
+            except _FAILURES as exc:
+                self._failed(exc)
+            else:
+                self._recovered()
+                return _decision(principal, res)
+        self.fallback_count += 1
+        return await self.local.check(principal, tokens)
+
+    async def add_tokens(self, principal: Principal, tokens: int) -> None:
+        """Charge tokens learned after the request; never raises."""
+        if principal.tpm is None or tokens == 0:
+            return
+        if self._use_redis():
+            try:
+                await self._add(keys=[self._key(principal)], args=[int(tokens), WINDOW_S])
+            except _FAILURES as exc:
+                self._failed(exc)
+            else:
+                self._recovered()
+                return
+        await self.local.add_tokens(principal, tokens)
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._redis.aclose()
+
+
+def _decision(principal: Principal, res: list[Any]) -> RateDecision:
+    ok, used_r, used_t, reset_ms = (int(x) for x in res)
+    reset_s = reset_ms / 1000.0
+    rpm, tpm = principal.rpm, principal.tpm
+    return RateDecision(
+        allowed=bool(ok),
+        limit_requests=rpm,
+        remaining_requests=None if rpm is None else max(0, rpm - used_r),
+        limit_tokens=tpm,
+        remaining_tokens=None if tpm is None else max(0, tpm - used_t),
+        reset_s=reset_s,
+        retry_after_s=0.0 if ok else reset_s,
+    )
