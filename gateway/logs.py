@@ -23,6 +23,7 @@ import logging
 import re
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, TextIO
 
@@ -135,6 +136,14 @@ class TextFormatter(logging.Formatter):
 
 
 _HANDLER_NAME = "syntic"
+
+
+def log_format_from_env(env: Mapping[str, str]) -> LogFormat:
+    """``SYNTIC_LOG_FORMAT`` (``json`` or ``text``; default ``json``)."""
+    value = env.get("SYNTIC_LOG_FORMAT", "json").strip().lower() or "json"
+    if value not in ("json", "text"):
+        raise ValueError(f"SYNTIC_LOG_FORMAT must be json or text, not {value!r}")
+    return "json" if value == "json" else "text"
 
 
 def configure_logging(

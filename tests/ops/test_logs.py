@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.logs import RequestLog, configure_logging, log_request, redact
+from gateway.logs import RequestLog, configure_logging, log_format_from_env, log_request, redact
 
 CANARY = "sk_live_CanaryZ9q8W7e6R5t4Y3u2I1o0"
 
@@ -117,3 +117,20 @@ def test_text_format_and_idempotent_configure() -> None:
 def test_bad_format_refused() -> None:
     with pytest.raises(ValueError):
         configure_logging("info", "xml")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "json"),
+        ({"SYNTIC_LOG_FORMAT": "text"}, "text"),
+        ({"SYNTIC_LOG_FORMAT": " JSON "}, "json"),
+    ],
+)
+def test_log_format_from_env(env: dict[str, str], expected: str) -> None:
+    assert log_format_from_env(env) == expected
+
+
+def test_log_format_from_env_refuses_unknown() -> None:
+    with pytest.raises(ValueError):
+        log_format_from_env({"SYNTIC_LOG_FORMAT": "xml"})
