@@ -1,0 +1,498 @@
+"""Strict-subset lint: every issue in a schema, in document order, with exact ``param`` paths.
+
+Rules (spec "Schema rules in strict mode"; issue #2 part 1):
+
+* ``schema_not_strict``: an object schema whose ``additionalProperties`` is not ``false``
+  (param: the object's path); a property missing from ``required`` (param:
+  ``<object>.required``, one issue per missing property, named in the message); a root that
+  is not ``"type": "object"`` (param: the root path).
+* ``invalid_tool_schema``: a keyword outside the supported subset, a malformed keyword value
+  (param: ``<schema>.<keyword>``, or ``...<keyword>[i]`` for a bad array element), a
+  ``$ref`` that is not local or names a missing definition, a pattern RE2 refuses, and every
+  exceeded :class:`~validator.Limits` entry.
+
+Decisions (documented here because the strict subset leaves them open):
+
+* Boolean subschemas (``true``/``false``) are outside the subset, except as the value of
+  ``additionalProperties``.
+* ``$defs`` and ``$schema`` are accepted only at the root; ``$schema`` only as the Draft
+  2020-12 URI (it is an identifier, never fetched).
+* A ``$ref`` may only sit beside ``description`` and ``title`` (OpenAI's strict rule;
+  sibling constraints would be an implicit ``allOf``). Supported targets: ``#`` and
+  ``#/$defs/<name>`` (see :func:`validator._paths.parse_local_ref`).
+* Integer-valued keywords (``minLength`` ...) accept ``2`` and ``2.0`` but not ``true``.
+
+The walk is iterative and keyword-driven, bounded by ``Limits.max_schema_depth`` and a node
+budget, so it never raises on any value it is given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from validator._issues import Issue, IssueCode
+from validator._limits import LIMITS, LimitCount, Limits, serialized_size, value_chars
+from validator._paths import join, join_index, join_name, parse_local_ref
+from validator._regex import check_pattern
+
+TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
+FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+)
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+ANNOTATIONS = frozenset({"description", "title"})
+_NON_NEGATIVE_INT = ("minLength", "maxLength", "minItems", "maxItems")
+_NUMBER = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+# Recognised JSON Schema keywords outside the subset get a more specific message.
+_KNOWN_UNSUPPORTED = frozenset(
+    {
+        "allOf", "oneOf", "not", "if", "then", "else", "patternProperties", "propertyNames",
+        "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
+        "unevaluatedItems", "prefixItems", "contains", "minContains", "maxContains",
+        "uniqueItems", "minProperties", "maxProperties", "default", "examples", "$id",
+        "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
+        "$vocabulary", "$comment", "definitions", "contentMediaType", "contentEncoding",
+        "contentSchema", "deprecated", "readOnly", "writeOnly", "additionalItems",
+    }
+)  # fmt: skip
+__all__ = ["LIMITS", "LimitCount", "Limits", "LintReport", "lint", "lint_report", "subset_issues"]
+
+_NODE_BUDGET = 100_000
+_Child = Callable[..., None]
+
+
+@dataclass(frozen=True, slots=True)
+class LintReport:
+    """All issues of a schema plus the limits counted (for ``/v1/schemas/check``).
+
+    Example::
+
+        report = lint_report(schema, path="tools[0].function.parameters")
+        report.ok                      # no issues at all
+        report.to_json()["counts"]     # {"properties": {"value": 4, "limit": 5000}, ...}
+    """
+
+    issues: tuple[Issue, ...]
+    counts: tuple[LimitCount, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.issues
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON-ready form: ``{"issues": [...], "counts": {name: {value, limit}}}``."""
+        return {
+            "issues": [
+                {"code": i.code, "param": i.param, "message": i.message} for i in self.issues
+            ],
+            "counts": {c.name: {"value": c.value, "limit": c.limit} for c in self.counts},
+        }
+
+
+def lint(schema: Any, *, path: str = "", limits: Limits = LIMITS) -> list[Issue]:
+    """Check ``schema`` against the strict subset; return every issue in document order.
+
+    >>> lint({"type": "object", "properties": {"a": {"type": "string"}}}, path="p")[0].param
+    'p'
+    """
+    return list(_Walk(schema, path, limits, strict=True).run())
+
+
+def subset_issues(schema: Any, *, path: str = "", limits: Limits = LIMITS) -> list[Issue]:
+    """Only the ``invalid_tool_schema`` issues: what ``compile`` refuses.
+
+    Non-strict schemas (open objects, optional properties, any root type) pass here.
+    """
+    return list(_Walk(schema, path, limits, strict=False).run())
+
+
+def lint_report(schema: Any, *, path: str = "", limits: Limits = LIMITS) -> LintReport:
+    """Like :func:`lint`, plus every counted quantity beside its limit."""
+    walk = _Walk(schema, path, limits, strict=True)
+    issues = walk.run()
+    return LintReport(issues=tuple(issues), counts=walk.counts())
+
+
+@dataclass(slots=True)
+class _Frame:
+    node: Any
+    path: str
+    obj_depth: int
+    depth: int
+
+
+@dataclass(slots=True)
+class _Walk:
+    schema: Any
+    prefix: str
+    limits: Limits
+    strict: bool
+    issues: list[Issue] = field(default_factory=list)
+    properties: int = 0
+    max_obj_depth: int = 0
+    enum_values: int = 0
+    string_chars: int = 0
+    large_enum_chars: int = 0
+    anyof_branches: int = 0
+    defs: int = 0
+    pattern_length: int = 0
+    max_depth_seen: int = 0
+    size: int = 0
+    def_names: frozenset[str] = frozenset()
+
+    def add(self, code: IssueCode, param: str, message: str) -> None:
+        if code == "invalid_tool_schema" or self.strict:
+            self.issues.append(Issue(code, param, message))
+
+    def bad(self, param: str, message: str) -> None:
+        self.add("invalid_tool_schema", param, message)
+
+    def run(self) -> list[Issue]:
+        root, lim = self.schema, self.limits
+        self.size = serialized_size(root, lim.max_serialized_bytes)
+        if not isinstance(root, Mapping):
+            self.bad(self.prefix, f"schema must be a JSON object, not {_kind(root)}")
+            return self.issues
+        defs = root.get("$defs")
+        if isinstance(defs, Mapping):
+            self.def_names = frozenset(k for k in defs if isinstance(k, str))
+        if root.get("type") != "object":
+            self.add("schema_not_strict", self.prefix, 'the root schema must be "type": "object"')
+        self._totals_before()
+        stack = [_Frame(root, self.prefix, 0, 0)]
+        visited = 0
+        while stack:
+            frame = stack.pop()
+            visited += 1
+            if visited > _NODE_BUDGET:
+                self.bad(self.prefix, f"schema has more than {_NODE_BUDGET} subschemas")
+                break
+            children = self._node(frame)
+            stack.extend(reversed(children))
+        self._totals_after()
+        return self.issues
+
+    def counts(self) -> tuple[LimitCount, ...]:
+        lim = self.limits
+        pairs = [
+            ("properties", self.properties, lim.max_properties),
+            ("nesting_depth", self.max_obj_depth, lim.max_depth),
+            ("enum_values", self.enum_values, lim.max_enum_values),
+            ("string_chars", self.string_chars, lim.max_string_chars),
+            ("large_enum_chars", self.large_enum_chars, lim.max_large_enum_chars),
+            ("serialized_bytes", self.size, lim.max_serialized_bytes),
+            ("anyof_branches", self.anyof_branches, lim.max_anyof_branches),
+            ("defs", self.defs, lim.max_defs),
+            ("pattern_length", self.pattern_length, lim.max_pattern_length),
+            ("schema_depth", self.max_depth_seen, lim.max_schema_depth),
+        ]
+        return tuple(LimitCount(n, v, limit) for n, v, limit in pairs)
+
+    def _totals_before(self) -> None:
+        lim = self.limits
+        if self.size > lim.max_serialized_bytes:
+            self.bad(
+                self.prefix,
+                f"serialized schema is over {lim.max_serialized_bytes} bytes "
+                "(limit max_serialized_bytes)",
+            )
+
+    def _totals_after(self) -> None:
+        lim, p = self.limits, self.prefix
+        totals = [
+            (self.properties, lim.max_properties, "object properties", "max_properties"),
+            (self.enum_values, lim.max_enum_values, "enum values", "max_enum_values"),
+            (
+                self.string_chars,
+                lim.max_string_chars,
+                "characters in property names, definition names, enum and const values",
+                "max_string_chars",
+            ),
+            (self.anyof_branches, lim.max_anyof_branches, "anyOf branches", "max_anyof_branches"),
+        ]
+        for value, limit, what, name in totals:
+            if value > limit:
+                self.bad(p, f"schema has {value} {what}; the limit is {limit} ({name})")
+
+    # -- one schema node -------------------------------------------------------------
+
+    def _node(self, f: _Frame) -> list[_Frame]:
+        node, path = f.node, f.path
+        self.max_depth_seen = max(self.max_depth_seen, f.depth)
+        if not isinstance(node, Mapping):
+            self.bad(path, f"a subschema must be a JSON object, not {_kind(node)}")
+            return []
+        is_object = _is_object_schema(node)
+        obj_depth = f.obj_depth + (1 if is_object else 0)
+        self.max_obj_depth = max(self.max_obj_depth, obj_depth)
+        if is_object and obj_depth == self.limits.max_depth + 1:
+            self.bad(
+                path,
+                f"object nesting depth {obj_depth} exceeds the limit of "
+                f"{self.limits.max_depth} levels (max_depth)",
+            )
+        if is_object and node.get("additionalProperties") is not False:
+            self.add(
+                "schema_not_strict", path, 'an object schema must set "additionalProperties": false'
+            )
+        if f.depth >= self.limits.max_schema_depth:
+            self.bad(
+                path,
+                f"subschemas nested deeper than {self.limits.max_schema_depth} levels "
+                "(limit max_schema_depth)",
+            )
+            return []
+        children: list[_Frame] = []
+
+        def child(sub: Any, sub_path: str, base: int | None = None) -> None:
+            depth = obj_depth if base is None else base
+            children.append(_Frame(sub, sub_path, depth, f.depth + 1))
+
+        is_root = f.depth == 0 and path == self.prefix
+        has_ref = "$ref" in node
+        for key, value in node.items():
+            if not isinstance(key, str):
+                self.bad(path, f"keyword {key!r} is not a string")
+                continue
+            kpath = join(path, key)
+            if has_ref and key not in ANNOTATIONS and key not in ("$ref", "$defs", "$schema"):
+                self.bad(kpath, f'"{key}" is not allowed beside "$ref" (only description, title)')
+                continue
+            self._keyword(key, value, kpath, is_root, child)
+        if is_object and self.strict:
+            self._required(node, path)
+        return children
+
+    def _keyword(self, key: str, value: Any, kpath: str, is_root: bool, child: _Child) -> None:
+        if key == "type":
+            self._type(value, kpath)
+        elif key == "properties":
+            if not isinstance(value, Mapping):
+                self.bad(kpath, f'"properties" must be an object, not {_kind(value)}')
+                return
+            self.properties += len(value)
+            for name, sub in value.items():
+                self.string_chars += len(name) if isinstance(name, str) else 0
+                child(sub, join_name(kpath, name))
+        elif key == "required":
+            self._required_value(value, kpath)
+        elif key == "additionalProperties":
+            if isinstance(value, Mapping):
+                child(value, kpath)
+            elif not isinstance(value, bool):
+                self.bad(
+                    kpath, f'"additionalProperties" must be a boolean or schema, not {_kind(value)}'
+                )
+        elif key == "items":
+            if isinstance(value, list):
+                self.bad(kpath, 'tuple "items" (an array of schemas) is not supported')
+            else:
+                child(value, kpath)
+        elif key == "anyOf":
+            if not isinstance(value, list) or not value:
+                self.bad(kpath, '"anyOf" must be a non-empty array of schemas')
+                return
+            self.anyof_branches += len(value)
+            for i, sub in enumerate(value):
+                child(sub, join_index(kpath, i))
+        elif key == "enum":
+            self._enum(value, kpath)
+        elif key == "const":
+            self.string_chars += value_chars(value, self.limits.max_string_chars)
+        elif key == "$defs":
+            self._defs(value, kpath, is_root, child)
+        elif key == "$ref":
+            self._ref(value, kpath)
+        elif key in ANNOTATIONS:
+            if not isinstance(value, str):
+                self.bad(kpath, f'"{key}" must be a string, not {_kind(value)}')
+        elif key == "$schema":
+            if not is_root or value != DRAFT_2020_12:
+                self.bad(kpath, f'"$schema" is only accepted at the root, as "{DRAFT_2020_12}"')
+        elif key == "pattern":
+            self._pattern(value, kpath)
+        elif key == "format":
+            if not isinstance(value, str) or value not in FORMATS:
+                self.bad(
+                    kpath,
+                    f"unsupported format {_show(value)}; supported: {', '.join(sorted(FORMATS))}",
+                )
+        elif key in _NON_NEGATIVE_INT:
+            if not _is_non_negative_int(value):
+                self.bad(kpath, f'"{key}" must be a non-negative integer')
+        elif key in _NUMBER:
+            if not _is_number(value):
+                self.bad(kpath, f'"{key}" must be a number')
+        elif key == "multipleOf":
+            if not _is_number(value) or value <= 0:
+                self.bad(kpath, '"multipleOf" must be a number greater than 0')
+        elif key in _KNOWN_UNSUPPORTED:
+            self.bad(kpath, f'"{key}" is not supported in strict mode')
+        else:
+            self.bad(kpath, f'unknown keyword "{key}" is not supported in strict mode')
+
+    def _type(self, value: Any, kpath: str) -> None:
+        if isinstance(value, str):
+            if value not in TYPES:
+                self.bad(
+                    kpath,
+                    f"unknown type {_show(value)}; expected one of {', '.join(sorted(TYPES))}",
+                )
+            return
+        if not isinstance(value, list) or not value:
+            self.bad(kpath, '"type" must be a type name or a non-empty array of type names')
+            return
+        seen: set[str] = set()
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or item not in TYPES:
+                self.bad(join_index(kpath, i), f"unknown type {_show(item)}")
+            elif item in seen:
+                self.bad(join_index(kpath, i), f"duplicate type {_show(item)}")
+            else:
+                seen.add(item)
+
+    def _required_value(self, value: Any, kpath: str) -> None:
+        if not isinstance(value, list):
+            self.bad(kpath, f'"required" must be an array of property names, not {_kind(value)}')
+            return
+        seen: set[str] = set()
+        for i, name in enumerate(value):
+            if not isinstance(name, str):
+                self.bad(
+                    join_index(kpath, i), f"a required entry must be a string, not {_kind(name)}"
+                )
+            elif name in seen:
+                self.bad(join_index(kpath, i), f'duplicate required entry "{name}"')
+            else:
+                seen.add(name)
+
+    def _required(self, node: Mapping[Any, Any], path: str) -> None:
+        props = node.get("properties")
+        if not isinstance(props, Mapping):
+            return
+        required = node.get("required")
+        listed = (
+            {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
+        )
+        for name in props:
+            if name not in listed:
+                self.add(
+                    "schema_not_strict",
+                    join(path, "required"),
+                    f'property "{name}" is not listed in "required" (make it optional '
+                    'with a union that includes null, e.g. "type": ["string", "null"])',
+                )
+
+    def _enum(self, value: Any, kpath: str) -> None:
+        if not isinstance(value, list) or not value:
+            self.bad(kpath, '"enum" must be a non-empty array')
+            return
+        lim = self.limits
+        self.enum_values += len(value)
+        chars = [value_chars(v, lim.max_string_chars) for v in value]
+        self.string_chars += sum(chars)
+        if len(value) > lim.large_enum_threshold:
+            string_chars = sum(len(v) for v in value if isinstance(v, str))
+            self.large_enum_chars = max(self.large_enum_chars, string_chars)
+            if string_chars > lim.max_large_enum_chars:
+                self.bad(
+                    kpath,
+                    f"an enum of {len(value)} values (more than {lim.large_enum_threshold}) has "
+                    f"{string_chars} characters; the limit is {lim.max_large_enum_chars} "
+                    "(max_large_enum_chars)",
+                )
+
+    def _defs(self, value: Any, kpath: str, is_root: bool, child: _Child) -> None:
+        if not is_root:
+            self.bad(kpath, '"$defs" is only supported at the root of the schema')
+            return
+        if not isinstance(value, Mapping):
+            self.bad(kpath, f'"$defs" must be an object, not {_kind(value)}')
+            return
+        self.defs += len(value)
+        if len(value) > self.limits.max_defs:
+            self.bad(
+                kpath,
+                f"schema has {len(value)} definitions; "
+                f"the limit is {self.limits.max_defs} (max_defs)",
+            )
+        for name, sub in value.items():
+            self.string_chars += len(name) if isinstance(name, str) else 0
+            # Each definition starts again at object level 0 (refs are not followed).
+            child(sub, join_name(kpath, name), 0)
+
+    def _ref(self, value: Any, kpath: str) -> None:
+        if not isinstance(value, str):
+            self.bad(kpath, f'"$ref" must be a string, not {_kind(value)}')
+            return
+        name = parse_local_ref(value)
+        if name is None:
+            self.bad(
+                kpath,
+                'only local references ("#" or "#/$defs/<name>") are supported, '
+                f"not {_show(value)}",
+            )
+        elif name and name not in self.def_names:
+            self.bad(kpath, f"$ref {_show(value)} points at a missing definition")
+
+    def _pattern(self, value: Any, kpath: str) -> None:
+        if not isinstance(value, str):
+            self.bad(kpath, f'"pattern" must be a string, not {_kind(value)}')
+            return
+        self.pattern_length = max(self.pattern_length, len(value))
+        if len(value) > self.limits.max_pattern_length:
+            self.bad(
+                kpath,
+                f"pattern is {len(value)} characters; the limit is "
+                f"{self.limits.max_pattern_length} (max_pattern_length)",
+            )
+            return
+        problem = check_pattern(value)
+        if problem is not None:
+            self.bad(kpath, f"pattern not supported: {problem}")
+
+
+def _is_object_schema(node: Mapping[Any, Any]) -> bool:
+    t = node.get("type")
+    if t == "object" or (isinstance(t, list) and "object" in t):
+        return True
+    return t is None and "properties" in node
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
+
+
+def _is_non_negative_int(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 0
+    return isinstance(value, float) and value.is_integer() and value >= 0
+
+
+def _show(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
