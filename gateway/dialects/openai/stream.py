@@ -1,0 +1,153 @@
+"""Canonical stream events -> OpenAI ``chat.completion.chunk`` Server-Sent Events (issue #4).
+
+The wire format, as the OpenAI API sends it and the ``openai`` SDK parses it::
+
+    data: {"id":"chatcmpl-..","object":"chat.completion.chunk","created":1733000000,
+           "model":"amara-s1.2","system_fingerprint":null,
+           "choices":[{"index":0,"delta":{"role":"assistant","content":""},
+                       "logprobs":null,"finish_reason":null}]}
+    data: {..."delta":{"content":"Hi"}...}
+    data: {..."delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function",
+                       "function":{"name":"create_refund","arguments":""}}]}...}
+    data: {..."delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"a"}}]}...}
+    data: {..."delta":{},"logprobs":null,"finish_reason":"tool_calls"}]}
+    data: {..."choices":[],"usage":{"prompt_tokens":..,"completion_tokens":..,
+           "total_tokens":..,"schema_retries":1}}          (stream_options.include_usage)
+    data: [DONE]
+
+An error after the first byte is one in-band event with the unified envelope and NO
+``[DONE]`` after it; the SDK raises ``openai.APIError`` on it (``_streaming.py``: a data
+payload with an ``error`` member), with ``code``/``param``/``type`` from the envelope::
+
+    data: {"error":{"type":..,"code":..,"message":..,"param":..},"request_id":"req_.."}
+
+Hot path (issue #8): the chunk prefix and suffix are serialised once per stream; each event
+costs one ``orjson.dumps`` of its string and a few byte concatenations. A released held
+call's ``ToolCallStart`` + ``ToolCallDelta`` become a single chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import orjson
+
+from gateway.canonical import (
+    Finish,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    UsageReport,
+)
+from gateway.enforcement.holdback import FinalUsage, HeldEvent
+from gateway.errors import GatewayError
+
+DONE = b"data: [DONE]\n\n"
+KEEPALIVE = b": keep-alive\n\n"
+
+_dumps = orjson.dumps
+
+
+def error_event(exc: GatewayError, request_id: str) -> bytes:
+    """The in-band error event (the stream ends after it; no ``[DONE]``)."""
+    return b"data: " + _dumps(exc.envelope(request_id)) + b"\n\n"
+
+
+class ChunkEncoder:
+    """Encodes one stream's events. Create one per response."""
+
+    __slots__ = ("_finish_tail", "_head", "_tail", "_usage_head", "include_usage")
+
+    def __init__(
+        self, *, completion_id: str, model: str, created: int, include_usage: bool = False
+    ) -> None:
+        self.include_usage = include_usage
+        common = (
+            b'{"id":' + _dumps(completion_id)
+            + b',"object":"chat.completion.chunk","created":' + str(int(created)).encode()
+            + b',"model":' + _dumps(model) + b',"system_fingerprint":null'
+        )
+        usage_null = b',"usage":null' if include_usage else b""
+        self._head = b"data: " + common + b',"choices":[{"index":0,"delta":'
+        self._tail = b',"logprobs":null,"finish_reason":null}]' + usage_null + b"}\n\n"
+        self._finish_tail = b'}]' + usage_null + b"}\n\n"
+        self._usage_head = b"data: " + common + b',"choices":[],"usage":'
+
+    def _chunk(self, delta: bytes) -> bytes:
+        return self._head + delta + self._tail
+
+    def role(self) -> bytes:
+        """The first chunk: ``delta.role`` (sent as soon as the upstream answered)."""
+        return self._chunk(b'{"role":"assistant","content":""}')
+
+    def text(self, text: str) -> bytes:
+        return self._chunk(b'{"content":' + _dumps(text) + b"}")
+
+    def tool_start(self, event: ToolCallStart, arguments: str = "") -> bytes:
+        return self._chunk(
+            b'{"tool_calls":[{"index":' + str(event.index).encode()
+            + b',"id":' + _dumps(event.id)
+            + b',"type":"function","function":{"name":' + _dumps(event.name)
+            + b',"arguments":' + _dumps(arguments) + b"}}]}"
+        )
+
+    def tool_arguments(self, event: ToolCallDelta) -> bytes:
+        return self._chunk(
+            b'{"tool_calls":[{"index":' + str(event.index).encode()
+            + b',"function":{"arguments":' + _dumps(event.arguments) + b"}}]}"
+        )
+
+    def finish(self, event: Finish) -> bytes:
+        return (
+            self._head + b'{},"logprobs":null,"finish_reason":' + _dumps(event.reason)
+            + self._finish_tail
+        )
+
+    def usage(self, final: FinalUsage) -> bytes:
+        """The usage chunk (only with ``stream_options.include_usage``), then nothing."""
+        if not self.include_usage:
+            return b""
+        u = final.usage
+        return (
+            self._usage_head
+            + _dumps(
+                {
+                    "prompt_tokens": u.prompt_tokens,
+                    "completion_tokens": u.completion_tokens,
+                    "total_tokens": u.total_tokens,
+                    "schema_retries": final.schema_retries,
+                }
+            )
+            + b"}\n\n"
+        )
+
+    def encode(self, batch: Sequence[HeldEvent]) -> bytes:
+        """One batch -> the bytes of its chunks. ``FinalUsage`` adds the usage chunk and
+        ``[DONE]``; an upstream ``UsageReport`` is not forwarded (the hold-back totals it)."""
+        parts: list[bytes] = []
+        i, n = 0, len(batch)
+        while i < n:
+            event = batch[i]
+            i += 1
+            if isinstance(event, TextDelta):
+                parts.append(self.text(event.text))
+            elif isinstance(event, ToolCallDelta):
+                parts.append(self.tool_arguments(event))
+            elif isinstance(event, ToolCallStart):
+                nxt = batch[i] if i < n else None
+                if isinstance(nxt, ToolCallDelta) and nxt.index == event.index:
+                    parts.append(self.tool_start(event, nxt.arguments))
+                    i += 1
+                else:
+                    parts.append(self.tool_start(event))
+            elif isinstance(event, Finish):
+                parts.append(self.finish(event))
+            elif isinstance(event, FinalUsage):
+                parts.append(self.usage(event))
+                parts.append(DONE)
+            elif isinstance(event, UsageReport):
+                continue
+        return b"".join(parts)
+
+
+__all__ = ["DONE", "KEEPALIVE", "ChunkEncoder", "error_event"]

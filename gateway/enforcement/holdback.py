@@ -1,0 +1,415 @@
+"""Streaming hold-back: strict tool-call fragments are released only after the call validated
+(issue #4; spec: "in strict mode argument fragments are held back until the whole call has
+been validated").
+
+Dialect-neutral: it consumes an upstream's canonical events and yields *batches* of
+canonical events for a dialect to encode (one batch = one socket write)::
+
+    hb = holdback_for(request, ctx, upstream.stream(request, model))
+    try:
+        async for batch in hb.batches():
+            send(encode(batch))              # the first batch may be empty: upstream answered
+    except GatewayError as exc:
+        send(encode_error(exc))              # in-band once bytes went out
+
+Rules, in upstream order:
+
+- Text deltas and non-strict tool calls go out as they arrive.
+- A *held* call (a strict tool, or an unknown tool name while the request has strict tools)
+  is buffered whole, ``ToolCallStart`` included. It closes when another call starts or the
+  upstream finishes; it is then checked inline (valid: released at once as start + the
+  joined arguments) or handed to the single correction while the stream keeps flowing. The
+  corrected call is released under the original ``index`` and ``id``.
+- Output order equals upstream order: anything that arrived after a held call waits behind
+  it. Tool calls are therefore released in index order, which the openai SDK needs (its
+  stream accumulator inserts by list position, so index 1 before index 0 corrupts both),
+  and text after a call stays after it (Anthropic content blocks are ordered).
+- With a strict ``response_format`` and no tool call, the text is held whole, validated
+  and corrected once, then released as one delta.
+- A call still invalid after its correction, a ``length`` cut-off inside a held call, or an
+  upstream failure raise ``GatewayError``; held arguments are never released. Pending
+  corrections and the upstream iterator are cancelled/closed on error, on ``aclose()``
+  and on task cancellation (client disconnect).
+
+Usage goes to the request's ``Tally`` (first call + corrections); the last batch ends with
+``FinalUsage`` carrying the total and ``schema_retries``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.canonical import (
+    ChatRequest,
+    ChatResponse,
+    Finish,
+    FinishReason,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+    UsageReport,
+)
+from gateway.context import Tally
+from gateway.enforcement.check import StrictPlan
+from gateway.enforcement.correct import (
+    EnforceContext,
+    call_violations,
+    enforce_call,
+    enforce_output,
+)
+from gateway.errors import UpstreamError
+
+CallEnforcer = Callable[[ToolCall, "FinishReason | None"], Awaitable[ToolCall]]
+"""Validate + correct ONE call: return the valid call (original ``id``) or raise 422."""
+
+OutputEnforcer = Callable[[str, FinishReason], Awaitable[str]]
+"""Validate + correct a strict ``response_format`` reply: return valid content or raise."""
+
+
+@dataclass(frozen=True, slots=True)
+class FinalUsage:
+    """Last event of a successful stream: usage over every upstream call of the request."""
+
+    usage: Usage
+    schema_retries: int
+    upstream_calls: int
+    estimated: bool = False
+
+
+HeldEvent = StreamEvent | FinalUsage
+
+
+class _Held:
+    """One held strict call (or the held text of a strict ``response_format``)."""
+
+    __slots__ = ("call_id", "done", "index", "name", "open", "out", "parts")
+
+    def __init__(self, index: int, call_id: str, name: str) -> None:
+        self.index = index
+        self.call_id = call_id
+        self.name = name
+        self.parts: list[str] = []
+        self.open = True
+        self.done = False
+        self.out: list[StreamEvent] = []
+
+    def call(self) -> ToolCall:
+        return ToolCall(id=self.call_id, name=self.name, raw_arguments="".join(self.parts))
+
+    def release(self, call: ToolCall) -> None:
+        self.out = [ToolCallStart(self.index, self.call_id, call.name)]
+        if call.raw_arguments:
+            self.out.append(ToolCallDelta(self.index, call.raw_arguments))
+        self.done = True
+
+
+_TEXT = -1  # index of the held-text pseudo call
+_END = object()
+
+
+async def _next(it: AsyncIterator[StreamEvent]) -> StreamEvent | object:
+    try:
+        return await anext(it)
+    except StopAsyncIteration:
+        return _END
+
+
+class HoldBack:
+    """The hold-back over one upstream stream (see module docstring).
+
+    Readable at any time (e.g. after a disconnect): ``tally``, ``usage_reported``,
+    ``finish_reason``, ``estimated_completion_tokens``.
+    """
+
+    def __init__(
+        self,
+        events: AsyncIterator[StreamEvent],
+        *,
+        plan: StrictPlan,
+        tally: Tally,
+        enforce_call: CallEnforcer,
+        enforce_output: OutputEnforcer | None = None,
+        prompt_tokens_estimate: int = 0,
+    ) -> None:
+        self.prompt_tokens_estimate = prompt_tokens_estimate
+        self._events = events
+        self._plan = plan
+        self._strict = plan.tools
+        self._guard_unknown = bool(plan.tools)
+        self._hold_text = plan.output is not None
+        self.tally = tally
+        self._enforce_call = enforce_call
+        self._enforce_output = enforce_output
+        self._queue: deque[StreamEvent | _Held] = deque()
+        self._calls: dict[int, _Held | None] = {}  # index -> held slot, None = pass-through
+        self._open: list[_Held] = []
+        self._text: _Held | None = None
+        self._saw_call = False
+        self._tasks: dict[asyncio.Task[None], _Held] = {}
+        self._finished = False
+        self.finish_reason: FinishReason | None = None
+        self.usage_reported = False
+        self._chars = 0
+
+    @property
+    def estimated_completion_tokens(self) -> int:
+        """A rough count (4 characters a token) of what the upstream has sent so far."""
+        return (self._chars + 3) // 4
+
+    def account_partial(self) -> bool:
+        """After a disconnect or failure (or a stream without usage): if the upstream never
+        reported usage, put an estimate into the tally. True when the figures are estimated.
+        """
+        if self.usage_reported:
+            return False
+        self.tally.add_first(
+            Usage(self.prompt_tokens_estimate, self.estimated_completion_tokens)
+        )
+        self.usage_reported = True
+        return True
+
+    async def events(self) -> AsyncGenerator[HeldEvent, None]:
+        """The same as ``batches()``, flattened."""
+        async for batch in self.batches():
+            for event in batch:
+                yield event
+
+    async def batches(self) -> AsyncGenerator[list[HeldEvent], None]:
+        """Batches to send, in order. The first is yielded as soon as the upstream's first
+        event arrived (possibly empty: the commit point for response headers); the last ends
+        with ``FinalUsage``. Raises ``GatewayError``."""
+        it = self._events
+        nxt: asyncio.Task[StreamEvent | object] | None = None
+        upstream_done = False
+        first = True
+        try:
+            while True:
+                out: list[HeldEvent] = []
+                if not self._tasks:
+                    # Fast path (no correction in flight): no task per upstream event.
+                    upstream_done = self._feed(await _next(it), out)
+                else:
+                    waiting: set[asyncio.Future[Any]] = set(self._tasks)
+                    if not upstream_done:
+                        if nxt is None:
+                            nxt = asyncio.ensure_future(_next(it))
+                        waiting.add(nxt)
+                    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                    if nxt is not None and nxt in done:
+                        event, nxt = nxt.result(), None
+                        upstream_done = self._feed(event, out)
+                    for task in done:
+                        if self._tasks.pop(task, None) is not None:  # type: ignore[call-overload]
+                            task.result()  # re-raises the 422 / upstream error
+                self._flush(out)
+                if upstream_done and not self._tasks:
+                    if self._queue:  # pragma: no cover - every slot is closed at the end
+                        raise RuntimeError("hold-back ended with unreleased events")
+                    out.append(self._final())
+                    yield out
+                    return
+                if out or first:
+                    first = False
+                    yield out
+        finally:
+            await self._cancel(nxt)
+
+    async def _cancel(self, nxt: asyncio.Task[StreamEvent | object] | None) -> None:
+        pending: list[asyncio.Future[Any]] = [*self._tasks]
+        if nxt is not None:
+            pending.append(nxt)
+        self._tasks.clear()
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        aclose = getattr(self._events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+    def _final(self) -> FinalUsage:
+        estimated = self.account_partial()
+        tally = self.tally
+        return FinalUsage(tally.total, tally.retries, tally.upstream_calls, estimated)
+
+    # -- upstream events -------------------------------------------------------------
+
+    def _feed(self, event: StreamEvent | object, out: list[HeldEvent]) -> bool:
+        """Route one upstream event; returns True when the upstream is done."""
+        if isinstance(event, TextDelta):
+            self._chars += len(event.text)
+            if self._finished:
+                return False
+            if self._hold_text:
+                if self._text is None:
+                    self._text = _Held(_TEXT, "", "")
+                    self._queue.append(self._text)
+                self._text.parts.append(event.text)
+            else:
+                self._emit(event, out)
+        elif isinstance(event, ToolCallDelta):
+            self._chars += len(event.arguments)
+            self._on_delta(event, out)
+        elif isinstance(event, ToolCallStart):
+            self._on_start(event, out)
+        elif isinstance(event, Finish):
+            self._on_finish(event)
+        elif isinstance(event, UsageReport):
+            if self.usage_reported:
+                self.tally.first_usage = self.tally.first_usage + event.usage
+            else:
+                self.tally.add_first(event.usage)
+                self.usage_reported = True
+        elif event is _END:
+            if not self._finished:
+                raise UpstreamError("The upstream stream ended before the reply was complete.")
+            return True
+        return False
+
+    def _emit(self, event: StreamEvent, out: list[HeldEvent]) -> None:
+        if self._queue:
+            self._queue.append(event)
+        else:
+            out.append(event)
+
+    def _on_start(self, event: ToolCallStart, out: list[HeldEvent]) -> None:
+        self._saw_call = True
+        for slot in self._open:
+            if slot.index != event.index:
+                self._close(slot, None)
+        self._open = [s for s in self._open if s.open]
+        if event.index in self._calls:
+            raise UpstreamError(f"The upstream started tool call {event.index} twice.")
+        name = event.name
+        if name in self._strict or (self._guard_unknown and name not in self._plan.tool_names):
+            slot = _Held(event.index, event.id, name)
+            self._calls[event.index] = slot
+            self._open.append(slot)
+            self._queue.append(slot)
+        else:
+            self._calls[event.index] = None
+            self._emit(event, out)
+
+    def _on_delta(self, event: ToolCallDelta, out: list[HeldEvent]) -> None:
+        try:
+            slot = self._calls[event.index]
+        except KeyError:
+            raise UpstreamError(
+                f"The upstream sent arguments for tool call {event.index} before starting it."
+            ) from None
+        if slot is None:
+            self._emit(event, out)
+        elif slot.open:
+            slot.parts.append(event.arguments)
+        else:
+            raise UpstreamError(
+                f"The upstream sent arguments for tool call {event.index} after it ended."
+            )
+
+    def _on_finish(self, event: Finish) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self.finish_reason = event.reason
+        cut: FinishReason | None = "length" if event.reason == "length" else None
+        for slot in self._open:
+            self._close(slot, cut)
+        self._open = []
+        if self._text is not None:
+            self._close_text(event.reason)
+        self._queue.append(event)
+
+    # -- checks and corrections -----------------------------------------------------
+
+    def _close(self, slot: _Held, cut: FinishReason | None) -> None:
+        slot.open = False
+        call = slot.call()
+        if not call_violations(call, self._plan):
+            slot.release(call)
+            return
+        self._spawn(slot, self._correct_call(slot, call, cut))
+
+    async def _correct_call(self, slot: _Held, call: ToolCall, cut: FinishReason | None) -> None:
+        fixed = await self._enforce_call(call, cut)
+        slot.release(ToolCall(id=slot.call_id, name=fixed.name, raw_arguments=fixed.raw_arguments))
+
+    def _close_text(self, reason: FinishReason) -> None:
+        slot = self._text
+        assert slot is not None
+        slot.open = False
+        text = "".join(slot.parts)
+        if self._saw_call or self._enforce_output is None:
+            # As non-streaming: a reply that calls tools is not held to response_format.
+            self._release_text(slot, text)
+            return
+        self._spawn(slot, self._correct_text(slot, text, reason))
+
+    async def _correct_text(self, slot: _Held, text: str, reason: FinishReason) -> None:
+        assert self._enforce_output is not None
+        self._release_text(slot, await self._enforce_output(text, reason))
+
+    @staticmethod
+    def _release_text(slot: _Held, text: str) -> None:
+        slot.out = [TextDelta(text)] if text else []
+        slot.done = True
+
+    def _spawn(self, slot: _Held, work: Awaitable[None]) -> None:
+        self._tasks[asyncio.ensure_future(work)] = slot
+
+    def _flush(self, out: list[HeldEvent]) -> None:
+        queue = self._queue
+        while queue:
+            head = queue[0]
+            if isinstance(head, _Held):
+                if not head.done:
+                    return
+                out.extend(head.out)
+            else:
+                out.append(head)
+            queue.popleft()
+
+
+def holdback_for(
+    request: ChatRequest,
+    ctx: EnforceContext,
+    events: AsyncIterator[StreamEvent],
+) -> HoldBack:
+    """A hold-back wired to the shared enforcement: ``enforce_call`` (the single
+    correction, same as non-streaming) and ``enforce_output`` for a strict
+    ``response_format``. ``ctx.tally`` receives every call's usage."""
+
+    async def one_call(call: ToolCall, cut: FinishReason | None) -> ToolCall:
+        return await enforce_call(call, request, ctx, finish_reason=cut)
+
+    async def output(text: str, reason: FinishReason) -> str:
+        reply = ChatResponse(
+            id="", model=request.model, content=text, tool_calls=(), finish_reason=reason,
+            usage=Usage(),
+        )
+        fixed = await enforce_output(reply, request, ctx)
+        return fixed.content or ""
+
+    return HoldBack(
+        events,
+        plan=ctx.plan,
+        tally=ctx.tally,
+        enforce_call=one_call,
+        enforce_output=output if ctx.plan.output is not None else None,
+    )
+
+
+__all__ = [
+    "CallEnforcer",
+    "FinalUsage",
+    "HeldEvent",
+    "HoldBack",
+    "OutputEnforcer",
+    "holdback_for",
+]
