@@ -1,0 +1,283 @@
+"""The fast back end: one generated Python ``is_valid(x)`` function per schema.
+
+Safe by construction: the generated source is assembled only from fixed templates, names
+this module invents (``_c12``, ``_f3``, ``v4``) and small integers it computes (depth
+offsets). Every value taken from the schema (property names, enum/const values, numbers,
+patterns, formats) enters as an object in the function's namespace, never as source text,
+so no schema can inject code. The namespace has a minimal ``__builtins__``.
+
+Unlike fastjsonschema (which interpolates schema text into exec'd source, resolves remote
+refs and uses backtracking ``re``), nothing here reads the schema dict at all: it reads the
+node table from ``_ir``, which already refused anything outside the subset.
+
+The function answers only valid/invalid; ``_interp`` explains failures. If generation is
+refused (e.g. Python's own nesting limits), ``generate`` raises ``CodegenError`` and the
+caller falls back to the interpreter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from validator._formats import FORMATS
+from validator._interp import MAX_INSTANCE_DEPTH
+from validator._ir import Node
+from validator._jsonvalue import is_integer, is_number, json_equal, multiple_of
+
+__all__ = ["CodegenError", "generate"]
+
+_MAX_INDENT = 24  # past this, a child schema becomes its own function
+_MAX_LOOPS = 6  # nested ``for`` blocks per function (CPython allows 20)
+_UNROLL_REQUIRED = 32
+_MAX_SOURCE = 4 << 20
+
+_BUILTINS = {"isinstance": isinstance, "len": len, "any": any, "str": str, "dict": dict, "list": list,
+             "int": int, "float": float, "bool": bool}  # fmt: skip
+
+_TYPE_TESTS = {
+    "string": "isinstance({v}, str)",
+    "object": "isinstance({v}, dict)",
+    "array": "isinstance({v}, list)",
+    "null": "{v} is None",
+    "boolean": "isinstance({v}, bool)",
+    "integer": "_is_integer({v})",
+    "number": "_is_number({v})",
+}
+
+
+class CodegenError(RuntimeError):
+    """The schema is valid but the fast path declined it; use the interpreter."""
+
+
+class _Gen:
+    def __init__(self, nodes: list[Node]) -> None:
+        self.nodes = nodes
+        self.ns: dict[str, Any] = {
+            "__builtins__": dict(_BUILTINS), "_M": object(), "_is_integer": is_integer,
+            "_is_number": is_number, "_json_equal": json_equal,
+        }  # fmt: skip
+        self.lines: list[str] = []
+        self.functions: dict[tuple[int, bool], str] = {}
+        self.queue: list[tuple[int, bool, str]] = []
+        self.counter = 0
+
+    def const(self, value: Any) -> str:
+        self.counter += 1
+        name = f"_c{self.counter}"
+        self.ns[name] = value
+        return name
+
+    def var(self) -> str:
+        self.counter += 1
+        return f"v{self.counter}"
+
+    def function(self, nid: int, checked_depth: bool) -> str:
+        """Name of the function validating node ``nid``; generated once per node."""
+        key = (nid, checked_depth)
+        if key not in self.functions:
+            self.counter += 1
+            name = f"_f{self.counter}"
+            self.functions[key] = name
+            self.queue.append((nid, checked_depth, name))
+        return self.functions[key]
+
+    def run(self) -> Callable[[Any], bool]:
+        root = self.function(0, False)
+        while self.queue:
+            nid, _, name = self.queue.pop()
+            self.lines.append(f"def {name}(x, d):")
+            self.emit(nid, "x", 0, 1, 0)
+            self.lines.append("    return True")
+        self.lines.append("def is_valid(x):")
+        self.lines.append(f"    return {root}(x, 0)")
+        source = "\n".join(self.lines) + "\n"
+        if len(source) > _MAX_SOURCE:
+            raise CodegenError("generated source too large")
+        try:
+            code = compile(source, "<syntic-validator>", "exec")
+            exec(code, self.ns)
+        except (SyntaxError, RecursionError, MemoryError, ValueError) as exc:
+            raise CodegenError(str(exc)) from exc
+        fn: Callable[[Any], bool] = self.ns["is_valid"]
+        return fn
+
+    def out(self, indent: int, text: str) -> None:
+        self.lines.append("    " * indent + text)
+
+    def call(self, nid: int, v: str, k: int, indent: int, check_depth: bool) -> None:
+        name = self.function(nid, False)
+        depth = f"d + {k}" if k else "d"
+        if check_depth:
+            limit = self.const(MAX_INSTANCE_DEPTH)
+            self.out(indent, f"if {depth} > {limit} or not {name}({v}, {depth}): return False")
+        else:
+            self.out(indent, f"if not {name}({v}, {depth}): return False")
+
+    def child(self, nid: int, v: str, k: int, indent: int, loops: int) -> None:
+        node = self.nodes[nid]
+        if node.trivial:
+            return
+        if indent > _MAX_INDENT or loops >= _MAX_LOOPS:
+            self.call(nid, v, k, indent, False)
+        else:
+            self.emit(nid, v, k, indent, loops)
+
+    def emit(self, nid: int, v: str, k: int, indent: int, loops: int) -> None:
+        """Lines that ``return False`` unless ``v`` (at instance depth d + k) matches."""
+        node = self.nodes[nid]
+        if node.false:
+            self.out(indent, "return False")
+            return
+        known: str | None = None
+        if node.types is not None:
+            tests = " or ".join(_TYPE_TESTS[t].format(v=v) for t in sorted(node.types))
+            self.out(indent, f"if not ({tests}): return False")
+            if len(node.types) == 1:
+                known = next(iter(node.types))
+        if node.enum is not None:
+            self.emit_enum(node.enum, v, known, indent)
+        if node.has_const:
+            if known == "string" and isinstance(node.const, str):
+                self.out(indent, f"if {v} != {self.const(node.const)}: return False")
+            else:
+                self.out(indent, f"if not _json_equal({v}, {self.const(node.const)}): return False")
+        self.guarded(node, "string", known, v, indent, lambda i: self.emit_string(node, v, i))
+        self.guarded(node, "number", known, v, indent, lambda i: self.emit_number(node, v, i))
+        self.guarded(node, "object", known, v, indent,
+                     lambda i: self.emit_object(node, v, k, i, loops))  # fmt: skip
+        self.guarded(node, "array", known, v, indent,
+                     lambda i: self.emit_array(node, v, k, i, loops))  # fmt: skip
+        if node.any_of is not None:
+            names = [self.function(b, False) for b in node.any_of]
+            depth = f"d + {k}" if k else "d"
+            calls = " or ".join(f"{n}({v}, {depth})" for n in names)
+            self.out(indent, f"if not ({calls}): return False")
+        if node.ref is not None:
+            self.call(node.ref, v, k, indent, True)
+
+    def guarded(
+        self, node: Node, kind: str, known: str | None, v: str, indent: int,
+        body: Callable[[int], None],
+    ) -> None:  # fmt: skip
+        if not _has(node, kind):
+            return
+        if known == kind or (kind == "number" and known == "integer"):
+            body(indent)
+            return
+        if known is not None:
+            return  # the type check already excluded this kind
+        test = "_is_number({v})" if kind == "number" else _TYPE_TESTS[kind]
+        self.out(indent, f"if {test.format(v=v)}:")
+        before = len(self.lines)
+        body(indent + 1)
+        if len(self.lines) == before:
+            self.out(indent + 1, "pass")
+
+    def emit_enum(self, values: tuple[Any, ...], v: str, known: str | None, indent: int) -> None:
+        strings = frozenset(x for x in values if isinstance(x, str))
+        others = tuple(x for x in values if not isinstance(x, str))
+        s = self.const(strings)
+        if known == "string":
+            self.out(indent, f"if {v} not in {s}: return False")
+            return
+        o = self.const(others)
+        self.out(indent, f"if not ({v} in {s} if isinstance({v}, str) else "
+                         f"any(_json_equal({v}, e) for e in {o})): return False")  # fmt: skip
+
+    def emit_string(self, node: Node, v: str, indent: int) -> None:
+        if node.min_length is not None:
+            self.out(indent, f"if len({v}) < {self.const(node.min_length)}: return False")
+        if node.max_length is not None:
+            self.out(indent, f"if len({v}) > {self.const(node.max_length)}: return False")
+        if node.regex is not None:
+            self.out(indent, f"if {self.const(node.regex.search)}({v}) is None: return False")
+        if node.format is not None:
+            self.out(indent, f"if not {self.const(FORMATS[node.format])}({v}): return False")
+
+    def emit_number(self, node: Node, v: str, indent: int) -> None:
+        for value, op in (
+            (node.minimum, "<"), (node.maximum, ">"),
+            (node.exclusive_minimum, "<="), (node.exclusive_maximum, ">="),
+        ):  # fmt: skip
+            if value is not None:
+                self.out(indent, f"if {v} {op} {self.const(value)}: return False")
+        if node.multiple_of is not None:
+            fn = self.const(multiple_of)
+            self.out(indent, f"if not {fn}({v}, {self.const(node.multiple_of)}): return False")
+
+    def emit_object(self, node: Node, v: str, k: int, indent: int, loops: int) -> None:
+        required = set(node.required)
+        if node.required:
+            if len(node.required) <= _UNROLL_REQUIRED:
+                consts = [self.const(r) for r in node.required]
+                self.out(indent, "if " + " or ".join(f"{n} not in {v}" for n in consts)
+                         + ": return False")  # fmt: skip
+            else:
+                self.out(indent, f"if not {v}.keys() >= {self.const(frozenset(node.required))}:"
+                                 " return False")  # fmt: skip
+        for name, child in node.properties:
+            if self.nodes[child].trivial:
+                continue
+            item = self.var()
+            key = self.const(name)
+            if name in required:
+                self.out(indent, f"{item} = {v}[{key}]")
+                self.child(child, item, k + 1, indent, loops)
+            else:
+                self.out(indent, f"{item} = {v}.get({key}, _M)")
+                self.out(indent, f"if {item} is not _M:")
+                self.child(child, item, k + 1, indent + 1, loops)
+                self.out(indent + 1, "pass")
+        if node.additional is None or self.nodes[node.additional].trivial:
+            return
+        names = frozenset(n for n, _ in node.properties)
+        if self.nodes[node.additional].false:
+            if names and names <= required:
+                # Every declared name is present, so any extra key shows up in the count.
+                self.out(indent, f"if len({v}) != {self.const(len(names))}: return False")
+            else:
+                known = self.const(names)
+                self.out(indent, f"for kk in {v}:")
+                self.out(indent + 1, f"if kk not in {known}: return False")
+            return
+        known = self.const(names)
+        key_var, item = self.var(), self.var()
+        self.out(indent, f"for {key_var}, {item} in {v}.items():")
+        self.out(indent + 1, f"if {key_var} not in {known}:")
+        self.child(node.additional, item, k + 1, indent + 2, loops + 1)
+        self.out(indent + 2, "pass")
+
+    def emit_array(self, node: Node, v: str, k: int, indent: int, loops: int) -> None:
+        if node.min_items is not None:
+            self.out(indent, f"if len({v}) < {self.const(node.min_items)}: return False")
+        if node.max_items is not None:
+            self.out(indent, f"if len({v}) > {self.const(node.max_items)}: return False")
+        if node.items is not None and not self.nodes[node.items].trivial:
+            item = self.var()
+            self.out(indent, f"for {item} in {v}:")
+            self.child(node.items, item, k + 1, indent + 1, loops + 1)
+            self.out(indent + 1, "pass")
+
+
+def _has(node: Node, kind: str) -> bool:
+    if kind == "string":
+        return any(
+            x is not None for x in (node.min_length, node.max_length, node.regex, node.format)
+        )
+    if kind == "number":
+        return any(
+            x is not None
+            for x in (node.minimum, node.maximum, node.exclusive_minimum,
+                      node.exclusive_maximum, node.multiple_of)
+        )  # fmt: skip
+    if kind == "object":
+        return bool(node.required or node.properties) or node.additional is not None
+    return node.min_items is not None or node.max_items is not None or node.items is not None
+
+
+def generate(nodes: list[Node]) -> tuple[Callable[[Any], bool], str]:
+    """Generate the fast ``is_valid`` for a node table; returns it with its source text."""
+    gen = _Gen(nodes)
+    fn = gen.run()
+    return fn, "\n".join(gen.lines)

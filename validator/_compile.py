@@ -1,0 +1,258 @@
+"""``compile``: schema -> ``CompiledSchema``, through one shared, bounded LRU cache.
+
+The cache key is a SHA-256 of the schema's canonical JSON (orjson, sorted keys), so key
+order does not matter; the compiled object keeps that canonical text as its private copy
+of the schema (the caller's object is never kept or mutated). Concurrent first requests
+for one new schema compile it once (single-flight), from threads and from asyncio tasks;
+``compile_async`` does the work in a worker thread so the event loop is not blocked.
+
+Computing the key costs a serialization + hash of the whole schema: callers on a hot path
+(the gateway) should keep the ``CompiledSchema`` (or its ``key``) next to the request's
+tool definition instead of calling ``compile`` per validation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from validator._codegen import CodegenError, generate
+from validator._errors import ValidationError
+from validator._interp import Interpreter
+from validator._ir import BuildError, build
+from validator._issues import Issue, SchemaError
+
+__all__ = [
+    "CacheStats",
+    "CompiledSchema",
+    "cache_stats",
+    "canonical_key",
+    "compile",
+    "compile_async",
+    "configure_cache",
+]
+
+DEFAULT_MAXSIZE = 1024
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, tuple | frozenset | set):
+        return list(value)
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+def _canonical(schema: Any) -> tuple[str, bytes]:
+    try:
+        text = orjson.dumps(schema, default=_default, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, ValueError) as exc:  # orjson.JSONEncodeError is a TypeError
+        issue = Issue("invalid_tool_schema", "", f"schema is not JSON: {str(exc)[:120]}")
+        raise SchemaError([issue]) from exc
+    return hashlib.sha256(text).hexdigest(), text
+
+
+def canonical_key(schema: Mapping[str, Any] | bool) -> str:
+    """Cache key of ``schema``: SHA-256 hex of its canonical JSON (sorted keys).
+
+    >>> canonical_key({"type": "string", "maxLength": 3}) == canonical_key(
+    ...     {"maxLength": 3, "type": "string"})
+    True
+    """
+    return _canonical(schema)[0]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CompiledSchema:
+    """A schema ready to validate instances; obtain one from ``compile``.
+
+    >>> c = compile({"type": "object", "properties": {"n": {"type": "integer"}}})
+    >>> [e.message for e in c.validate({"n": "1"})]
+    ['/n must be integer']
+    """
+
+    key: str
+    _canonical: bytes
+    _fast: Callable[[Any], bool]
+    _interp: Interpreter
+
+    @property
+    def schema(self) -> Any:
+        """A fresh private copy of the compiled schema (canonical key order)."""
+        return orjson.loads(self._canonical)
+
+    def is_valid(self, instance: Any) -> bool:
+        """True when ``instance`` matches; the fast path only, no error objects built."""
+        try:
+            return self._fast(instance)
+        except RecursionError:
+            return self._interp.is_valid(instance)
+
+    def validate(self, instance: Any) -> list[ValidationError]:
+        """Every error of ``instance`` (a parsed JSON value), in a stable order; [] if valid."""
+        if self.is_valid(instance):
+            return []
+        errors = self._interp.errors(instance)
+        if not errors:  # pragma: no cover - the two back ends disagree; never accept silently
+            return [ValidationError("", "schema", "/ does not match the schema")]
+        return errors
+
+    def validate_json(self, raw: bytes | str) -> list[ValidationError]:
+        """Parse ``raw`` with orjson and validate it; unparseable input is one ``json`` error."""
+        try:
+            instance = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            reason = str(exc).split(":", 1)[0] or "parse error"
+            return [ValidationError("", "json", f"/ is not valid JSON: {reason}")]
+        return self.validate(instance)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """Counters of the shared compiled-schema cache (exported by the gateway as metrics)."""
+
+    hits: int
+    misses: int
+    evictions: int
+    size: int
+    maxsize: int
+
+
+class _Cache:
+    def __init__(self, maxsize: int) -> None:
+        self.lock = threading.Lock()
+        self.data: OrderedDict[str, CompiledSchema] = OrderedDict()
+        self.inflight: dict[str, Future[CompiledSchema]] = {}
+        self.maxsize = maxsize
+        self.hits = self.misses = self.evictions = 0
+
+    def claim(self, key: str) -> tuple[CompiledSchema | None, Future[CompiledSchema], bool]:
+        """(cached, future, owner): a hit, or the flight to wait on / to complete."""
+        with self.lock:
+            found = self.data.get(key)
+            if found is not None:
+                self.data.move_to_end(key)
+                self.hits += 1
+                return found, Future(), False
+            flight = self.inflight.get(key)
+            if flight is not None:
+                self.hits += 1
+                return None, flight, False
+            self.misses += 1
+            flight = Future()
+            self.inflight[key] = flight
+            return None, flight, True
+
+    def complete(self, key: str, text: bytes, flight: Future[CompiledSchema]) -> None:
+        try:
+            compiled = _build(key, text)
+        except BaseException as exc:
+            with self.lock:
+                self.inflight.pop(key, None)
+            flight.set_exception(exc)
+            raise
+        with self.lock:
+            self.inflight.pop(key, None)
+            self.data[key] = compiled
+            self.data.move_to_end(key)
+            while len(self.data) > self.maxsize:
+                self.data.popitem(last=False)
+                self.evictions += 1
+        flight.set_result(compiled)
+
+    def resize(self, maxsize: int) -> None:
+        with self.lock:
+            self.maxsize = maxsize
+            while len(self.data) > maxsize:
+                self.data.popitem(last=False)
+                self.evictions += 1
+
+    def stats(self) -> CacheStats:
+        with self.lock:
+            return CacheStats(self.hits, self.misses, self.evictions, len(self.data), self.maxsize)
+
+
+_CACHE = _Cache(DEFAULT_MAXSIZE)
+
+
+def _subset_issues(schema: Any) -> list[Issue]:
+    from validator._lint import subset_issues  # the lint module imports the engine's helpers
+
+    return subset_issues(schema, path="")
+
+
+def _build(key: str, text: bytes) -> CompiledSchema:
+    schema = orjson.loads(text)
+    issues = _subset_issues(schema)
+    if issues:
+        raise SchemaError(issues)
+    try:
+        nodes = build(schema)
+    except BuildError as exc:
+        raise SchemaError([Issue("invalid_tool_schema", exc.param, exc.message)]) from exc
+    except RecursionError as exc:  # pragma: no cover - build bounds its own recursion
+        issue = Issue("invalid_tool_schema", "", "schema is nested too deeply")
+        raise SchemaError([issue]) from exc
+    interp = Interpreter(nodes)
+    try:
+        fast, _source = generate(nodes)
+    except CodegenError:
+        fast = interp.is_valid
+    return CompiledSchema(key, text, fast, interp)
+
+
+def compile(schema: Mapping[str, Any] | bool) -> CompiledSchema:
+    """Compile ``schema`` (or return the cached compilation). Raises ``SchemaError``.
+
+    Accepts any schema inside the supported keyword subset, strict or not; anything
+    outside raises ``SchemaError`` with ``invalid_tool_schema`` issues.
+    """
+    key, text = _canonical(schema)
+    cached, flight, owner = _CACHE.claim(key)
+    if cached is not None:
+        return cached
+    if owner:
+        _CACHE.complete(key, text, flight)
+    return flight.result()
+
+
+async def compile_async(schema: Mapping[str, Any] | bool) -> CompiledSchema:
+    """Like ``compile``, but a cache miss compiles in a worker thread, off the event loop;
+    concurrent callers (tasks or threads) wait for the one compilation in flight."""
+    key, text = _canonical(schema)
+    cached, flight, owner = _CACHE.claim(key)
+    if cached is not None:
+        return cached
+    if owner:
+        loop = asyncio.get_running_loop()
+        task = loop.run_in_executor(None, _complete_quietly, key, text, flight)
+        await asyncio.shield(task)
+    return await asyncio.wrap_future(flight)
+
+
+def _complete_quietly(key: str, text: bytes, flight: Future[CompiledSchema]) -> None:
+    # The outcome (result or SchemaError) travels through ``flight``.
+    try:
+        _CACHE.complete(key, text, flight)
+    except Exception:
+        return
+
+
+def cache_stats() -> CacheStats:
+    """Current hit/miss/eviction counters and size of the shared cache."""
+    return _CACHE.stats()
+
+
+def configure_cache(maxsize: int) -> None:
+    """Set the shared cache's bound (evicting least recently used entries if needed)."""
+    if maxsize < 1:
+        raise ValueError("maxsize must be at least 1")
+    _CACHE.resize(maxsize)

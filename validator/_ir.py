@@ -1,0 +1,336 @@
+"""The engine's intermediate form: a schema checked keyword by keyword into a flat table.
+
+Both back ends (the generated fast path in ``_codegen`` and the error-collecting
+interpreter in ``_interp``) read this table, never the schema dict, so they cannot
+disagree about what a keyword means. Every node is addressed by an integer id; ``$ref``
+is an id, so recursive schemas are plain cycles in the table. The builder defends itself
+independently of lint: any keyword outside the subset, any malformed value, a non-local
+``$ref``, a ``$ref`` cycle that never descends into the instance, or nesting deeper than
+``MAX_SCHEMA_DEPTH`` raises ``BuildError`` (turned into ``SchemaError`` by ``_compile``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from validator._formats import FORMATS
+from validator._paths import join, join_index, join_name
+from validator._regex import Pattern, PatternError, compile_pattern
+
+__all__ = ["MAX_SCHEMA_DEPTH", "BuildError", "Node", "build"]
+
+MAX_SCHEMA_DEPTH = 64
+MAX_NODES = 200_000
+DRAFT_2020_12 = (
+    "https://json-schema.org/draft/2020-12/schema",
+    "https://json-schema.org/draft/2020-12/schema#",
+)
+TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
+_COUNTS = ("minLength", "maxLength", "minItems", "maxItems")
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+_ANNOTATIONS = frozenset({"description", "title"})
+KEYWORDS = frozenset(
+    {"type", "properties", "required", "additionalProperties", "items", "anyOf", "enum",
+     "const", "$defs", "$ref", "pattern", "format", "multipleOf", "$schema",
+     *_COUNTS, *_BOUNDS, *_ANNOTATIONS}
+)  # fmt: skip
+
+
+class BuildError(ValueError):
+    """A schema the engine refuses; ``param`` is the lint-style path, ``message`` the reason."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One schema location. ``None`` means "keyword absent"; ids index ``Program.nodes``."""
+
+    false: bool = False
+    types: frozenset[str] | None = None
+    ref: int | None = None
+    properties: tuple[tuple[str, int], ...] = ()
+    required: tuple[str, ...] = ()
+    additional: int | None = None
+    items: int | None = None
+    any_of: tuple[int, ...] | None = None
+    enum: tuple[Any, ...] | None = None
+    has_const: bool = False
+    const: Any = None
+    pattern: str | None = None
+    regex: Pattern | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    format: str | None = None
+    minimum: int | float | None = None
+    maximum: int | float | None = None
+    exclusive_minimum: int | float | None = None
+    exclusive_maximum: int | float | None = None
+    multiple_of: int | float | None = None
+    min_items: int | None = None
+    max_items: int | None = None
+
+    @property
+    def trivial(self) -> bool:
+        """True when the node accepts every instance."""
+        return self == _TRUE
+
+
+_TRUE = Node()
+_FALSE = Node(false=True)
+
+
+def _count(value: Any, param: str, keyword: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BuildError(param, f"{keyword} must be a non-negative integer")
+    if isinstance(value, float) and not value.is_integer():
+        raise BuildError(param, f"{keyword} must be a non-negative integer")
+    if value < 0:
+        raise BuildError(param, f"{keyword} must be a non-negative integer")
+    return int(value)
+
+
+def _number(value: Any, param: str, keyword: str) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BuildError(param, f"{keyword} must be a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise BuildError(param, f"{keyword} must be a finite number")
+    return value
+
+
+def _pointer_tokens(ref: str, param: str) -> list[str]:
+    if not ref.startswith("#"):
+        raise BuildError(param, f"$ref must be local (start with #), got {ref[:80]!r}")
+    fragment = unquote(ref[1:])
+    if fragment == "":
+        return []
+    if not fragment.startswith("/"):
+        raise BuildError(param, "$ref anchors are not supported")
+    tokens = fragment[1:].split("/")
+    for token in tokens:
+        rest = token.replace("~0", "").replace("~1", "")
+        if "~" in rest:
+            raise BuildError(param, "$ref has an invalid JSON pointer escape")
+    return [t.replace("~1", "/").replace("~0", "~") for t in tokens]
+
+
+class _Builder:
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.nodes: list[Node | None] = []
+        self.by_location: dict[tuple[str, ...], int] = {}
+        self.pending: list[tuple[int, Any, tuple[str, ...], str]] = []
+
+    def _reserve(self, location: tuple[str, ...]) -> int | None:
+        if location in self.by_location:
+            return self.by_location[location]
+        if len(self.nodes) >= MAX_NODES:
+            raise BuildError("", f"schema has more than {MAX_NODES} subschemas")
+        self.by_location[location] = len(self.nodes)
+        self.nodes.append(None)
+        return None
+
+    def build(self, schema: Any, location: tuple[str, ...], param: str, depth: int) -> int:
+        existing = self._reserve(location)
+        if existing is not None:
+            return existing
+        node_id = len(self.nodes) - 1
+        self.nodes[node_id] = self._node(schema, location, param, depth)
+        return node_id
+
+    def resolve(self, ref: str, param: str) -> int:
+        tokens = _pointer_tokens(ref, param)
+        target: Any = self.root
+        for token in tokens:
+            if isinstance(target, dict) and token in target:
+                target = target[token]
+            elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
+                target = target[int(token)]
+            else:
+                raise BuildError(param, f"$ref target {ref[:80]!r} does not exist")
+        location = tuple(tokens)
+        existing = self._reserve(location)
+        if existing is not None:
+            return existing
+        node_id = len(self.nodes) - 1
+        # Built later from the work list, so long $ref chains never deepen the Python stack.
+        self.pending.append((node_id, target, location, param))
+        return node_id
+
+    def drain(self) -> None:
+        while self.pending:
+            node_id, target, location, param = self.pending.pop()
+            self.nodes[node_id] = self._node(target, location, param, 0)
+
+    def _child(self, schema: Any, location: tuple[str, ...], param: str, depth: int) -> int:
+        if depth >= MAX_SCHEMA_DEPTH:
+            raise BuildError(param, f"schema is nested deeper than {MAX_SCHEMA_DEPTH} levels")
+        return self.build(schema, location, param, depth + 1)
+
+    def _node(self, schema: Any, loc: tuple[str, ...], param: str, depth: int) -> Node:
+        if schema is True:
+            return _TRUE
+        if schema is False:
+            return _FALSE
+        if not isinstance(schema, dict):
+            raise BuildError(param, "a schema must be an object or a boolean")
+        for key in schema:
+            if key not in KEYWORDS:
+                raise BuildError(join_name(param, key), f"unsupported keyword {key!r}")
+        fields: dict[str, Any] = {}
+        for key in _ANNOTATIONS:
+            if key in schema and not isinstance(schema[key], str):
+                raise BuildError(join(param, key), f"{key} must be a string")
+        if "$schema" in schema and (loc or schema["$schema"] not in DRAFT_2020_12):
+            raise BuildError(join(param, "$schema"), "only the draft 2020-12 $schema is supported")
+        if "$defs" in schema:
+            defs = schema["$defs"]
+            if not isinstance(defs, dict):
+                raise BuildError(join(param, "$defs"), "$defs must be an object")
+            for name, sub in defs.items():
+                self._child(
+                    sub, (*loc, "$defs", name), join_name(join(param, "$defs"), name), depth
+                )
+        if "type" in schema:
+            fields["types"] = self._types(schema["type"], join(param, "type"))
+        if "$ref" in schema:
+            ref = schema["$ref"]
+            if not isinstance(ref, str):
+                raise BuildError(join(param, "$ref"), "$ref must be a string")
+            fields["ref"] = self.resolve(ref, join(param, "$ref"))
+        self._object(schema, loc, param, depth, fields)
+        if "items" in schema:
+            fields["items"] = self._child(
+                schema["items"], (*loc, "items"), join(param, "items"), depth
+            )
+        if "anyOf" in schema:
+            branches = schema["anyOf"]
+            if not isinstance(branches, list) or not branches:
+                raise BuildError(join(param, "anyOf"), "anyOf must be a non-empty array")
+            fields["any_of"] = tuple(
+                self._child(b, (*loc, "anyOf", str(i)), join_index(join(param, "anyOf"), i), depth)
+                for i, b in enumerate(branches)
+            )
+        if "enum" in schema:
+            if not isinstance(schema["enum"], list):
+                raise BuildError(join(param, "enum"), "enum must be an array")
+            fields["enum"] = tuple(schema["enum"])
+        if "const" in schema:
+            fields["has_const"] = True
+            fields["const"] = schema["const"]
+        self._scalars(schema, param, fields)
+        return Node(**fields)
+
+    def _types(self, value: Any, param: str) -> frozenset[str]:
+        names = value if isinstance(value, list) else [value]
+        if not names or any(not isinstance(n, str) or n not in TYPES for n in names):
+            raise BuildError(param, "type must be a type name or an array of type names")
+        if len(set(names)) != len(names):
+            raise BuildError(param, "type names must be unique")
+        return frozenset(names)
+
+    def _object(
+        self, schema: dict[str, Any], loc: tuple[str, ...], param: str, depth: int,
+        fields: dict[str, Any],
+    ) -> None:  # fmt: skip
+        if "properties" in schema:
+            props = schema["properties"]
+            if not isinstance(props, dict):
+                raise BuildError(join(param, "properties"), "properties must be an object")
+            base = join(param, "properties")
+            fields["properties"] = tuple(
+                (name, self._child(sub, (*loc, "properties", name), join_name(base, name), depth))
+                for name, sub in props.items()
+            )
+        if "required" in schema:
+            req = schema["required"]
+            if not isinstance(req, list) or any(not isinstance(r, str) for r in req):
+                raise BuildError(join(param, "required"), "required must be an array of strings")
+            if len(set(req)) != len(req):
+                raise BuildError(join(param, "required"), "required must not repeat names")
+            fields["required"] = tuple(req)
+        if "additionalProperties" in schema:
+            fields["additional"] = self._child(
+                schema["additionalProperties"], (*loc, "additionalProperties"),
+                join(param, "additionalProperties"), depth,
+            )  # fmt: skip
+
+    def _scalars(self, schema: dict[str, Any], param: str, fields: dict[str, Any]) -> None:
+        for key, name in zip(
+            _COUNTS, ("min_length", "max_length", "min_items", "max_items"), strict=True
+        ):
+            if key in schema:
+                fields[name] = _count(schema[key], join(param, key), key)
+        for key, name in zip(
+            _BOUNDS, ("minimum", "maximum", "exclusive_minimum", "exclusive_maximum"), strict=True
+        ):
+            if key in schema:
+                fields[name] = _number(schema[key], join(param, key), key)
+        if "multipleOf" in schema:
+            value = _number(schema["multipleOf"], join(param, "multipleOf"), "multipleOf")
+            if value <= 0:
+                raise BuildError(join(param, "multipleOf"), "multipleOf must be greater than 0")
+            fields["multiple_of"] = value
+        if "pattern" in schema:
+            pattern = schema["pattern"]
+            if not isinstance(pattern, str):
+                raise BuildError(join(param, "pattern"), "pattern must be a string")
+            try:
+                fields["regex"] = compile_pattern(pattern)
+            except PatternError as exc:
+                raise BuildError(join(param, "pattern"), f"unsupported pattern: {exc}") from exc
+            fields["pattern"] = pattern
+        if "format" in schema:
+            fmt = schema["format"]
+            if not isinstance(fmt, str) or fmt not in FORMATS:
+                raise BuildError(join(param, "format"), f"unsupported format {str(fmt)[:40]!r}")
+            fields["format"] = fmt
+
+
+def _same_instance_edges(node: Node) -> list[int]:
+    edges = [] if node.ref is None else [node.ref]
+    if node.any_of:
+        edges.extend(node.any_of)
+    return edges
+
+
+def _check_cycles(nodes: list[Node]) -> None:
+    """Refuse $ref/anyOf cycles that never move into the instance (they would never end)."""
+    state = [0] * len(nodes)  # 0 new, 1 on stack, 2 done
+    for start in range(len(nodes)):
+        if state[start]:
+            continue
+        stack: list[tuple[int, int]] = [(start, 0)]
+        state[start] = 1
+        while stack:
+            current, index = stack[-1]
+            edges = _same_instance_edges(nodes[current])
+            if index < len(edges):
+                stack[-1] = (current, index + 1)
+                nxt = edges[index]
+                if state[nxt] == 1:
+                    raise BuildError("$ref", "$ref cycle that never descends into the instance")
+                if state[nxt] == 0:
+                    state[nxt] = 1
+                    stack.append((nxt, 0))
+            else:
+                state[current] = 2
+                stack.pop()
+
+
+def build(schema: Any) -> list[Node]:
+    """Check ``schema`` and return its node table; node 0 is the root. Raises BuildError."""
+    builder = _Builder(schema)
+    builder.build(schema, (), "", 0)
+    builder.drain()
+    nodes = [n if n is not None else _TRUE for n in builder.nodes]
+    if any(n is None for n in builder.nodes):  # pragma: no cover - defensive
+        raise BuildError("", "internal error: unresolved schema node")
+    _check_cycles(nodes)
+    return nodes
