@@ -27,7 +27,7 @@ from gateway.canonical import (
     ToolCall,
 )
 from gateway.errors import UpstreamError, UpstreamTimeout
-from gateway.settings import ModelConfig
+from gateway.settings import ModelConfig, Settings
 from gateway.upstream.anthropic_codec import (
     StreamDecoder,
     encode_request,
@@ -36,7 +36,7 @@ from gateway.upstream.anthropic_codec import (
     usage_of,
 )
 
-__all__ = ["ANTHROPIC_VERSION", "AnthropicUpstream", "decode_response"]
+__all__ = ["ANTHROPIC_VERSION", "AnthropicUpstream", "create", "decode_response"]
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -170,3 +170,8 @@ class AnthropicUpstream:
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.aclose()
+
+
+def create(client: httpx.AsyncClient, settings: Settings) -> AnthropicUpstream:
+    """Registry factory (see ``gateway.upstream.registry``)."""
+    return AnthropicUpstream(env=settings.env, client=client)

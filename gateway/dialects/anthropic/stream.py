@@ -40,6 +40,7 @@ from gateway.canonical import (
     UsageReport,
 )
 from gateway.dialects.anthropic.encode import encode_error, encode_usage, stop_reason
+from gateway.enforcement.holdback import FinalUsage, HeldEvent
 from gateway.errors import GatewayError
 
 __all__ = ["MessageStreamEncoder", "error_event", "ping_event", "sse"]
@@ -68,6 +69,7 @@ class MessageStreamEncoder:
         "_finish",
         "_model",
         "_next_index",
+        "_retries",
         "_tool_blocks",
         "_usage",
         "message_id",
@@ -82,6 +84,7 @@ class MessageStreamEncoder:
         self._tool_blocks: dict[int, int] = {}  # canonical tool index -> block index
         self._finish: FinishReason = "stop"
         self._usage = Usage()
+        self._retries = 0
 
     def start(self, input_tokens: int = 0) -> bytes:
         """``message_start`` with an empty assistant message."""
@@ -113,7 +116,11 @@ class MessageStreamEncoder:
         start = {"type": "content_block_start", "index": index, "content_block": block}
         return index, out + sse("content_block_start", start)
 
-    def encode(self, event: StreamEvent) -> bytes:
+    def encode_batch(self, batch: list[HeldEvent]) -> bytes:
+        """The bytes for one hold-back batch (one socket write)."""
+        return b"".join(self.encode(event) for event in batch)
+
+    def encode(self, event: StreamEvent | FinalUsage) -> bytes:
         """The SSE bytes for one canonical event (possibly empty)."""
         if isinstance(event, TextDelta):
             if not event.text:
@@ -148,12 +155,21 @@ class MessageStreamEncoder:
             # message's usage is their sum.
             self._usage = self._usage + event.usage
             return b""
+        if isinstance(event, FinalUsage):
+            # The hold-back's total over every upstream call replaces any partial sum.
+            self._usage = event.usage
+            self._retries = event.schema_retries
+            return b""
         raise TypeError(f"unknown stream event {event!r}")
 
-    def finish(self, *, schema_retries: int = 0, stop_sequence: str | None = None) -> bytes:
+    def finish(
+        self, *, schema_retries: int | None = None, stop_sequence: str | None = None
+    ) -> bytes:
         """Close the open block, then ``message_delta`` (stop reason, final usage) and
-        ``message_stop``."""
+        ``message_stop``. ``schema_retries`` defaults to the ``FinalUsage`` figure."""
         out = self._close_current()
+        if schema_retries is None:
+            schema_retries = self._retries
         delta = {
             "type": "message_delta",
             "delta": {

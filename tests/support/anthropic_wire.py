@@ -1,0 +1,154 @@
+"""The scripted upstream's steps rendered in the Anthropic Messages wire format.
+
+Plugs into ``ScriptedUpstream``'s renderer table under the path suffix ``/messages``::
+
+    up = ScriptedUpstream(renderers={**OPENAI_RENDERERS, **ANTHROPIC_RENDERERS})
+
+A ``Call``'s ``arguments`` text becomes ``tool_use.input``: the parsed object when it is a
+JSON object, otherwise (broken JSON, an array, ...) the raw text as a JSON *string*, which is
+as close as this wire format can get to "the model sent garbage" in a non-streamed reply.
+Streamed, the arguments text is sent verbatim as ``input_json_delta`` fragments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from tests.support.scripted_upstream import (
+    HttpError,
+    RecordedRequest,
+    Renderer,
+    Reply,
+    pieces,
+    sse,
+)
+
+_STOP = {"tool_calls": "tool_use", "stop": "end_turn", "length": "max_tokens"}
+
+
+def stop_reason(step: Reply) -> str:
+    return _STOP.get(step.finish, step.finish)
+
+
+def tool_input(arguments: str) -> Any:
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments
+    return value if isinstance(value, dict) else arguments
+
+
+class AnthropicRenderer:
+    """``message`` JSON bodies and Messages SSE streams for scripted ``Reply`` steps."""
+
+    def _ids(self, step: Reply, seq: int) -> tuple[str, list[str]]:
+        mid = step.id or f"msg_scripted_{seq}"
+        return mid, [c.id or f"toolu_{seq}_{i}" for i, c in enumerate(step.tool_calls)]
+
+    def render(self, step: Reply, request: RecordedRequest, seq: int) -> bytes:
+        mid, call_ids = self._ids(step, seq)
+        content: list[dict[str, Any]] = []
+        if step.content:
+            content.append({"type": "text", "text": step.content})
+        for cid, call in zip(call_ids, step.tool_calls, strict=True):
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": cid,
+                    "name": call.name,
+                    "input": tool_input(call.arguments),
+                }
+            )
+        prompt, completion = step.usage
+        return orjson.dumps(
+            {
+                "id": mid,
+                "type": "message",
+                "role": "assistant",
+                "model": (request.body or {}).get("model", "scripted"),
+                "content": content,
+                "stop_reason": stop_reason(step),
+                "stop_sequence": None,
+                "usage": {"input_tokens": prompt, "output_tokens": completion},
+            }
+        )
+
+    def render_stream(self, step: Reply, request: RecordedRequest, seq: int) -> list[bytes]:
+        mid, call_ids = self._ids(step, seq)
+        prompt, completion = step.usage
+        message = {
+            "id": mid,
+            "type": "message",
+            "role": "assistant",
+            "model": (request.body or {}).get("model", "scripted"),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": prompt, "output_tokens": 1},
+        }
+        events = [
+            sse({"type": "message_start", "message": message}, "message_start"),
+            sse({"type": "ping"}, "ping"),
+        ]
+        index = 0
+
+        def block(start: dict[str, Any], deltas: list[dict[str, Any]]) -> None:
+            nonlocal index
+            events.append(
+                sse(
+                    {"type": "content_block_start", "index": index, "content_block": start},
+                    "content_block_start",
+                )
+            )
+            events.extend(
+                sse(
+                    {"type": "content_block_delta", "index": index, "delta": d},
+                    "content_block_delta",
+                )
+                for d in deltas
+            )
+            events.append(sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+            index += 1
+
+        if step.content:
+            block(
+                {"type": "text", "text": ""},
+                [{"type": "text_delta", "text": p} for p in pieces(step.content, step.fragment)],
+            )
+        for cid, call in zip(call_ids, step.tool_calls, strict=True):
+            block(
+                {"type": "tool_use", "id": cid, "name": call.name, "input": {}},
+                [
+                    {"type": "input_json_delta", "partial_json": p}
+                    for p in pieces(call.arguments, step.fragment)
+                    if p
+                ],
+            )
+        events.append(
+            sse(
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop_reason(step), "stop_sequence": None},
+                    "usage": {"output_tokens": completion},
+                },
+                "message_delta",
+            )
+        )
+        events.append(sse({"type": "message_stop"}, "message_stop"))
+        return events
+
+    def error_body(self, step: HttpError) -> bytes:
+        if step.body is not None:
+            return step.body if isinstance(step.body, bytes) else orjson.dumps(step.body)
+        return orjson.dumps(
+            {
+                "type": "error",
+                "error": {"type": "api_error", "message": f"scripted error {step.status}"},
+            }
+        )
+
+
+ANTHROPIC_RENDERERS: Mapping[str, Renderer] = {"/messages": AnthropicRenderer()}
