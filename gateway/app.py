@@ -1,0 +1,141 @@
+"""The composition root: ``create_app(settings)`` wires routes, middleware and lifespan.
+
+The lifespan opens the storage-backed services (keys, ledger, rate limiter; see
+``gateway.services``) unless they are passed in, one pooled ``httpx.AsyncClient`` shared by
+every upstream adapter, the upstream registry and the ``ChatService``; on shutdown it
+closes the upstreams and flushes the ledger.
+
+Example::
+
+    app = create_app(load_settings("gateway.toml"))
+    uvicorn.run(app, port=8080)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Protocol
+
+import httpx
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.auth import AuthMiddleware
+from gateway.dialects.anthropic.endpoint import messages
+from gateway.dialects.openai import chat_completions
+from gateway.errors import GatewayError, NotFound
+from gateway.http import GatewayMiddleware, error_body, request_context
+from gateway.keys.base import KeyStore
+from gateway.models_endpoint import list_models
+from gateway.ratelimit.base import RateLimiter
+from gateway.service import ChatService
+from gateway.settings import Settings, load_settings
+from gateway.upstream.base import Upstream
+from gateway.upstream.registry import UpstreamRegistry
+from gateway.usage.base import Ledger
+
+
+class ServicesLike(Protocol):
+    """What the app needs from ``gateway.services.Services`` (tests may pass their own)."""
+
+    @property
+    def keys(self) -> KeyStore: ...
+    @property
+    def ledger(self) -> Ledger: ...
+    @property
+    def limiter(self) -> RateLimiter: ...
+    async def aclose(self) -> None: ...
+
+
+async def _open_services(settings: Settings) -> ServicesLike:
+    from gateway.services import open_services
+
+    return await open_services(settings)
+
+
+async def healthz(request: Request) -> Response:
+    return Response(b'{"status":"ok"}', media_type="application/json")
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404/405 (unknown route, wrong method) as the unified envelope."""
+    assert isinstance(exc, HTTPException)
+    ctx = request_context(request.scope)
+    if exc.status_code == 404:
+        err: GatewayError = NotFound(f"No route for {request.method} {request.url.path}.")
+    else:
+        err = GatewayError(str(exc.detail), code="method_not_allowed")
+        err.status = exc.status_code
+        err.type = "invalid_request"
+    ctx.error_code = err.code
+    return Response(
+        error_body(err, ctx.request_id), status_code=err.status, media_type="application/json"
+    )
+
+
+def create_app(
+    settings: Settings,
+    services: ServicesLike | None = None,
+    *,
+    upstreams: Mapping[str, Upstream] | None = None,
+    extra_routes: tuple[Route, ...] = (),
+) -> Starlette:
+    """Build the ASGI app. ``services`` (opened by the caller, who also closes them) and
+    ``upstreams`` (provider name -> adapter) override the defaults, for tests."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        svc = services if services is not None else await _open_services(settings)
+        client = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=512, max_keepalive_connections=128),
+            timeout=httpx.Timeout(settings.request_timeout_s, connect=10.0),
+        )
+        registry = UpstreamRegistry.build(settings, client, upstreams)
+        app.state.services = svc
+        app.state.service = ChatService(settings, registry, svc.limiter)
+        try:
+            yield
+        finally:
+            try:
+                await registry.aclose()
+                await client.aclose()
+            finally:
+                if services is None:
+                    await svc.aclose()
+
+    def ledger() -> Ledger | None:
+        svc: ServicesLike | None = getattr(app.state, "services", None)
+        return svc.ledger if svc is not None else None
+
+    def keys() -> KeyStore:
+        svc: ServicesLike = app.state.services
+        return svc.keys
+
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/messages", messages, methods=["POST"]),
+        *extra_routes,
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(GatewayMiddleware, max_body_bytes=settings.max_body_bytes, ledger=ledger),
+            Middleware(AuthMiddleware, keys=keys),
+        ],
+        exception_handlers={HTTPException: _http_exception},
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    return app
+
+
+def create_app_from_env() -> Starlette:
+    """Factory for ``uvicorn --factory`` / multi-worker serving: config from ``SYNTIC_CONFIG``."""
+    return create_app(load_settings())

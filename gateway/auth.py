@@ -1,0 +1,52 @@
+"""API-key authentication for every ``/v1/*`` route.
+
+Accepts ``Authorization: Bearer <key>`` (the openai SDK) and ``x-api-key: <key>`` (the
+anthropic SDK). A missing, malformed, unknown or revoked key raises
+``AuthenticationError`` (401 envelope via the outer middleware). The principal is stored
+on the request context; the secret itself is never kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.errors import AuthenticationError
+from gateway.http import request_context
+from gateway.keys.base import KeyStore
+
+
+def presented_key(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The API key from ``Authorization: Bearer`` or ``x-api-key``, or None."""
+    api_key: str | None = None
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+        elif name == b"x-api-key" and value.strip():
+            api_key = value.decode("latin-1").strip()
+    return api_key
+
+
+class AuthMiddleware:
+    """Authenticates ``/v1/*``; other paths (health checks) pass through."""
+
+    def __init__(self, app: ASGIApp, *, keys: Callable[[], KeyStore]) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            secret = presented_key(scope.get("headers", ()))
+            if secret is None:
+                raise AuthenticationError(
+                    "Missing API key. Send 'Authorization: Bearer sk_live_...'.",
+                    code="missing_api_key",
+                )
+            principal = await self.keys().authenticate(secret)
+            if principal is None:
+                raise AuthenticationError("Invalid or revoked API key.")
+            request_context(scope).principal = principal
+        await self.app(scope, receive, send)

@@ -1,0 +1,51 @@
+"""``syntic serve --config PATH [--host H] [--port P] [--workers N]``: run the gateway."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+from typing import Any
+
+import uvicorn
+
+from gateway.settings import load_settings
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("serve", help="run the HTTP gateway")
+    parser.add_argument("--config", help="TOML config file (default: $SYNTIC_CONFIG)")
+    parser.add_argument("--host", help="bind address (default: config or 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default: config or 8080)")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes")
+    parser.add_argument("--log-level", default="warning")
+    parser.set_defaults(func=run)
+
+
+def _fast(module: str, name: str) -> str:
+    return name if importlib.util.find_spec(module) is not None else "auto"
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    host = args.host or settings.host
+    port = settings.port if args.port is None else args.port
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "loop": _fast("uvloop", "uvloop"),
+        "http": _fast("httptools", "httptools"),
+        "log_level": args.log_level,
+        "lifespan": "on",
+        "timeout_graceful_shutdown": 30,
+    }
+    if args.workers > 1:
+        if args.config:
+            os.environ["SYNTIC_CONFIG"] = os.path.abspath(args.config)
+        uvicorn.run("gateway.app:create_app_from_env", factory=True, workers=args.workers,
+                    **options)
+    else:
+        from gateway.app import create_app
+
+        uvicorn.run(create_app(settings), **options)
+    return 0

@@ -1,0 +1,105 @@
+"""Per-request bookkeeping shared by the middleware, the dialects and the service.
+
+One ``RequestContext`` is created by the outer middleware for every HTTP request. Layers
+fill it in as the request goes (principal, model, tallies); the middleware turns it into
+response headers (``x-request-id``, ``x-syntic-schema-retries``) and one ``UsageRecord``
+for the ledger, whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from gateway.canonical import Usage
+from gateway.keys.base import Principal
+from gateway.usage.base import UsageRecord
+
+
+class Tally:
+    """Running totals over every upstream call of one request (first attempt + corrections).
+
+    Mutable by design: the enforcement loop adds to it as calls complete, possibly from
+    concurrent corrections (all on one event loop, so no locking is needed).
+    """
+
+    __slots__ = ("correction_usage", "first_usage", "retries", "upstream_calls")
+
+    def __init__(self) -> None:
+        self.first_usage = Usage()
+        self.correction_usage = Usage()
+        self.retries = 0
+        self.upstream_calls = 0
+
+    def add_first(self, usage: Usage) -> None:
+        self.first_usage = self.first_usage + usage
+        self.upstream_calls += 1
+
+    def add_correction(self, usage: Usage) -> None:
+        self.correction_usage = self.correction_usage + usage
+        self.retries += 1
+        self.upstream_calls += 1
+
+    @property
+    def total(self) -> Usage:
+        return self.first_usage + self.correction_usage
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Everything known about one request; filled in by each layer as it goes."""
+
+    request_id: str
+    endpoint: str
+    started_at: float
+    started_mono: float
+    principal: Principal | None = None
+    model: str | None = None
+    streamed: bool = False
+    enforced: bool = False  # strict tools or strict response_format: send retries header
+    status: int = 0
+    error_code: str | None = None
+    estimated: bool = False
+    tally: Tally | None = None
+    extra_headers: dict[str, str] | None = None
+
+    @classmethod
+    def start(cls, request_id: str, endpoint: str) -> RequestContext:
+        return cls(request_id, endpoint, time.time(), time.perf_counter(), tally=Tally())
+
+    def add_header(self, name: str, value: str) -> None:
+        if self.extra_headers is None:
+            self.extra_headers = {}
+        self.extra_headers[name] = value
+
+    def response_headers(self) -> list[tuple[bytes, bytes]]:
+        """Headers every response to this request carries (error responses included)."""
+        out = [(b"x-request-id", self.request_id.encode())]
+        if self.enforced and self.tally is not None:
+            out.append((b"x-syntic-schema-retries", str(self.tally.retries).encode()))
+        if self.extra_headers:
+            out.extend((k.encode(), v.encode()) for k, v in self.extra_headers.items())
+        return out
+
+    def usage_record(self) -> UsageRecord:
+        tally = self.tally or Tally()
+        now = time.time()
+        return UsageRecord(
+            request_id=self.request_id,
+            key_id=self.principal.key_id if self.principal else None,
+            model=self.model,
+            endpoint=self.endpoint,
+            status=self.status,
+            error_code=self.error_code,
+            streamed=self.streamed,
+            prompt_tokens=tally.first_usage.prompt_tokens,
+            completion_tokens=tally.first_usage.completion_tokens,
+            correction_prompt_tokens=tally.correction_usage.prompt_tokens,
+            correction_completion_tokens=tally.correction_usage.completion_tokens,
+            schema_retries=tally.retries,
+            upstream_calls=tally.upstream_calls,
+            latency_ms=(time.perf_counter() - self.started_mono) * 1000.0,
+            started_at=self.started_at,
+            finished_at=now,
+            estimated=self.estimated,
+        )

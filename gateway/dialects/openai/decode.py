@@ -1,0 +1,276 @@
+"""Chat-completions request JSON -> canonical ``ChatRequest``.
+
+Shape errors raise ``InvalidRequest`` (400) with ``param`` naming the exact field, e.g.
+``messages[2].role`` or ``tools[0].function.name``. Schemas are kept untouched (the
+enforcement check lints them). Fields the canonical model has no slot for but an
+OpenAI-compatible upstream understands (``seed``, ``logit_bias``, ...) are carried in
+``metadata["openai.passthrough"]``; ``stream_options`` in ``metadata["openai.stream_options"]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.canonical import (
+    ChatRequest,
+    ContentPart,
+    ForcedTool,
+    ImagePart,
+    JsonSchemaFormat,
+    Message,
+    ResponseFormat,
+    Role,
+    TextPart,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+)
+from gateway.errors import InvalidRequest
+from gateway.upstream.openai import PASSTHROUGH_KEY
+
+STREAM_OPTIONS_KEY = "openai.stream_options"
+
+_PASSTHROUGH = frozenset(
+    {
+        "seed",
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "reasoning_effort",
+        "service_tier",
+        "metadata",
+        "store",
+    }
+)
+_ROLES: Mapping[str, Role] = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
+_EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _bad(message: str, param: str | None) -> InvalidRequest:
+    return InvalidRequest(message, param=param)
+
+
+def _str(value: Any, param: str, *, required: bool = True) -> str | None:
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise _bad(f"{param} must be a string.", param)
+    return value
+
+
+def _bool(value: Any, param: str) -> bool | None:
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise _bad(f"{param} must be a boolean.", param)
+    return value
+
+
+def _int(value: Any, param: str, minimum: int) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise _bad(f"{param} must be an integer >= {minimum}.", param)
+    return value
+
+
+def _number(value: Any, param: str) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise _bad(f"{param} must be a number.", param)
+    return float(value)
+
+
+def _object(value: Any, param: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _bad(f"{param} must be an object.", param)
+    return value
+
+
+def _list(value: Any, param: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _bad(f"{param} must be an array.", param)
+    return value
+
+
+def _content(value: Any, param: str) -> tuple[ContentPart, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (TextPart(value),)
+    parts: list[ContentPart] = []
+    for j, raw in enumerate(_list(value, param)):
+        p = f"{param}[{j}]"
+        part = _object(raw, p)
+        kind = part.get("type")
+        if kind == "text":
+            parts.append(TextPart(_str(part.get("text"), f"{p}.text") or ""))
+        elif kind == "image_url":
+            image = _object(part.get("image_url"), f"{p}.image_url")
+            parts.append(ImagePart(url=_str(image.get("url"), f"{p}.image_url.url")))
+        else:
+            raise _bad(f"Unsupported content part type {kind!r}.", f"{p}.type")
+    return tuple(parts)
+
+
+def _tool_calls(value: Any, param: str) -> tuple[ToolCall, ...]:
+    if value is None:
+        return ()
+    calls = []
+    for j, raw in enumerate(_list(value, param)):
+        p = f"{param}[{j}]"
+        call = _object(raw, p)
+        fn = _object(call.get("function"), f"{p}.function")
+        calls.append(
+            ToolCall(
+                id=_str(call.get("id"), f"{p}.id") or "",
+                name=_str(fn.get("name"), f"{p}.function.name") or "",
+                raw_arguments=_str(fn.get("arguments", ""), f"{p}.function.arguments") or "",
+            )
+        )
+    return tuple(calls)
+
+
+def _message(raw: Any, i: int) -> Message:
+    p = f"messages[{i}]"
+    msg = _object(raw, p)
+    role = _ROLES.get(msg.get("role"))  # type: ignore[arg-type]
+    if role is None:
+        raise _bad(
+            "Role must be one of system, developer, user, assistant, tool.", f"{p}.role"
+        )
+    content = _content(msg.get("content"), f"{p}.content")
+    name = _str(msg.get("name"), f"{p}.name", required=False)
+    if role == "tool":
+        call_id = _str(msg.get("tool_call_id"), f"{p}.tool_call_id")
+        return Message(role=role, content=content, tool_call_id=call_id, name=name)
+    if role == "assistant":
+        calls = _tool_calls(msg.get("tool_calls"), f"{p}.tool_calls")
+        return Message(role=role, content=content, tool_calls=calls, name=name)
+    return Message(role=role, content=content, name=name)
+
+
+def _tool(raw: Any, i: int) -> ToolSpec:
+    p = f"tools[{i}]"
+    tool = _object(raw, p)
+    if tool.get("type", "function") != "function":
+        raise _bad("Only tools of type 'function' are supported.", f"{p}.type")
+    fn = _object(tool.get("function"), f"{p}.function")
+    name = _str(fn.get("name"), f"{p}.function.name") or ""
+    if not name:
+        raise _bad("Tool name must not be empty.", f"{p}.function.name")
+    parameters = fn.get("parameters")
+    if parameters is None:
+        parameters = _EMPTY_PARAMETERS
+    elif not isinstance(parameters, dict):
+        raise _bad(f"{p}.function.parameters must be an object.", f"{p}.function.parameters")
+    return ToolSpec(
+        name=name,
+        parameters=parameters,
+        description=_str(fn.get("description"), f"{p}.function.description", required=False),
+        strict=bool(_bool(fn.get("strict"), f"{p}.function.strict")),
+    )
+
+
+def _tool_choice(value: Any, tools: tuple[ToolSpec, ...]) -> ToolChoice | None:
+    if value is None:
+        return None
+    if value in ("auto", "none", "required"):
+        return value  # type: ignore[no-any-return]
+    if isinstance(value, str):
+        raise _bad("tool_choice must be auto, none, required or a function.", "tool_choice")
+    choice = _object(value, "tool_choice")
+    fn = _object(choice.get("function"), "tool_choice.function")
+    name = _str(fn.get("name"), "tool_choice.function.name") or ""
+    if not any(t.name == name for t in tools):
+        raise _bad(
+            f"tool_choice names {name!r}, which is not in tools.", "tool_choice.function.name"
+        )
+    return ForcedTool(name)
+
+
+def _response_format(value: Any) -> ResponseFormat | None:
+    if value is None:
+        return None
+    rf = _object(value, "response_format")
+    kind = rf.get("type")
+    if kind in ("text", "json_object"):
+        return kind  # type: ignore[no-any-return]
+    if kind != "json_schema":
+        raise _bad("response_format.type must be text, json_object or json_schema.",
+                   "response_format.type")
+    js = _object(rf.get("json_schema"), "response_format.json_schema")
+    schema = js.get("schema")
+    if not isinstance(schema, dict):
+        raise _bad("response_format.json_schema.schema must be an object.",
+                   "response_format.json_schema.schema")
+    return JsonSchemaFormat(
+        schema=schema,
+        name=_str(js.get("name", "output"), "response_format.json_schema.name") or "output",
+        strict=bool(_bool(js.get("strict"), "response_format.json_schema.strict")),
+        description=_str(js.get("description"), "response_format.json_schema.description",
+                         required=False),
+    )
+
+
+def _stop(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    return tuple(_str(s, f"stop[{i}]") or "" for i, s in enumerate(_list(value, "stop")))
+
+
+def decode_chat_request(data: Any) -> ChatRequest:
+    """Validate the request shape and build the canonical request (raises 400)."""
+    body = _object(data, "body") if isinstance(data, Mapping) else None
+    if body is None:
+        raise _bad("The request body must be a JSON object.", None)
+    model = _str(body.get("model"), "model") or ""
+    raw_messages = body.get("messages")
+    if raw_messages is None:
+        raise _bad("messages is required.", "messages")
+    messages = tuple(_message(m, i) for i, m in enumerate(_list(raw_messages, "messages")))
+    if not messages:
+        raise _bad("messages must not be empty.", "messages")
+    raw_tools = body.get("tools")
+    tools = () if raw_tools is None else tuple(
+        _tool(t, i) for i, t in enumerate(_list(raw_tools, "tools"))
+    )
+    n = _int(body.get("n"), "n", 1)
+    if n is not None and n != 1:
+        raise _bad("Only n = 1 is supported.", "n")
+    max_tokens = _int(body.get("max_completion_tokens"), "max_completion_tokens", 1)
+    if max_tokens is None:
+        max_tokens = _int(body.get("max_tokens"), "max_tokens", 1)
+    metadata: dict[str, Any] = {}
+    passthrough = {k: v for k, v in body.items() if k in _PASSTHROUGH}
+    if passthrough:
+        metadata[PASSTHROUGH_KEY] = passthrough
+    if body.get("stream_options") is not None:
+        metadata[STREAM_OPTIONS_KEY] = dict(_object(body["stream_options"], "stream_options"))
+    return ChatRequest(
+        model=model,
+        messages=messages,
+        tools=tools,
+        tool_choice=_tool_choice(body.get("tool_choice"), tools),
+        response_format=_response_format(body.get("response_format")),
+        max_tokens=max_tokens,
+        temperature=_number(body.get("temperature"), "temperature"),
+        top_p=_number(body.get("top_p"), "top_p"),
+        stop=_stop(body.get("stop")),
+        stream=bool(_bool(body.get("stream"), "stream")),
+        parallel_tool_calls=_bool(body.get("parallel_tool_calls"), "parallel_tool_calls"),
+        user=_str(body.get("user"), "user", required=False),
+        metadata=metadata,
+    )

@@ -1,0 +1,38 @@
+"""``POST /v1/chat/completions``: bytes -> orjson -> decode -> service -> encode -> bytes."""
+
+from __future__ import annotations
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.dialects.openai.decode import decode_chat_request
+from gateway.dialects.openai.encode import encode_chat_response
+from gateway.enforcement import OPENAI_PATHS, strict_requested
+from gateway.errors import InvalidRequest
+from gateway.http import request_context
+from gateway.service import ChatService
+
+
+async def chat_completions(request: Request) -> Response:
+    ctx = request_context(request.scope)
+    body = await request.body()
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f"The request body is not valid JSON: {exc}.",
+                             code="invalid_json") from exc
+    chat = decode_chat_request(data)
+    ctx.model = chat.model
+    ctx.enforced = strict_requested(chat)
+    service: ChatService = request.app.state.service
+    if chat.stream:
+        # Issue #4 wires streaming here.
+        raise InvalidRequest("Streaming is not available yet.", code="streaming_not_supported",
+                             param="stream")
+    result = await service.complete(chat, ctx, OPENAI_PATHS, estimated_tokens=len(body) // 4)
+    retries = ctx.tally.retries if ctx.tally else 0
+    payload = encode_chat_response(
+        result, model=chat.model, request_id=ctx.request_id, schema_retries=retries
+    )
+    return Response(orjson.dumps(payload), media_type="application/json")

@@ -1,0 +1,44 @@
+"""The strict guarantee, without HTTP or storage: request-side checks (``check``) and the
+response-side validate / correct-once / refuse loop (``correct``)."""
+
+from __future__ import annotations
+
+from gateway.enforcement.check import (
+    EMPTY_PLAN,
+    OPENAI_PATHS,
+    LintCache,
+    ParamPaths,
+    SchemaRejected,
+    StrictPlan,
+    check_request,
+    strict_requested,
+)
+from gateway.enforcement.correct import (
+    EnforceContext,
+    OutputRejected,
+    Violation,
+    call_violations,
+    correction_request,
+    enforce_call,
+    enforce_output,
+    enforce_response,
+)
+
+__all__ = [
+    "EMPTY_PLAN",
+    "OPENAI_PATHS",
+    "EnforceContext",
+    "LintCache",
+    "OutputRejected",
+    "ParamPaths",
+    "SchemaRejected",
+    "StrictPlan",
+    "Violation",
+    "call_violations",
+    "check_request",
+    "correction_request",
+    "enforce_call",
+    "enforce_output",
+    "enforce_response",
+    "strict_requested",
+]

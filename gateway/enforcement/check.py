@@ -1,0 +1,170 @@
+"""Request-side checks, before any upstream call (spec: "Schema rules in strict mode").
+
+Every strict tool's ``parameters`` and a strict ``response_format`` schema are linted with
+the validator, with ``param`` prefixed the way the client's dialect names the field
+(``ParamPaths``). Lint verdicts are cached per canonical schema key, so a schema seen
+before costs one hash. Non-strict tools pass through unchecked. The result is a
+``StrictPlan``: the compiled schemas the response side validates against.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import validator
+from gateway.canonical import ChatRequest, JsonSchemaFormat
+from gateway.errors import InvalidRequest
+from gateway.settings import ModelConfig
+
+
+@dataclass(frozen=True, slots=True)
+class ParamPaths:
+    """How a dialect spells schema locations in an error's ``param``.
+
+    ``tool_schema`` is formatted with ``i`` (the tool's index in the request).
+    """
+
+    tool_schema: str = "tools[{i}].function.parameters"
+    tool_name: str = "tools[{i}].function.name"
+    response_schema: str = "response_format.json_schema.schema"
+    tools: str = "tools"
+
+    def tool(self, i: int) -> str:
+        return self.tool_schema.format(i=i)
+
+
+OPENAI_PATHS = ParamPaths()
+
+
+class SchemaRejected(InvalidRequest):
+    """400 ``schema_not_strict`` / ``invalid_tool_schema``: the first issue in
+    ``param``/``message``, every issue listed under ``error.issues``."""
+
+    def __init__(self, issues: list[validator.Issue]) -> None:
+        first = issues[0]
+        super().__init__(first.message, code=first.code, param=first.param)
+        self.issues = issues
+
+    def envelope(self, request_id: str) -> dict[str, Any]:
+        body = super().envelope(request_id)
+        body["error"]["issues"] = [
+            {"code": i.code, "param": i.param, "message": i.message} for i in self.issues
+        ]
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class StrictPlan:
+    """What the response side enforces: compiled schemas of strict tools, by name, and of a
+    strict ``response_format``. ``tool_names`` is every tool in the request."""
+
+    tools: Mapping[str, validator.CompiledSchema] = field(default_factory=dict)
+    output: validator.CompiledSchema | None = None
+    tool_names: frozenset[str] = frozenset()
+
+    @property
+    def enforced(self) -> bool:
+        return bool(self.tools) or self.output is not None
+
+
+EMPTY_PLAN = StrictPlan()
+
+
+class LintCache:
+    """Lint verdicts keyed by (canonical schema key, param prefix); bounded LRU."""
+
+    __slots__ = ("_entries", "hits", "maxsize", "misses")
+
+    def __init__(self, maxsize: int = 4096) -> None:
+        self._entries: OrderedDict[tuple[str, str], tuple[validator.Issue, ...]] = OrderedDict()
+        self.maxsize = maxsize
+        self.hits = 0
+        self.misses = 0
+
+    def lint(self, schema: Any, path: str) -> tuple[validator.Issue, ...]:
+        key = (validator.canonical_key(schema), path)
+        found = self._entries.get(key)
+        if found is not None:
+            self.hits += 1
+            self._entries.move_to_end(key)
+            return found
+        self.misses += 1
+        issues = tuple(validator.lint(schema, path=path))
+        self._entries[key] = issues
+        if len(self._entries) > self.maxsize:
+            self._entries.popitem(last=False)
+        return issues
+
+
+def strict_requested(request: ChatRequest) -> bool:
+    """Whether the request asks for any guarantee (strict tool or strict json_schema)."""
+    rf = request.response_format
+    return any(t.strict for t in request.tools) or (
+        isinstance(rf, JsonSchemaFormat) and rf.strict
+    )
+
+
+async def check_request(
+    request: ChatRequest,
+    model: ModelConfig,
+    *,
+    paths: ParamPaths,
+    lint_cache: LintCache,
+    max_tools: int,
+) -> StrictPlan:
+    """Lint and compile every strict schema of ``request``; raise ``InvalidRequest`` (400)."""
+    if len(request.tools) > max_tools:
+        raise InvalidRequest(
+            f"At most {max_tools} tools are allowed; got {len(request.tools)}.",
+            code="too_many_tools",
+            param=paths.tools,
+        )
+    rf = request.response_format
+    strict_output = isinstance(rf, JsonSchemaFormat) and rf.strict
+    if not strict_requested(request):
+        if not request.tools:
+            return EMPTY_PLAN
+        return StrictPlan(tool_names=frozenset(t.name for t in request.tools))
+    if not model.strict_tools:
+        raise InvalidRequest(
+            f"Model {model.name} does not support strict tools or strict JSON output "
+            "(capabilities.strict_tools is false).",
+            code="strict_not_supported",
+            param="model",
+        )
+    names: set[str] = set()
+    compiled: dict[str, validator.CompiledSchema] = {}
+    for i, tool in enumerate(request.tools):
+        if tool.name in names:
+            raise InvalidRequest(
+                f"Duplicate tool name {tool.name!r}.", param=paths.tool_name.format(i=i)
+            )
+        names.add(tool.name)
+        if tool.strict:
+            compiled[tool.name] = await _lint_and_compile(
+                tool.parameters, paths.tool(i), lint_cache
+            )
+    output = None
+    if strict_output:
+        assert isinstance(rf, JsonSchemaFormat)
+        output = await _lint_and_compile(rf.schema, paths.response_schema, lint_cache)
+    return StrictPlan(tools=compiled, output=output, tool_names=frozenset(names))
+
+
+async def _lint_and_compile(
+    schema: Any, path: str, lint_cache: LintCache
+) -> validator.CompiledSchema:
+    issues = lint_cache.lint(schema, path)
+    if issues:
+        raise SchemaRejected(list(issues))
+    try:
+        return await validator.compile_async(schema)
+    except validator.SchemaError as exc:
+        # compile() knows no param prefix: point at the schema itself.
+        issues_ = [validator.Issue(i.code, path, i.message) for i in exc.issues] or [
+            validator.Issue("invalid_tool_schema", path, str(exc))
+        ]
+        raise SchemaRejected(issues_) from exc

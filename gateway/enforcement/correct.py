@@ -1,0 +1,237 @@
+"""Response-side enforcement: validate, correct once, or refuse (spec: "How it is enforced").
+
+For every tool call of a request with strict tools:
+
+- a call to a strict tool is validated against its compiled schema (its raw ``arguments``
+  text, so unparseable JSON is a mismatch); a call to a tool not in the request is a
+  mismatch; calls to non-strict tools pass untouched;
+- an invalid call gets exactly ONE correction call to the upstream: the conversation, the
+  bad assistant call, and a tool message listing the errors and asking to call the same
+  function again, with ``tool_choice`` forcing that function; nothing else changes;
+- the corrected call keeps the original ``id``; still invalid -> 422
+  ``tool_arguments_invalid`` with the JSON pointer; a ``finish_reason: "length"`` cut-off
+  is reported as truncation (no correction: the same limit would cut it again).
+
+Parallel calls are enforced independently and their corrections run concurrently.
+``enforce_call`` handles ONE call and is what the streaming hold-back reuses.
+A strict ``response_format`` gets the same treatment (``enforce_output``), code
+``json_output_invalid``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.canonical import (
+    ChatRequest,
+    ChatResponse,
+    FinishReason,
+    ForcedTool,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolChoice,
+)
+from gateway.context import Tally
+from gateway.enforcement.check import StrictPlan
+from gateway.errors import UnprocessableOutput
+from gateway.settings import ModelConfig
+from gateway.upstream.base import Upstream
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One way a value failed its schema: JSON pointer inside the value, and a message
+    that already names the pointer (``/amount_pence must be integer``)."""
+
+    pointer: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class EnforceContext:
+    """What enforcement needs besides the request: where to send corrections, the plan
+    from the request-side check, and the request's tally (usage, retries)."""
+
+    upstream: Upstream
+    model: ModelConfig
+    plan: StrictPlan
+    tally: Tally
+
+
+class OutputRejected(UnprocessableOutput):
+    """422 with the first violation in ``param``/``message`` and all of them listed."""
+
+    def __init__(self, message: str, *, code: str, violations: list[Violation]) -> None:
+        super().__init__(message, code=code, param=violations[0].pointer if violations else "")
+        self.violations = violations
+
+    def envelope(self, request_id: str) -> dict[str, Any]:
+        body = super().envelope(request_id)
+        body["error"]["errors"] = [
+            {"pointer": v.pointer, "message": v.message} for v in self.violations
+        ]
+        return body
+
+
+def _validate(compiled: Any, raw: str) -> list[Violation]:
+    try:
+        errors = compiled.validate_json(raw)
+    except ValueError as exc:  # a validator may raise on unparseable JSON
+        return [Violation("", f"arguments are not valid JSON ({exc})")]
+    return [Violation(e.pointer, e.message) for e in errors]
+
+
+def call_violations(call: ToolCall, plan: StrictPlan) -> list[Violation]:
+    """Why ``call`` breaks the plan (empty when it is fine or its tool is not strict)."""
+    compiled = plan.tools.get(call.name)
+    if compiled is None:
+        if call.name in plan.tool_names:
+            return []
+        return [Violation("", f"{call.name!r} is not a tool in this request")]
+    return _validate(compiled, call.raw_arguments)
+
+
+def _feedback(subject: str, violations: list[Violation], instruction: str) -> str:
+    lines = [f"{subject} did not match the JSON schema:"]
+    lines.extend(f"- {v.message}" for v in violations)
+    lines.append(instruction)
+    return "\n".join(lines)
+
+
+def correction_request(
+    request: ChatRequest, call: ToolCall, violations: list[Violation], plan: StrictPlan
+) -> ChatRequest:
+    """The one correction: conversation + the bad call + a tool message with the errors,
+    ``tool_choice`` forcing the same function (or any tool, for an unknown name)."""
+    known = call.name in plan.tool_names
+    if known:
+        instruction = (
+            f"Call {call.name} again with corrected arguments: one JSON object that "
+            "matches its parameters schema exactly."
+        )
+    else:
+        instruction = "Call one of the available tools instead, with arguments matching its schema."
+    text = _feedback(f"The arguments for {call.name}", violations, instruction)
+    messages = (
+        *request.messages,
+        Message(role="assistant", tool_calls=(call,)),
+        Message(role="tool", tool_call_id=call.id, content=(TextPart(text),), is_error=True),
+    )
+    choice: ToolChoice = ForcedTool(call.name) if known else "required"
+    return dataclasses.replace(request, messages=messages, tool_choice=choice, stream=False)
+
+
+def _truncated_message(subject: str) -> str:
+    return (
+        f"{subject} was cut off by the token limit (finish_reason \"length\") before it was "
+        "complete; raise max_tokens."
+    )
+
+
+def _reject_call(call: ToolCall, violations: list[Violation], truncated: bool) -> OutputRejected:
+    if truncated:
+        message = _truncated_message(f"Arguments for {call.name}")
+    else:
+        message = f"Arguments for {call.name} did not match the schema: {violations[0].message}."
+    return OutputRejected(message, code="tool_arguments_invalid", violations=violations)
+
+
+async def enforce_call(
+    call: ToolCall,
+    request: ChatRequest,
+    ctx: EnforceContext,
+    *,
+    finish_reason: FinishReason | None = None,
+) -> ToolCall:
+    """Return ``call`` if valid, else its single correction (same ``id``); raise 422."""
+    violations = call_violations(call, ctx.plan)
+    if not violations:
+        return call
+    if finish_reason == "length":
+        raise _reject_call(call, violations, truncated=True)
+    fixed = correction_request(request, call, violations, ctx.plan)
+    response = await ctx.upstream.complete(fixed, ctx.model)
+    ctx.tally.add_correction(response.usage)
+    wanted = call.name if call.name in ctx.plan.tool_names else None
+    candidate = next(
+        (c for c in response.tool_calls if wanted is None or c.name == wanted), None
+    )
+    if candidate is None:
+        raise _reject_call(
+            call,
+            [Violation("", f"the correction did not call {call.name}")],
+            truncated=response.finish_reason == "length",
+        )
+    again = call_violations(candidate, ctx.plan)
+    if again:
+        raise _reject_call(candidate, again, truncated=response.finish_reason == "length")
+    return ToolCall(id=call.id, name=candidate.name, raw_arguments=candidate.raw_arguments)
+
+
+def _output_violations(response: ChatResponse, plan: StrictPlan) -> list[Violation]:
+    assert plan.output is not None
+    if response.content is None:
+        return [Violation("", "the reply has no content")]
+    return _validate(plan.output, response.content)
+
+
+async def enforce_output(
+    response: ChatResponse, request: ChatRequest, ctx: EnforceContext
+) -> ChatResponse:
+    """Validate a strict ``response_format`` reply; one correction; raise 422."""
+    violations = _output_violations(response, ctx.plan)
+    if not violations:
+        return response
+    if response.finish_reason == "length":
+        raise OutputRejected(
+            _truncated_message("The JSON output"), code="json_output_invalid", violations=violations
+        )
+    text = _feedback(
+        "Your reply",
+        violations,
+        "Reply again with only a JSON value that matches the schema exactly.",
+    )
+    messages = (
+        *request.messages,
+        Message(role="assistant", content=(TextPart(response.content or ""),)),
+        Message(role="user", content=(TextPart(text),)),
+    )
+    fixed = dataclasses.replace(request, messages=messages, stream=False)
+    second = await ctx.upstream.complete(fixed, ctx.model)
+    ctx.tally.add_correction(second.usage)
+    again = [] if second.tool_calls else _output_violations(second, ctx.plan)
+    if again:
+        if second.finish_reason == "length":
+            message = _truncated_message("The JSON output")
+        else:
+            message = f"Output did not match the schema: {again[0].message}."
+        raise OutputRejected(message, code="json_output_invalid", violations=again)
+    return dataclasses.replace(second, id=response.id)
+
+
+async def enforce_response(
+    response: ChatResponse, request: ChatRequest, ctx: EnforceContext
+) -> ChatResponse:
+    """Enforce every tool call (concurrently) and a strict output; usage = tally total."""
+    plan = ctx.plan
+    if response.tool_calls and plan.tools:
+        results = await asyncio.gather(
+            *(
+                enforce_call(c, request, ctx, finish_reason=response.finish_reason)
+                for c in response.tool_calls
+            ),
+            return_exceptions=True,
+        )
+        calls: list[ToolCall] = []
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            calls.append(result)
+        response = dataclasses.replace(response, tool_calls=tuple(calls))
+    elif plan.output is not None and not response.tool_calls:
+        response = await enforce_output(response, request, ctx)
+    return dataclasses.replace(response, usage=ctx.tally.total)

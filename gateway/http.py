@@ -1,0 +1,148 @@
+"""Pure-ASGI middleware: request ids, the body cap, the one error handler, the ledger hook.
+
+``GatewayMiddleware`` wraps the whole app:
+
+- gives every request a ``RequestContext`` (``scope["state"]["ctx"]``) with a fresh
+  ``request_id``, echoed as ``x-request-id`` on every response, errors included;
+- refuses a body over ``max_body_bytes`` with 413 *before* buffering it (Content-Length
+  checked up front; chunked bodies counted as they arrive);
+- turns any ``GatewayError`` into the unified envelope, and any other exception into a
+  logged 500 envelope (never a traceback to the client);
+- records one ``UsageRecord`` per metered request (``POST /v1/...``) whatever the outcome,
+  after the response (including a streamed one) has finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.context import RequestContext
+from gateway.errors import GatewayError, PayloadTooLarge
+from gateway.usage.base import Ledger
+
+logger = logging.getLogger("syntic.http")
+
+_JSON = (b"content-type", b"application/json")
+
+
+def new_request_id() -> str:
+    return "req_" + secrets.token_hex(12)
+
+
+def request_context(scope: Scope) -> RequestContext:
+    """The context the middleware attached to this request."""
+    ctx: RequestContext = scope["state"]["ctx"]
+    return ctx
+
+
+def error_body(exc: GatewayError, request_id: str) -> bytes:
+    return orjson.dumps(exc.envelope(request_id))
+
+
+class GatewayMiddleware:
+    """The outermost middleware (see module docstring)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        ledger: Callable[[], Ledger | None],
+    ) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.ledger = ledger
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        ctx = RequestContext.start(new_request_id(), path)
+        scope.setdefault("state", {})["ctx"] = ctx
+        metered = scope["method"] == "POST" and path.startswith("/v1/")
+        started = False
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                ctx.status = message["status"]
+                message = dict(message)
+                message["headers"] = [*message.get("headers", ()), *ctx.response_headers()]
+            await send(message)
+
+        try:
+            declared = _content_length(scope)
+            if declared is not None and declared > self.max_body_bytes:
+                raise PayloadTooLarge(self._too_large_message())
+            await self.app(scope, self._capped(receive), send_wrapper)
+        except GatewayError as exc:
+            ctx.error_code = exc.code
+            if started:
+                ctx.status = ctx.status or exc.status
+                logger.warning("error after response start %s: %s", ctx.request_id, exc.code)
+            else:
+                await self._send_error(exc, ctx, send_wrapper)
+        except Exception:
+            logger.exception("unhandled error in request %s", ctx.request_id)
+            ctx.error_code = "internal_error"
+            if not started:
+                internal = GatewayError("Internal server error.", code="internal_error")
+                await self._send_error(internal, ctx, send_wrapper)
+        finally:
+            if metered:
+                if not started and ctx.status == 0:
+                    ctx.status = 499  # client went away before any response
+                ledger = self.ledger()
+                if ledger is not None:
+                    ledger.record(ctx.usage_record())
+
+    def _too_large_message(self) -> str:
+        return f"Request body is larger than the {self.max_body_bytes} byte limit."
+
+    def _capped(self, receive: Receive) -> Receive:
+        limit = self.max_body_bytes
+        seen = 0
+
+        async def capped() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise PayloadTooLarge(self._too_large_message())
+            return message
+
+        return capped
+
+    @staticmethod
+    async def _send_error(exc: GatewayError, ctx: RequestContext, send: Send) -> None:
+        body = error_body(exc, ctx.request_id)
+        headers: list[tuple[bytes, bytes]] = [
+            _JSON,
+            (b"content-length", str(len(body)).encode()),
+        ]
+        headers.extend((k.lower().encode(), v.encode()) for k, v in exc.headers.items())
+        await send({"type": "http.response.start", "status": exc.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def json_bytes(payload: Any) -> bytes:
+    return orjson.dumps(payload)

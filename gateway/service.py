@@ -1,0 +1,153 @@
+"""Orchestration of one chat request, dialect-neutral and free of HTTP types.
+
+``ChatService.complete`` runs the request path of the architecture picture::
+
+    model lookup -> request-side check (lint, cached) -> rate limit -> upstream.complete
+      -> enforcement (validate, one correction per invalid call, or 422) -> usage
+
+Streaming (issue #4) and the Messages dialect (issue #5) reuse ``prepare`` and ``admit``
+and the enforcement functions; every layer fills the ``RequestContext`` the HTTP layer
+turns into headers and the ledger row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from gateway.canonical import ChatRequest, ChatResponse, JsonSchemaFormat
+from gateway.context import RequestContext, Tally
+from gateway.enforcement import (
+    EnforceContext,
+    LintCache,
+    ParamPaths,
+    StrictPlan,
+    check_request,
+    enforce_response,
+)
+from gateway.errors import NotFound, RateLimited
+from gateway.ratelimit.base import RateDecision, RateLimiter
+from gateway.settings import ModelConfig, Settings
+from gateway.upstream.base import Upstream
+from gateway.upstream.registry import UpstreamRegistry
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A request that passed the request-side checks: its model, plan and the request as
+    it goes to the upstream (``strict`` stripped unless the model is constrained)."""
+
+    model: ModelConfig
+    plan: StrictPlan
+    upstream: Upstream
+    upstream_request: ChatRequest
+
+    def enforce_context(self, tally: Tally) -> EnforceContext:
+        return EnforceContext(self.upstream, self.model, self.plan, tally)
+
+
+def upstream_view(request: ChatRequest, model: ModelConfig) -> ChatRequest:
+    """What the upstream sees: the catalogue's ``strict`` flags pass through only to a
+    constrained engine; otherwise the gateway enforces and the upstream gets plain tools."""
+    if model.constrained:
+        return request
+    strict_tools = any(t.strict for t in request.tools)
+    rf = request.response_format
+    strict_rf = isinstance(rf, JsonSchemaFormat) and rf.strict
+    if not strict_tools and not strict_rf:
+        return request
+    tools = tuple(dataclasses.replace(t, strict=False) if t.strict else t for t in request.tools)
+    if strict_rf:
+        assert isinstance(rf, JsonSchemaFormat)
+        rf = dataclasses.replace(rf, strict=False)
+    return dataclasses.replace(request, tools=tools, response_format=rf)
+
+
+def rate_headers(decision: RateDecision) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for name, value in (
+        ("x-ratelimit-limit-requests", decision.limit_requests),
+        ("x-ratelimit-remaining-requests", decision.remaining_requests),
+        ("x-ratelimit-limit-tokens", decision.limit_tokens),
+        ("x-ratelimit-remaining-tokens", decision.remaining_tokens),
+    ):
+        if value is not None:
+            headers[name] = str(value)
+    if decision.limit_requests is not None or decision.limit_tokens is not None:
+        headers["x-ratelimit-reset"] = f"{decision.reset_s:g}s"
+    return headers
+
+
+class ChatService:
+    """One per app: owns the lint cache, reads the model catalogue and the registry."""
+
+    def __init__(
+        self, settings: Settings, registry: UpstreamRegistry, limiter: RateLimiter | None
+    ) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.limiter = limiter
+        self.lint_cache = LintCache()
+
+    def model(self, name: str) -> ModelConfig:
+        model = self.settings.model(name)
+        if model is None:
+            raise NotFound(
+                f"The model {name!r} does not exist.", code="model_not_found", param="model"
+            )
+        return model
+
+    async def prepare(self, request: ChatRequest, paths: ParamPaths) -> Prepared:
+        """Model lookup and request-side checks; raises 404/400 before any upstream call."""
+        model = self.model(request.model)
+        plan = await check_request(
+            request,
+            model,
+            paths=paths,
+            lint_cache=self.lint_cache,
+            max_tools=self.settings.max_tools,
+        )
+        return Prepared(model, plan, self.registry.get(model), upstream_view(request, model))
+
+    async def admit(self, ctx: RequestContext, estimated_tokens: int) -> None:
+        """Ask the rate limiter; raise 429 with ``retry-after`` and ``x-ratelimit-*``."""
+        if self.limiter is None or ctx.principal is None:
+            return
+        decision = await self.limiter.check(ctx.principal, estimated_tokens)
+        headers = rate_headers(decision)
+        if not decision.allowed:
+            headers["retry-after"] = str(max(1, math.ceil(decision.retry_after_s)))
+            raise RateLimited("Rate limit exceeded for this API key.", headers=headers)
+        for name, value in headers.items():
+            ctx.add_header(name, value)
+
+    async def settle(self, ctx: RequestContext, estimated_tokens: int) -> None:
+        """Charge tokens beyond the estimate once they are known."""
+        if self.limiter is None or ctx.principal is None or ctx.tally is None:
+            return
+        extra = ctx.tally.total.total_tokens - estimated_tokens
+        if extra > 0:
+            await self.limiter.add_tokens(ctx.principal, extra)
+
+    async def complete(
+        self,
+        request: ChatRequest,
+        ctx: RequestContext,
+        paths: ParamPaths,
+        *,
+        estimated_tokens: int = 0,
+    ) -> ChatResponse:
+        """A non-streaming request end to end; ``response.usage`` sums every upstream call."""
+        prepared = await self.prepare(request, paths)
+        await self.admit(ctx, estimated_tokens)
+        if ctx.tally is None:
+            ctx.tally = Tally()
+        try:
+            first = await prepared.upstream.complete(prepared.upstream_request, prepared.model)
+            ctx.tally.add_first(first.usage)
+            return await enforce_response(
+                first, prepared.upstream_request, prepared.enforce_context(ctx.tally)
+            )
+        finally:
+            await self.settle(ctx, estimated_tokens)

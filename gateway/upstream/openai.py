@@ -1,0 +1,314 @@
+"""OpenAI-compatible upstream (OpenAI, vLLM, llama.cpp server, ...) over one pooled httpx client.
+
+Translates canonical requests to the chat-completions wire format and back, for both
+``complete`` and ``stream`` (SSE chunks parsed into canonical events, tool-call argument
+fragments included). Transport failures are translated once, here, into
+``UpstreamError`` / ``UpstreamTimeout``.
+
+Example::
+
+    upstream = OpenAIUpstream(httpx.AsyncClient(), env={})
+    response = await upstream.complete(request, model_config)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+import orjson
+
+from gateway.canonical import (
+    ChatRequest,
+    ChatResponse,
+    Finish,
+    FinishReason,
+    ForcedTool,
+    ImagePart,
+    JsonSchemaFormat,
+    Message,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+    UsageReport,
+)
+from gateway.errors import UpstreamError, UpstreamTimeout
+from gateway.settings import ModelConfig, Settings
+
+# Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
+PASSTHROUGH_KEY = "openai.passthrough"
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+
+def _content(message: Message) -> str | list[dict[str, Any]] | None:
+    parts = message.content
+    if not parts:
+        return None
+    if all(isinstance(p, TextPart) for p in parts):
+        return message.text
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        if isinstance(p, TextPart):
+            out.append({"type": "text", "text": p.text})
+        elif isinstance(p, ImagePart):
+            url = p.url or f"data:{p.media_type or 'image/png'};base64,{p.data or ''}"
+            out.append({"type": "image_url", "image_url": {"url": url}})
+    return out
+
+
+def encode_message(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role}
+    content = _content(message)
+    if message.role == "tool":
+        out["tool_call_id"] = message.tool_call_id
+        out["content"] = content if content is not None else ""
+    elif message.role == "assistant":
+        out["content"] = content
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.raw_arguments},
+                }
+                for c in message.tool_calls
+            ]
+    else:
+        out["content"] = content if content is not None else ""
+    if message.name is not None:
+        out["name"] = message.name
+    return out
+
+
+def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[str, Any]:
+    """Canonical request -> chat-completions JSON body for ``model.upstream_model``."""
+    body: dict[str, Any] = {
+        "model": model.upstream_model,
+        "messages": [encode_message(m) for m in request.messages],
+    }
+    if request.tools:
+        tools = []
+        for t in request.tools:
+            fn: dict[str, Any] = {"name": t.name, "parameters": t.parameters}
+            if t.description is not None:
+                fn["description"] = t.description
+            if t.strict:
+                fn["strict"] = True
+            tools.append({"type": "function", "function": fn})
+        body["tools"] = tools
+    choice = request.tool_choice
+    if isinstance(choice, ForcedTool):
+        body["tool_choice"] = {"type": "function", "function": {"name": choice.name}}
+    elif choice is not None:
+        body["tool_choice"] = choice
+    rf = request.response_format
+    if isinstance(rf, JsonSchemaFormat):
+        js: dict[str, Any] = {"name": rf.name, "schema": rf.schema}
+        if rf.strict:
+            js["strict"] = True
+        if rf.description is not None:
+            js["description"] = rf.description
+        body["response_format"] = {"type": "json_schema", "json_schema": js}
+    elif rf is not None:
+        body["response_format"] = {"type": rf}
+    for key, value in (
+        ("max_tokens", request.max_tokens),
+        ("temperature", request.temperature),
+        ("top_p", request.top_p),
+        ("parallel_tool_calls", request.parallel_tool_calls),
+        ("user", request.user),
+    ):
+        if value is not None:
+            body[key] = value
+    if request.stop:
+        body["stop"] = list(request.stop)
+    extra = request.metadata.get(PASSTHROUGH_KEY)
+    if isinstance(extra, Mapping):
+        for key, value in extra.items():
+            body.setdefault(key, value)
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, Mapping):
+        return Usage()
+    return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
+
+
+def decode_response(data: Any, model: ModelConfig) -> ChatResponse:
+    """Chat-completions response JSON -> canonical response (first choice)."""
+    try:
+        choice = data["choices"][0]
+        message = choice["message"]
+        calls = tuple(
+            ToolCall(
+                id=str(c.get("id") or f"call_{i}"),
+                name=str(c["function"]["name"]),
+                raw_arguments=str(c["function"].get("arguments") or ""),
+            )
+            for i, c in enumerate(message.get("tool_calls") or ())
+        )
+        content = message.get("content")
+        return ChatResponse(
+            id=str(data.get("id") or ""),
+            model=str(data.get("model") or model.upstream_model),
+            content=content if isinstance(content, str) else None,
+            tool_calls=calls,
+            finish_reason=_FINISH.get(str(choice.get("finish_reason")), "stop"),
+            usage=_usage(data.get("usage")),
+            created=int(data.get("created") or time.time()),
+        )
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise UpstreamError(f"Upstream returned an unexpected response shape ({exc!r}).") from exc
+
+
+def _error_from_status(status: int, body: bytes) -> UpstreamError:
+    snippet = body[:300].decode("utf-8", "replace")
+    return UpstreamError(f"Upstream returned HTTP {status}: {snippet}")
+
+
+class OpenAIUpstream:
+    """The ``Upstream`` adapter for OpenAI-compatible servers."""
+
+    def __init__(self, client: httpx.AsyncClient, env: Mapping[str, str]) -> None:
+        self.client = client
+        self.env = env
+
+    def _url(self, model: ModelConfig) -> str:
+        return model.base_url.rstrip("/") + "/chat/completions"
+
+    def _headers(self, model: ModelConfig) -> dict[str, str]:
+        headers = {"content-type": "application/json"}
+        key = model.api_key(self.env)
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        return headers
+
+    @staticmethod
+    def _timeout(model: ModelConfig) -> httpx.Timeout:
+        return httpx.Timeout(model.timeout_s, connect=min(10.0, model.timeout_s))
+
+    async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
+        body = orjson.dumps(encode_request(request, model, stream=False))
+        try:
+            resp = await self.client.post(
+                self._url(model),
+                content=body,
+                headers=self._headers(model),
+                timeout=self._timeout(model),
+            )
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeout(f"Upstream timed out after {model.timeout_s:g}s.") from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamError(f"Upstream request failed: {type(exc).__name__}.") from exc
+        if resp.status_code >= 400:
+            raise _error_from_status(resp.status_code, resp.content)
+        try:
+            data = orjson.loads(resp.content)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamError("Upstream returned invalid JSON.") from exc
+        return decode_response(data, model)
+
+    async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
+        body = orjson.dumps(encode_request(request, model, stream=True))
+        try:
+            async with self.client.stream(
+                "POST",
+                self._url(model),
+                content=body,
+                headers=self._headers(model),
+                timeout=self._timeout(model),
+            ) as resp:
+                if resp.status_code >= 400:
+                    raise _error_from_status(resp.status_code, await resp.aread())
+                parser = ChunkParser()
+                async for line in resp.aiter_lines():
+                    for event in parser.feed_line(line):
+                        yield event
+                    if parser.done:
+                        break
+                if not parser.done and not parser.finished:
+                    raise UpstreamError("Upstream stream ended before it finished.")
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeout(f"Upstream timed out after {model.timeout_s:g}s.") from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamError(f"Upstream stream failed: {type(exc).__name__}.") from exc
+
+    async def aclose(self) -> None:
+        # The pooled client belongs to the app (shared by every adapter); it closes it.
+        return None
+
+
+class ChunkParser:
+    """Parses chat-completion SSE lines into canonical events (first choice only)."""
+
+    __slots__ = ("done", "finished", "started")
+
+    def __init__(self) -> None:
+        self.done = False  # saw data: [DONE]
+        self.finished = False  # saw a finish_reason
+        self.started: set[int] = set()
+
+    def feed_line(self, line: str) -> list[StreamEvent]:
+        if not line.startswith("data:"):
+            return []  # comments, event:, id:, blank separators
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            self.done = True
+            return []
+        try:
+            chunk = orjson.loads(payload)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamError("Upstream sent an invalid stream chunk.") from exc
+        if isinstance(chunk, Mapping) and "error" in chunk:
+            raise UpstreamError(f"Upstream stream error: {str(chunk['error'])[:300]}")
+        return self.feed_chunk(chunk)
+
+    def feed_chunk(self, chunk: Any) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            text = delta.get("content")
+            if text:
+                events.append(TextDelta(text))
+            for frag in delta.get("tool_calls") or ():
+                index = int(frag.get("index", 0))
+                fn = frag.get("function") or {}
+                if index not in self.started:
+                    self.started.add(index)
+                    call_id = frag.get("id") or f"call_{index}"
+                    events.append(ToolCallStart(index, str(call_id), str(fn.get("name") or "")))
+                args = fn.get("arguments")
+                if args:
+                    events.append(ToolCallDelta(index, args))
+            reason = choice.get("finish_reason")
+            if reason:
+                self.finished = True
+                events.append(Finish(_FINISH.get(reason, "stop")))
+        usage = chunk.get("usage")
+        if usage:
+            events.append(UsageReport(_usage(usage)))
+        return events
+
+
+def create(client: httpx.AsyncClient, settings: Settings) -> OpenAIUpstream:
+    """Registry factory (see ``gateway.upstream.registry``)."""
+    return OpenAIUpstream(client, settings.env)

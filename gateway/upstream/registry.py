@@ -1,0 +1,66 @@
+"""Provider name -> upstream adapter.
+
+Each provider module exposes ``create(client: httpx.AsyncClient, settings) -> Upstream``
+and is imported only when a configured model uses it. Slots:
+
+- ``openai``: ``gateway.upstream.openai`` (OpenAI-compatible servers)
+- ``anthropic``: ``gateway.upstream.anthropic`` (issue #5)
+- ``local``: ``gateway.upstream.local`` (in-process local model)
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+
+import httpx
+
+from gateway.errors import NotFound
+from gateway.settings import ModelConfig, Settings
+from gateway.upstream.base import Upstream
+
+PROVIDER_MODULES: Mapping[str, str] = {
+    "openai": "gateway.upstream.openai",
+    "anthropic": "gateway.upstream.anthropic",
+    "local": "gateway.upstream.local",
+}
+
+Factory = Callable[[httpx.AsyncClient, Settings], Upstream]
+
+
+class UpstreamRegistry:
+    """The adapters for the configured providers, sharing one pooled HTTP client."""
+
+    def __init__(self, adapters: Mapping[str, Upstream]) -> None:
+        self._adapters = dict(adapters)
+
+    @classmethod
+    def build(
+        cls,
+        settings: Settings,
+        client: httpx.AsyncClient,
+        overrides: Mapping[str, Upstream] | None = None,
+    ) -> UpstreamRegistry:
+        """One adapter per provider used in ``settings`` (``overrides`` win, for tests)."""
+        adapters: dict[str, Upstream] = dict(overrides or {})
+        for provider in {m.provider for m in settings.models}:
+            if provider in adapters:
+                continue
+            module = importlib.import_module(PROVIDER_MODULES[provider])
+            factory: Factory = module.create
+            adapters[provider] = factory(client, settings)
+        return cls(adapters)
+
+    def get(self, model: ModelConfig) -> Upstream:
+        adapter = self._adapters.get(model.provider)
+        if adapter is None:
+            raise NotFound(
+                f"No upstream adapter for provider {model.provider!r}.",
+                code="model_not_found",
+                param="model",
+            )
+        return adapter
+
+    async def aclose(self) -> None:
+        for adapter in self._adapters.values():
+            await adapter.aclose()

@@ -1,0 +1,472 @@
+"""A real HTTP/1.1 server on 127.0.0.1 (free port) that replays a script of model behaviour.
+
+Tests queue *steps*; each incoming request consumes the next one::
+
+    with ScriptedUpstream() as up:                     # or the ``scripted_upstream`` fixture
+        up.queue(
+            Reply(tool_calls=[Call("create_refund", '{"amount_pence": "12"}')]),
+            Reply(tool_calls=[Call("create_refund", '{"amount_pence": 12}')], usage=(30, 7)),
+        )
+        ... point a gateway model at up.base_url (".../v1") ...
+        up.requests[1].body["tool_choice"]            # what the gateway sent
+
+Steps:
+
+- ``Reply(content=..., tool_calls=[Call(name, raw_arguments, id=None)], finish_reason=None,
+  usage=(prompt, completion), delay=0)``: a completion. ``finish_reason`` defaults to
+  ``tool_calls`` / ``stop``. If the request has ``"stream": true`` the same step is sent as
+  SSE chunks: text and arguments split into ``fragment`` characters, ``chunk_delay`` between
+  chunks, ``stall_after=N`` (send N chunks then go silent until the client leaves) or
+  ``drop_after=N`` (send N chunks then close the connection).
+- ``HttpError(status, body=None, delay=0)``: an error status with a JSON body (a
+  provider-style error object by default).
+- ``Drop(delay=0, reset=True)``: close the connection without answering (TCP reset when
+  ``reset``), after ``delay`` seconds.
+
+An empty script answers 500 ``script exhausted`` (so a test sees the unexpected call).
+
+Every request is recorded as ``RecordedRequest(method, path, headers, body, raw)``, with
+``client_disconnected`` set when the client went away before the response finished;
+``wait_for_disconnect(i, timeout)`` waits for that.
+
+Rendering is pluggable by path: ``renderers`` maps a path suffix (``"/chat/completions"``)
+to a ``Renderer`` (``render(step, request, seq) -> bytes`` for a JSON body,
+``render_stream(step, request, seq) -> list[bytes]`` of complete SSE events, and
+``error_body(step) -> bytes``). Add another wire format with
+``ScriptedUpstream(renderers={**OPENAI_RENDERERS, "/messages": MyRenderer()})`` or
+``up.renderers["/messages"] = MyRenderer()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A tool call in a scripted reply; ``arguments`` is sent verbatim (it may be broken)."""
+
+    name: str
+    arguments: str
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    content: str | None = None
+    tool_calls: tuple[Call, ...] | list[Call] = ()
+    finish_reason: str | None = None
+    usage: tuple[int, int] = (10, 5)
+    delay: float = 0.0
+    fragment: int = 8
+    chunk_delay: float = 0.0
+    stall_after: int | None = None
+    drop_after: int | None = None
+    id: str | None = None
+
+    @property
+    def finish(self) -> str:
+        if self.finish_reason is not None:
+            return self.finish_reason
+        return "tool_calls" if self.tool_calls else "stop"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpError:
+    status: int
+    body: Any = None
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    delay: float = 0.0
+    reset: bool = True
+
+
+Step = Reply | HttpError | Drop
+
+
+@dataclass(slots=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    raw: bytes
+    body: Any = None
+    client_disconnected: bool = False
+    finished: threading.Event = field(default_factory=threading.Event)
+
+
+class Renderer(Protocol):
+    def render(self, step: Reply, request: RecordedRequest, seq: int) -> bytes: ...
+    def render_stream(self, step: Reply, request: RecordedRequest, seq: int) -> list[bytes]: ...
+    def error_body(self, step: HttpError) -> bytes: ...
+
+
+def pieces(text: str, size: int) -> list[str]:
+    """``text`` cut into ``size``-character fragments (at least one, possibly empty)."""
+    size = max(1, size)
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def sse(payload: Any, event: str | None = None) -> bytes:
+    head = f"event: {event}\n".encode() if event else b""
+    data = payload if isinstance(payload, bytes) else orjson.dumps(payload)
+    return head + b"data: " + data + b"\n\n"
+
+
+class OpenAIRenderer:
+    """The chat-completions wire format (``chat.completion`` / ``chat.completion.chunk``)."""
+
+    def _ids(self, step: Reply, seq: int) -> tuple[str, list[str]]:
+        rid = step.id or f"chatcmpl-scripted-{seq}"
+        return rid, [c.id or f"call_{seq}_{i}" for i, c in enumerate(step.tool_calls)]
+
+    def render(self, step: Reply, request: RecordedRequest, seq: int) -> bytes:
+        rid, call_ids = self._ids(step, seq)
+        message: dict[str, Any] = {"role": "assistant", "content": step.content, "refusal": None}
+        if step.tool_calls:
+            message["tool_calls"] = [
+                {"id": cid, "type": "function",
+                 "function": {"name": c.name, "arguments": c.arguments}}
+                for cid, c in zip(call_ids, step.tool_calls, strict=True)
+            ]
+        prompt, completion = step.usage
+        return orjson.dumps({
+            "id": rid,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": (request.body or {}).get("model", "scripted"),
+            "choices": [{"index": 0, "message": message, "finish_reason": step.finish,
+                         "logprobs": None}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "total_tokens": prompt + completion},
+            "system_fingerprint": None,
+        })
+
+    def render_stream(self, step: Reply, request: RecordedRequest, seq: int) -> list[bytes]:
+        rid, call_ids = self._ids(step, seq)
+        body = request.body or {}
+        usage_on = bool((body.get("stream_options") or {}).get("include_usage"))
+        created = int(time.time())
+        model = body.get("model", "scripted")
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            out: dict[str, Any] = {
+                "id": rid, "object": "chat.completion.chunk", "created": created,
+                "model": model, "system_fingerprint": None,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                             "finish_reason": finish}],
+            }
+            if usage_on:
+                out["usage"] = None
+            return sse(out)
+
+        events = [chunk({"role": "assistant", "content": "", "refusal": None})]
+        if step.content:
+            events.extend(chunk({"content": p}) for p in pieces(step.content, step.fragment))
+        for i, (cid, c) in enumerate(zip(call_ids, step.tool_calls, strict=True)):
+            events.append(chunk({"tool_calls": [{
+                "index": i, "id": cid, "type": "function",
+                "function": {"name": c.name, "arguments": ""}}]}))
+            events.extend(
+                chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
+                for p in pieces(c.arguments, step.fragment) if p
+            )
+        events.append(chunk({}, step.finish))
+        if usage_on:
+            prompt, completion = step.usage
+            events.append(sse({
+                "id": rid, "object": "chat.completion.chunk", "created": created,
+                "model": model, "system_fingerprint": None, "choices": [],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                          "total_tokens": prompt + completion},
+            }))
+        events.append(b"data: [DONE]\n\n")
+        return events
+
+    def error_body(self, step: HttpError) -> bytes:
+        if step.body is not None:
+            return step.body if isinstance(step.body, bytes) else orjson.dumps(step.body)
+        return orjson.dumps({"error": {"message": f"scripted error {step.status}",
+                                       "type": "server_error", "param": None, "code": None}})
+
+
+OPENAI_RENDERERS: Mapping[str, Renderer] = {"/chat/completions": OpenAIRenderer()}
+
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+            429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
+            503: "Service Unavailable", 504: "Gateway Timeout"}
+
+
+class ScriptedUpstream:
+    """The server (see module docstring). Runs its own event loop in a daemon thread, so
+    sync and async tests can both use it."""
+
+    def __init__(self, renderers: Mapping[str, Renderer] | None = None) -> None:
+        self.renderers: dict[str, Renderer] = dict(renderers or OPENAI_RENDERERS)
+        self.requests: list[RecordedRequest] = []
+        self._steps: deque[Step] = deque()
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._stop: asyncio.Event | None = None
+        self.port = 0
+
+    # -- script -----------------------------------------------------------------------------
+    def queue(self, *steps: Step) -> None:
+        with self._lock:
+            self._steps.extend(steps)
+
+    def reset(self) -> None:
+        """Forget queued steps and recorded requests (between tests)."""
+        with self._lock:
+            self._steps.clear()
+            self.requests.clear()
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._steps)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def bodies(self) -> list[Any]:
+        with self._lock:
+            return [r.body for r in self.requests]
+
+    def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[RecordedRequest]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if len(self.requests) >= n:
+                    return list(self.requests)
+            time.sleep(0.01)
+        raise TimeoutError(f"expected {n} upstream requests, got {len(self.requests)}")
+
+    def wait_for_disconnect(self, index: int, timeout: float = 5.0) -> bool:
+        req = self.wait_for_requests(index + 1, timeout)[index]
+        req.finished.wait(timeout)
+        return req.client_disconnected
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> ScriptedUpstream:
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            self._stop = asyncio.Event()
+
+            async def main() -> None:
+                self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+                self.port = self._server.sockets[0].getsockname()[1]
+                ready.set()
+                assert self._stop is not None
+                await self._stop.wait()
+                self._server.close()
+                for task in asyncio.all_tasks() - {asyncio.current_task()}:
+                    task.cancel()
+
+            loop.run_until_complete(main())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="scripted-upstream", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("scripted upstream did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def __enter__(self) -> ScriptedUpstream:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- serving ----------------------------------------------------------------------------
+    def _next(self, request: RecordedRequest) -> tuple[Step | None, int]:
+        with self._lock:
+            self.requests.append(request)
+            self._seq += 1
+            return (self._steps.popleft() if self._steps else None), self._seq
+
+    def _renderer(self, path: str) -> Renderer | None:
+        for suffix, renderer in self.renderers.items():
+            if path.endswith(suffix):
+                return renderer
+        return None
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    return
+                keep = await self._respond(request, reader, writer)
+                request.finished.set()
+                if not keep:
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _respond(
+        self, request: RecordedRequest, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        step, seq = self._next(request)
+        renderer = self._renderer(request.path)
+        if step is None or renderer is None:
+            what = "script exhausted" if step is None else f"no renderer for {request.path}"
+            body = orjson.dumps({"error": {"message": f"scripted upstream: {what}",
+                                           "type": "server_error"}})
+            await _send(writer, 500, "application/json", body)
+            return True
+        if step.delay and await _client_left(reader, step.delay):
+            request.client_disconnected = True
+            return False
+        if isinstance(step, Drop):
+            if step.reset:
+                sock = writer.get_extra_info("socket")
+                if sock is not None:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+            return False
+        if isinstance(step, HttpError):
+            await _send(writer, step.status, "application/json", renderer.error_body(step))
+            return True
+        if isinstance(request.body, dict) and request.body.get("stream"):
+            return await self._stream(step, request, seq, renderer, reader, writer)
+        await _send(writer, 200, "application/json", renderer.render(step, request, seq))
+        return True
+
+    async def _stream(
+        self,
+        step: Reply,
+        request: RecordedRequest,
+        seq: int,
+        renderer: Renderer,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
+        head = (
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+            "transfer-encoding: chunked\r\n\r\n"
+        )
+        writer.write(head.encode())
+        gone = asyncio.ensure_future(reader.read(1))
+        try:
+            for n, event in enumerate(renderer.render_stream(step, request, seq)):
+                if step.drop_after is not None and n >= step.drop_after:
+                    writer.transport.abort()
+                    return False
+                if step.stall_after is not None and n >= step.stall_after:
+                    await gone
+                    request.client_disconnected = True
+                    return False
+                if gone.done():
+                    request.client_disconnected = True
+                    return False
+                writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+                await writer.drain()
+                if step.chunk_delay:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(gone), step.chunk_delay)
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        except ConnectionError:
+            request.client_disconnected = True
+            return False
+        finally:
+            if not gone.done():
+                gone.cancel()
+        return False  # one stream per connection keeps the reader simple
+
+
+async def _client_left(reader: asyncio.StreamReader, seconds: float) -> bool:
+    """Wait ``seconds``; True if the client closed the connection meanwhile."""
+    try:
+        data = await asyncio.wait_for(reader.read(1), seconds)
+    except TimeoutError:
+        return False
+    return data == b""
+
+
+async def _send(writer: asyncio.StreamWriter, status: int, ctype: str, body: bytes) -> None:
+    head = (
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\ncontent-type: {ctype}\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    )
+    writer.write(head.encode() + body)
+    await writer.drain()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        raw = b"".join([part async for part in _chunks(reader)])
+    else:
+        raw = await reader.readexactly(int(headers.get("content-length", "0")))
+    body: Any = None
+    if raw:
+        with contextlib.suppress(orjson.JSONDecodeError):
+            body = orjson.loads(raw)
+    return RecordedRequest(method, path.split("?", 1)[0], headers, raw, body)
+
+
+async def _chunks(reader: asyncio.StreamReader) -> Any:
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).strip().split(b";")[0], 16)
+        if size == 0:
+            await reader.readuntil(b"\r\n")
+            return
+        yield await reader.readexactly(size)
+        await reader.readexactly(2)
+
+
+def calls(*pairs: tuple[str, str] | Call) -> tuple[Call, ...]:
+    """Shorthand: ``calls(("f", '{"a": 1}'), ("g", "{}"))``."""
+    return tuple(p if isinstance(p, Call) else Call(*p) for p in pairs)
+
+
+def messages_of(body: Any) -> list[dict[str, Any]]:
+    return list((body or {}).get("messages") or [])
+
+
+def without(body: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """A copy of ``body`` without ``keys`` (to assert "nothing else changed")."""
+    drop = set(keys)
+    return {k: v for k, v in body.items() if k not in drop}
