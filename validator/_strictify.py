@@ -357,10 +357,8 @@ def _canon(value: Any, schema: Any, root: Any, depth: int) -> Any:
     for key in ("anyOf", "oneOf"):
         branches = schema.get(key)
         if isinstance(branches, list):
-            for branch in branches:
-                if _fits(value, _deref(branch, root)):
-                    return _canon(value, branch, root, depth + 1)
-            return value
+            branch = _pick(value, branches, root)
+            return value if branch is None else _canon(value, branch, root, depth + 1)
     all_of = schema.get("allOf")
     if isinstance(all_of, list) and len(all_of) == 1:
         return _canon(value, all_of[0], root, depth + 1)
@@ -408,6 +406,19 @@ def _deref(schema: Any, root: Any) -> Any:
     return schema
 
 
+def _pick(value: Any, branches: list[Any], root: Any) -> Any:
+    """The branch a projected payload came from: an object whose keys are exactly the
+    branch's properties (projected objects carry every property) wins, else the first
+    branch the value fits structurally."""
+    fitting = [b for b in branches if _fits(value, _deref(b, root))]
+    if isinstance(value, dict):
+        for branch in fitting:
+            props = _deref(branch, root).get("properties")
+            if isinstance(props, Mapping) and set(props) == set(value):
+                return branch
+    return fitting[0] if fitting else None
+
+
 def _fits(value: Any, schema: Any) -> bool:
     """A structural match for picking an ``anyOf`` branch: type, then declared keys."""
     if not isinstance(schema, Mapping):
@@ -422,7 +433,7 @@ def _fits(value: Any, schema: Any) -> bool:
         return False
     props = schema.get("properties")
     if isinstance(value, dict) and isinstance(props, Mapping):
-        if schema.get("additionalProperties") is False and not set(value) <= set(props):
+        if not set(value) <= set(props):  # the projection closed every object
             return False
         required = schema.get("required")
         if isinstance(required, list) and any(r not in value for r in required):
