@@ -13,11 +13,13 @@ Tests queue *steps*; each incoming request consumes the next one::
 Steps:
 
 - ``Reply(content=..., tool_calls=[Call(name, raw_arguments, id=None)], finish_reason=None,
-  usage=(prompt, completion), delay=0)``: a completion. ``finish_reason`` defaults to
-  ``tool_calls`` / ``stop``. If the request has ``"stream": true`` the same step is sent as
-  SSE chunks: text and arguments split into ``fragment`` characters, ``chunk_delay`` between
-  chunks, ``stall_after=N`` (send N chunks then go silent until the client leaves) or
-  ``drop_after=N`` (send N chunks then close the connection).
+  usage=(prompt, completion), delay=0, content_after=None)``: a completion
+  (``content_after``: streamed text chunks after the tool calls; OpenAI wire only).
+  ``finish_reason`` defaults to ``tool_calls`` / ``stop``. If the request has
+  ``"stream": true`` the same step is sent as SSE chunks: text and arguments split into
+  ``fragment`` characters, ``chunk_delay`` between chunks, ``stall_after=N`` (send N
+  chunks then go silent until the client leaves) or ``drop_after=N`` (send N chunks then
+  close the connection).
 - ``HttpError(status, body=None, delay=0)``: an error status with a JSON body (a
   provider-style error object by default).
 - ``Drop(delay=0, reset=True)``: close the connection without answering (TCP reset when
@@ -74,6 +76,7 @@ class Reply:
     stall_after: int | None = None
     drop_after: int | None = None
     id: str | None = None
+    content_after: str | None = None  # streamed text after the tool calls (issue #4 order)
 
     @property
     def finish(self) -> str:
@@ -185,6 +188,8 @@ class OpenAIRenderer:
                 chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
                 for p in pieces(c.arguments, step.fragment) if p
             )
+        if step.content_after:
+            events.extend(chunk({"content": p}) for p in pieces(step.content_after, step.fragment))
         events.append(chunk({}, step.finish))
         if usage_on:
             prompt, completion = step.usage

@@ -1,0 +1,3 @@
+"""Root test configuration: shared fixtures live in ``tests.support.fixtures``."""
+
+pytest_plugins = ("tests.support.fixtures",)
