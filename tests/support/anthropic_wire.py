@@ -152,3 +152,17 @@ class AnthropicRenderer:
 
 
 ANTHROPIC_RENDERERS: Mapping[str, Renderer] = {"/messages": AnthropicRenderer()}
+
+
+def anthropic_e2e_models(base_url: str) -> list[dict[str, Any]]:
+    """A catalogue with both upstream wire formats behind the same scripted server:
+    ``oa-*`` speak chat completions, ``an-*`` speak Messages (``provider = "anthropic"``)."""
+    from tests.support.gateway_proc import model_table
+
+    return [
+        model_table("oa-strict", base_url),
+        model_table("an-strict", base_url, provider="anthropic"),
+        model_table("oa-plain", base_url, strict_tools=False),
+        model_table("an-plain", base_url, provider="anthropic", strict_tools=False),
+        model_table("an-constrained", base_url, provider="anthropic", constrained=True),
+    ]
