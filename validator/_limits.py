@@ -75,6 +75,10 @@ def serialized_size(value: Any, cap: int) -> int:
     Iterative (no recursion) and bounded by ``cap``, so it is safe on any Python value,
     including very deep or self-referencing containers built by a caller.
     """
+    try:  # fast path: plain JSON data (orjson refuses cycles, depth > 254, odd types)
+        return len(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError):
+        pass  # count it ourselves, below
     total = 0
     stack: list[Any] = [value]
     while stack:

@@ -222,7 +222,7 @@ class _Walk:
     def _node(self, f: _Frame) -> list[_Frame]:
         node, path = f.node, f.path
         self.max_depth_seen = max(self.max_depth_seen, f.depth)
-        if not isinstance(node, Mapping):
+        if type(node) is not dict and not isinstance(node, Mapping):
             self.bad(path, f"a subschema must be a JSON object, not {_kind(node)}")
             return []
         is_object = _is_object_schema(node)

@@ -258,6 +258,10 @@ class _Projector:
         if not isinstance(required, list):
             self.refuse(join(path, "required"), '"required" must be an array')
             return
+        undeclared = [r for r in required if r not in props]
+        if undeclared:  # closing the object would forbid a key the original demands
+            self.refuse(join(path, "required"), f"required but not declared: {undeclared}")
+            return
         projected: dict[str, Any] = {}
         for name, sub in props.items():
             sub_path = join_name(ppath, name)
