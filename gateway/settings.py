@@ -61,6 +61,7 @@ class Settings:
     key_hash_secret: str = "syntic-dev-pepper"
     key_cache_ttl_s: float = 2.0
     request_timeout_s: float = 120.0
+    stream_keepalive_s: float = 15.0  # SSE ": keep-alive" after this much silence (#4)
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def model(self, name: str) -> ModelConfig | None:
@@ -73,6 +74,27 @@ class Settings:
 # Slotted dataclass defaults aren't readable as class attributes (they're slot
 # descriptors), so load_settings reads them from a default instance.
 _DEFAULTS = Settings(models=())
+# The catalogue when no config file is given: the local Qwen model, installed with
+# `syntic models install qwen2.5-0.5b` (issue #10), free and grammar-constrained.
+DEFAULT_MODELS: tuple[ModelConfig, ...] = (
+    ModelConfig(
+        name="qwen2.5-0.5b",
+        provider="local",
+        upstream_model="qwen2.5-0.5b",
+        local_model="qwen2.5-0.5b",
+        constrained=False,
+        timeout_s=120.0,
+    ),
+    ModelConfig(
+        name="qwen2.5-0.5b-constrained",
+        provider="local",
+        upstream_model="qwen2.5-0.5b",
+        local_model="qwen2.5-0.5b",
+        constrained=True,
+        timeout_s=120.0,
+    ),
+)
+
 _MODEL_KEYS = {f for f in ModelConfig.__dataclass_fields__}
 _PROVIDERS = ("openai", "anthropic", "local")
 
@@ -109,6 +131,8 @@ def load_settings(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path}: {exc}") from exc
     models = tuple(_model_from_table(i, t) for i, t in enumerate(data.get("models", [])))
+    if not path:
+        models = DEFAULT_MODELS  # no config at all: serve the embedded local model (#10)
     names = [m.name for m in models]
     if len(set(names)) != len(names):
         raise ConfigError("models: duplicate model name")
@@ -120,6 +144,9 @@ def load_settings(
         host=server.get("host", _DEFAULTS.host),
         port=int(server.get("port", _DEFAULTS.port)),
         max_body_bytes=int(server.get("max_body_bytes", _DEFAULTS.max_body_bytes)),
+        stream_keepalive_s=float(
+            server.get("stream_keepalive_s", _DEFAULTS.stream_keepalive_s)
+        ),
         key_hash_secret=env.get("SYNTIC_KEY_SECRET", server.get("key_hash_secret", _DEFAULTS.key_hash_secret)),
         env=env,
     )

@@ -1,0 +1,116 @@
+"""GBNF grammars for ``constrained = true`` local models.
+
+Built from the tool's (or ``response_format``'s) JSON Schema with llama.cpp's own converter
+(``json_schema_to_gbnf``). The converter ignores ``minimum`` and leaves string lengths
+unbounded, so the gateway still validates what comes back (issue #3: an engine that fails
+open must not leak a bad call). A schema the converter cannot handle degrades to "any JSON
+object" for that tool rather than failing the request.
+
+The grammar continues the prompt's prefill (see ``render.prefill_for``):
+
+- forced tool ``f``: the prefill ends in ``"arguments": ``, so the grammar is f's
+  arguments followed by ``}``;
+- "required": the prefill ends in ``<tool_call>\\n``, so the grammar is one call object,
+  ``{"name": <one of the tools>, "arguments": <its schema>}``;
+- "auto": either a tagged call or free text that starts with none of ``<`{[`` or
+  whitespace (else the model slips a call into a code fence and past the grammar);
+- no tools offered, ``response_format`` json_schema (or json_object): the JSON value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gateway.canonical import ChatRequest, ForcedTool, JsonSchemaFormat, ToolSpec
+from gateway.upstream.local.parse import CLOSE_TAG, OPEN_TAG
+from gateway.upstream.local.render import offered_tools
+
+SchemaToGbnf = Callable[[str, Sequence[str] | None], str]
+
+_ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+
+def _literal(text: str) -> str:
+    return json.dumps(text)
+
+
+def _embed(gbnf: str, prefix: str) -> str:
+    """Rename every rule of a converted grammar with ``prefix`` so several grammars can be
+    combined into one, keeping their internal references intact."""
+    names = {line.split(" ::= ", 1)[0] for line in gbnf.splitlines() if " ::= " in line}
+    alternation = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+    pattern = re.compile(r"(?<![\w-])(" + alternation + r")(?![\w-])")
+    out: list[str] = []
+    for line in gbnf.splitlines():
+        if " ::= " not in line:
+            continue
+        name, body = line.split(" ::= ", 1)
+        # Quoted literals and character classes must not be renamed.
+        pieces = re.split(r'("(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\])', body)
+        renamed = "".join(
+            p if p.startswith(('"', "[")) else pattern.sub(lambda m: f"{prefix}{m.group(1)}", p)
+            for p in pieces
+        )
+        out.append(f"{prefix}{name} ::= {renamed}")
+    return "\n".join(out)
+
+
+def _convert(convert: SchemaToGbnf, schema: dict[str, Any], order: Sequence[str] | None) -> str:
+    try:
+        return convert(json.dumps(schema), order)
+    except Exception:  # the converter raises bare Exceptions on unsupported keywords
+        return convert(json.dumps(_ANY_OBJECT), None)
+
+
+def _call_schema(tool: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"name": {"const": tool.name}, "arguments": tool.parameters},
+        "required": ["name", "arguments"],
+        "additionalProperties": False,
+    }
+
+
+def _calls_gbnf(convert: SchemaToGbnf, tools: Sequence[ToolSpec]) -> tuple[str, list[str]]:
+    rules: list[str] = []
+    alternatives: list[str] = []
+    for i, tool in enumerate(tools):
+        prefix = f"t{i}-"
+        try:
+            gbnf = convert(json.dumps(_call_schema(tool)), ["name", "arguments"])
+        except Exception:
+            loose = {**_call_schema(tool)}
+            loose["properties"] = {"name": {"const": tool.name}, "arguments": _ANY_OBJECT}
+            gbnf = convert(json.dumps(loose), ["name", "arguments"])
+        rules.append(_embed(gbnf, prefix))
+        alternatives.append(f"{prefix}root")
+    return "\n".join(rules), alternatives
+
+
+def build_grammar(request: ChatRequest, convert: SchemaToGbnf) -> str | None:
+    """The GBNF that constrains this request's output, or None for free generation."""
+    tools = offered_tools(request)
+    choice = request.tool_choice
+    if tools:
+        if isinstance(choice, ForcedTool):
+            tool = request.tool(choice.name)
+            schema = tool.parameters if tool is not None else _ANY_OBJECT
+            args = _embed(_convert(convert, schema, None), "a-")
+            return f'root ::= a-root "}}"\n{args}'
+        rules, alternatives = _calls_gbnf(convert, tools)
+        calls = " | ".join(alternatives)
+        if choice == "required":
+            return f"root ::= {calls}\n{rules}"
+        return (
+            f"root ::= {_literal(OPEN_TAG + chr(10))} ( {calls} ) {_literal(chr(10) + CLOSE_TAG)}"
+            f" | free-text\nfree-text ::= [^<`{{\\[ \\t\\n\\r] [^\\x00]*\n{rules}"
+        )
+    fmt = request.response_format
+    if isinstance(fmt, JsonSchemaFormat):
+        return _convert(convert, fmt.schema, None)
+    if fmt == "json_object":
+        return _convert(convert, _ANY_OBJECT, None)
+    return None
