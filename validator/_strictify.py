@@ -37,12 +37,14 @@ structurally (type, and for objects its declared keys) is followed.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from validator._issues import Issue
+from validator._limits import LIMITS, serialized_size
 from validator._lint import ANNOTATIONS, FORMATS, lint
 from validator._paths import join, join_index, join_name, parse_local_ref
 
@@ -90,6 +92,12 @@ def strictify(schema: Any, *, path: str = "") -> StrictifyResult:
 
     Never mutates ``schema``; ``strictify(strictify(s).schema).schema == strictify(s).schema``.
     """
+    size = serialized_size(schema, LIMITS.max_serialized_bytes)
+    if size > LIMITS.max_serialized_bytes:  # refuse before doing any work on it
+        limit = LIMITS.max_serialized_bytes
+        message = f"serialized schema is over {limit} bytes (limit max_serialized_bytes)"
+        issue = Issue("invalid_tool_schema", path, message)
+        return StrictifyResult(None, (issue,), ())
     p = _Projector(path)
     projected = p.root(schema)
     if not p.refusals and projected is not None:
@@ -169,7 +177,10 @@ class _Projector:
         for key, value in node.items():
             kpath = join(path, key)
             if key in _KEEP:
-                out[key] = copy.deepcopy(value)
+                try:  # a JSON copy: bounded depth, never recursion trouble
+                    out[key] = orjson.loads(orjson.dumps(value))
+                except (TypeError, orjson.JSONEncodeError):
+                    self.refuse(kpath, "value is not plain JSON or is nested too deeply")
             elif key == "format":
                 if value in FORMATS:
                     out[key] = value

@@ -388,3 +388,41 @@ def test_projected_original_accepts_payload_with_nulls() -> None:
     }
     assert compile_schema(projected).validate(payload) == []
     assert canonicalize(payload, ORIGINAL) == {"n": None, "r": {"v": 1}, "l": [], "req": 1}
+
+
+def _deep_list(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _deep_schema(levels: int) -> dict[str, Any]:
+    node: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        node = {"type": "object", "properties": {"a": node}}
+    return node
+
+
+HOSTILE: list[tuple[str, Any, str]] = [
+    ("deep const", {"type": "object", "properties": {"c": {"const": _deep_list(5000)}}}, "p"),
+    ("deep schema", _deep_schema(5000), "p"),
+    ("huge schema", {"type": "object", "description": "d" * 300_000}, "p"),
+    ("non-json value", {"type": "object", "properties": {"e": {"enum": [{1}]}}}, "p"),
+]
+
+
+@pytest.mark.parametrize(
+    ("schema", "prefix"), [r[1:] for r in HOSTILE], ids=[r[0] for r in HOSTILE]
+)
+def test_hostile_schemas_are_refused_cleanly(schema: Any, prefix: str) -> None:
+    result = strictify(schema, path=prefix)
+    assert result.schema is None
+    assert result.refusals and all(r.param.startswith(prefix) for r in result.refusals)
+
+
+def test_deep_payload_does_not_crash() -> None:
+    items = {"type": "array", "items": {"$ref": "#/$defs/L"}}
+    schema = {"type": "object", "properties": {"l": items}, "$defs": {"L": items}}
+    payload = {"l": _deep_list(900)}
+    assert canonicalize(payload, schema) is payload
