@@ -123,12 +123,12 @@ class ChatService:
             ctx.add_header(name, value)
 
     async def settle(self, ctx: RequestContext, estimated_tokens: int) -> None:
-        """Charge tokens beyond the estimate once they are known."""
+        """Once usage is known, charge actual minus estimated tokens (may be negative)."""
         if self.limiter is None or ctx.principal is None or ctx.tally is None:
             return
-        extra = ctx.tally.total.total_tokens - estimated_tokens
-        if extra > 0:
-            await self.limiter.add_tokens(ctx.principal, extra)
+        delta = ctx.tally.total.total_tokens - estimated_tokens
+        if delta:
+            await self.limiter.add_tokens(ctx.principal, delta)
 
     async def complete(
         self,
