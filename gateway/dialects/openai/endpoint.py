@@ -8,6 +8,7 @@ from starlette.responses import Response
 
 from gateway.dialects.openai.decode import decode_chat_request
 from gateway.dialects.openai.encode import encode_chat_response
+from gateway.dialects.openai.stream_endpoint import stream_chat_completions
 from gateway.enforcement import OPENAI_PATHS, strict_requested
 from gateway.errors import InvalidRequest
 from gateway.http import request_context
@@ -26,10 +27,11 @@ async def chat_completions(request: Request) -> Response:
     ctx.model = chat.model
     ctx.enforced = strict_requested(chat)
     service: ChatService = request.app.state.service
-    if chat.stream:
-        # Issue #4 wires streaming here.
-        raise InvalidRequest("Streaming is not available yet.", code="streaming_not_supported",
-                             param="stream")
+    if chat.stream:  # issue #4: hold-back streaming
+        return await stream_chat_completions(
+            chat, ctx, service, estimated_tokens=len(body) // 4,
+            keepalive_s=service.settings.stream_keepalive_s,
+        )
     result = await service.complete(chat, ctx, OPENAI_PATHS, estimated_tokens=len(body) // 4)
     retries = ctx.tally.retries if ctx.tally else 0
     payload = encode_chat_response(
