@@ -11,6 +11,15 @@ Example::
     compiled = validator.compile(schema)          # cached by canonical hash
     errors = compiled.validate_json(b'{"amount_pence": "12"}')
     [e.message for e in errors]  # ['/amount_pence must be integer', ...]
+
+    validator.lint_report(schema).to_json()       # issues + every limit counted
+    result = validator.strictify(ordinary_schema) # projection or refusals with paths
+    args = validator.canonicalize(model_args, ordinary_schema)  # drops injected nulls
+
+``Issue.param`` paths follow schema keywords (``properties.note``, ``items``,
+``anyOf[1]``, ``$defs.Node``); names that are not simple identifiers are quoted
+(``properties["a.b"]``). Limits and how they are counted: ``validator._limits``.
+Command line: ``python -m validator lint|strictify|validate`` (see ``validator.__main__``).
 """
 
 from __future__ import annotations
