@@ -1,0 +1,141 @@
+"""GatewayMiddleware and AuthMiddleware as plain ASGI, driven through httpx.ASGITransport."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from starlette.types import Receive, Scope, Send
+
+from gateway.auth import AuthMiddleware, presented_key
+from gateway.errors import GatewayError, RateLimited
+from gateway.http import GatewayMiddleware, request_context
+from gateway.keys.base import Principal
+from gateway.usage.base import UsageRecord
+
+
+class RecordingLedger:
+    def __init__(self) -> None:
+        self.records: list[UsageRecord] = []
+
+    def record(self, record: UsageRecord) -> None:
+        self.records.append(record)
+
+
+class OneKey:
+    async def authenticate(self, secret: str) -> Principal | None:
+        return Principal(key_id="key_1", name="t") if secret == "good" else None
+
+
+async def inner(scope: Scope, receive: Receive, send: Send) -> None:
+    """Reads the body, then behaves as the path says."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    path = scope["path"]
+    if path.endswith("/boom"):
+        raise RuntimeError("secret internal detail")
+    if path.endswith("/limited"):
+        raise RateLimited("slow down", headers={"retry-after": "7"})
+    ctx = request_context(scope)
+    ctx.enforced = True
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": str(len(body)).encode()})
+
+
+@pytest.fixture
+def ledger() -> RecordingLedger:
+    return RecordingLedger()
+
+
+@pytest.fixture
+async def client(ledger: RecordingLedger) -> AsyncIterator[httpx.AsyncClient]:
+    app = GatewayMiddleware(AuthMiddleware(inner, keys=OneKey), max_body_bytes=100,
+                            ledger=lambda: ledger)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+        yield c
+
+
+AUTH = {"authorization": "Bearer good"}
+
+
+async def test_success_headers_and_ledger(
+    client: httpx.AsyncClient, ledger: RecordingLedger
+) -> None:
+    r = await client.post("/v1/echo", content=b"x" * 10, headers=AUTH)
+    assert (r.status_code, r.text) == (200, "10")
+    assert r.headers["x-request-id"].startswith("req_")
+    assert r.headers["x-syntic-schema-retries"] == "0"
+    [rec] = ledger.records
+    assert (rec.request_id, rec.status, rec.key_id) == (r.headers["x-request-id"], 200, "key_1")
+
+
+async def test_unhandled_exception_is_500_envelope(
+    client: httpx.AsyncClient, ledger: RecordingLedger
+) -> None:
+    r = await client.post("/v1/boom", headers=AUTH)
+    assert r.status_code == 500
+    assert r.json() == {"error": {"type": "api_error", "code": "internal_error",
+                                  "message": "Internal server error.", "param": None},
+                        "request_id": r.headers["x-request-id"]}
+    assert "secret internal detail" not in r.text and "Traceback" not in r.text
+    assert (ledger.records[0].status, ledger.records[0].error_code) == (500, "internal_error")
+
+
+async def test_gateway_error_headers(client: httpx.AsyncClient) -> None:
+    r = await client.post("/v1/limited", headers=AUTH)
+    assert (r.status_code, r.headers["retry-after"]) == (429, "7")
+    assert r.json()["error"]["code"] == "rate_limit_exceeded"
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+async def test_body_cap(client: httpx.AsyncClient, ledger: RecordingLedger, chunked: bool) -> None:
+    async def gen() -> AsyncIterator[bytes]:
+        for _ in range(5):
+            yield b"y" * 30
+
+    content = gen() if chunked else b"y" * 150
+    r = await client.post("/v1/echo", content=content, headers=AUTH)
+    assert r.status_code == 413
+    assert r.json()["error"]["code"] == "request_too_large"
+    assert ledger.records[0].status == 413
+
+
+async def test_auth_failure_recorded_without_key(
+    client: httpx.AsyncClient, ledger: RecordingLedger
+) -> None:
+    r = await client.post("/v1/echo", headers={"authorization": "Bearer bad"})
+    assert r.status_code == 401
+    assert (ledger.records[0].key_id, ledger.records[0].error_code) == (None, "invalid_api_key")
+
+
+async def test_non_v1_paths_skip_auth_and_ledger(
+    client: httpx.AsyncClient, ledger: RecordingLedger
+) -> None:
+    r = await client.get("/healthz")
+    assert r.status_code == 200 and ledger.records == []
+
+
+@pytest.mark.parametrize(
+    ("headers", "key"),
+    [
+        ([(b"authorization", b"Bearer sk_1")], "sk_1"),
+        ([(b"authorization", b"bearer  sk_2 ")], "sk_2"),
+        ([(b"x-api-key", b"sk_3")], "sk_3"),
+        ([(b"x-api-key", b"sk_3"), (b"authorization", b"Bearer sk_4")], "sk_4"),
+        ([(b"authorization", b"Basic abc")], None),
+        ([], None),
+    ],
+)
+def test_presented_key(headers: list[tuple[bytes, bytes]], key: str | None) -> None:
+    assert presented_key(headers) == key
+
+
+def test_gateway_error_default_is_500() -> None:
+    assert GatewayError("x").status == 500
