@@ -29,6 +29,7 @@ from gateway.canonical import (
 from gateway.dialects.anthropic.decode import decode_request
 from gateway.dialects.anthropic.encode import encode_error, encode_response, message_id
 from gateway.dialects.anthropic.stream import MessageStreamEncoder, error_event
+from gateway.enforcement.holdback import FinalUsage
 from gateway.errors import InvalidRequest, UnprocessableOutput, UpstreamError
 
 SCHEMA = {
@@ -392,7 +393,9 @@ def parse_sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def run_encoder(events: list[StreamEvent], retries: int = 0) -> tuple[bytes, Any]:
+def run_encoder(
+    events: list[StreamEvent | FinalUsage], retries: int | None = None
+) -> tuple[bytes, Any]:
     enc = MessageStreamEncoder(model="amara", message_id="msg_1")
     raw = enc.start()
     for e in events:
@@ -449,6 +452,19 @@ def test_stream_text_then_tools() -> None:
     assert (msg.usage.input_tokens, msg.usage.output_tokens) == (16, 5)
     delta = parse_sse(raw)[-2][1]
     assert delta["usage"]["schema_retries"] == 1
+
+
+def test_stream_final_usage_from_holdback_wins() -> None:
+    raw, msg = run_encoder(
+        [
+            TextDelta("hi"),
+            Finish("stop"),
+            UsageReport(Usage(1, 1)),
+            FinalUsage(usage=Usage(40, 12), schema_retries=2, upstream_calls=3),
+        ]
+    )
+    assert (msg.usage.input_tokens, msg.usage.output_tokens) == (40, 12)
+    assert parse_sse(raw)[-2][1]["usage"]["schema_retries"] == 2
 
 
 def test_stream_text_after_tool_opens_new_block() -> None:
