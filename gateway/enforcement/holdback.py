@@ -16,10 +16,11 @@ Rules, in upstream order:
 
 - Text deltas and non-strict tool calls go out as they arrive.
 - A *held* call (a strict tool, or an unknown tool name while the request has strict tools)
-  is buffered whole, ``ToolCallStart`` included. It closes when another call starts or the
-  upstream finishes; it is then checked inline (valid: released at once as start + the
-  joined arguments) or handed to the single correction while the stream keeps flowing. The
-  corrected call is released under the original ``index`` and ``id``.
+  is buffered whole, ``ToolCallStart`` included. As soon as its arguments form a complete
+  object that validates, it is released (start + the joined arguments). Otherwise it closes
+  when another call starts or the upstream finishes, and is checked then: valid -> released;
+  invalid -> the single correction, while the stream keeps flowing. The corrected call is
+  released under the original ``index`` and ``id``.
 - Output order equals upstream order: anything that arrived after a held call waits behind
   it. Tool calls are therefore released in index order, which the openai SDK needs (its
   stream accumulator inserts by list position, so index 1 before index 0 corrupts both),
@@ -89,7 +90,7 @@ HeldEvent = StreamEvent | FinalUsage
 class _Held:
     """One held strict call (or the held text of a strict ``response_format``)."""
 
-    __slots__ = ("call_id", "done", "index", "name", "open", "out", "parts")
+    __slots__ = ("call_id", "done", "early", "index", "name", "open", "out", "parts")
 
     def __init__(self, index: int, call_id: str, name: str) -> None:
         self.index = index
@@ -97,6 +98,7 @@ class _Held:
         self.name = name
         self.parts: list[str] = []
         self.open = True
+        self.early = False  # released on a complete object, before the call formally closed
         self.done = False
         self.out: list[StreamEvent] = []
 
@@ -308,10 +310,24 @@ class HoldBack:
             self._emit(event, out)
         elif slot.open:
             slot.parts.append(event.arguments)
-        else:
+            if event.arguments.rstrip().endswith("}"):
+                self._try_complete(slot)
+        elif not slot.early:
             raise UpstreamError(
                 f"The upstream sent arguments for tool call {event.index} after it ended."
             )
+        # else: text after a complete, valid, released object (whitespace) is dropped.
+
+    def _try_complete(self, slot: _Held) -> None:
+        """Release a call as soon as its arguments are a complete, valid JSON object, without
+        waiting for the next call or the finish chunk (one model step later upstream). A
+        strict root is an object, so nothing valid can follow its closing brace."""
+        call = slot.call()
+        if call.name in self._strict and not call_violations(call, self._plan):
+            slot.open = False
+            slot.early = True
+            slot.release(call)
+            self._open.remove(slot)
 
     def _on_finish(self, event: Finish) -> None:
         if self._finished:

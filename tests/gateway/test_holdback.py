@@ -291,10 +291,13 @@ FAILS = [
              [T("x"), start(0), ToolCallDelta(0, GOOD[:30]), Fin("length"), USAGE], [],
              [T("x")], "tool_arguments_invalid", "", 'finish_reason "length"'),
     FailCase("upstream fails mid-stream",
-             [T("a"), *call(0, GOOD)], [], [T("a")], "upstream_error", None, "connection reset",
-             fail=UpstreamError("Upstream connection reset.")),
-    FailCase("upstream ends without finish", [T("a"), *call(0, GOOD)], [], [T("a")],
+             [T("a"), *call(0, GOOD[:40])], [], [T("a")], "upstream_error", None,
+             "connection reset", fail=UpstreamError("Upstream connection reset.")),
+    FailCase("upstream ends without finish", [T("a"), *call(0, GOOD[:40])], [], [T("a")],
              "upstream_error", None, "ended before"),
+    FailCase("upstream fails inside an invalid complete call",
+             [T("a"), *call(0, BAD)], [], [T("a")], "upstream_error", None,
+             "connection reset", fail=UpstreamError("Upstream connection reset.")),
     FailCase("arguments for an unstarted call", [T("a"), ToolCallDelta(3, "{}")], [], [T("a")],
              "upstream_error", None, "before starting"),
     FailCase("strict output invalid twice", [T('{"text": 1}'), Fin("stop")],
@@ -316,6 +319,41 @@ async def test_failures(case: FailCase) -> None:
     assert script.closed
     # No byte of a held (invalid or truncated) call ever went out.
     assert not any(isinstance(e, ToolCallStart) for e in flat(batches))
+
+
+async def test_complete_valid_call_released_before_finish() -> None:
+    # The object closed and validated: no need to wait for the finish chunk (one more model
+    # step upstream). Trailing whitespace from the upstream is dropped.
+    events = [T("x"), *call(0, GOOD), ToolCallDelta(0, "  "), Fin("tool_calls"), USAGE]
+    script = Script(events, gate_after=len(events) - 3)
+    hb, _ = make(script, [])
+    it = hb.batches()
+    seen: list[HeldEvent] = []
+    while ToolCallDelta(0, GOOD) not in seen:
+        seen += await asyncio.wait_for(anext(it), 1)
+    assert seen == [T("x"), *released(0, GOOD)]
+    assert script.sent == len(events) - 3  # the whitespace and finish are still gated
+    script.gate.set()
+    rest = [e async for b in it for e in b]
+    assert rest[0] == Fin("tool_calls")
+
+
+async def test_fragment_ending_in_brace_inside_a_string_is_not_complete() -> None:
+    raw = '{"text": "a}'
+    events = [start(0, "add_note"), ToolCallDelta(0, raw), ToolCallDelta(0, ' b"}'),
+              Fin("tool_calls"), USAGE]
+    hb, _ = make(Script(events), [])
+    batches, error = await collect(hb)
+    assert error is None
+    assert flat(batches)[:2] == released(0, '{"text": "a} b"}', "add_note")
+
+
+async def test_valid_call_then_upstream_failure() -> None:
+    script = Script([*call(0, GOOD)], fail=UpstreamError("Upstream connection reset."))
+    hb, _ = make(script, [])
+    batches, error = await collect(hb)
+    assert error is not None and error.code == "upstream_error"
+    assert flat(batches) == released(0, GOOD)  # complete and valid: already released
 
 
 async def test_correction_request_forces_the_function() -> None:
