@@ -340,8 +340,10 @@ async def test_complete_valid_call_released_before_finish() -> None:
 
 async def test_fragment_ending_in_brace_inside_a_string_is_not_complete() -> None:
     raw = '{"text": "a}'
-    events = [start(0, "add_note"), ToolCallDelta(0, raw), ToolCallDelta(0, ' b"}'),
-              Fin("tool_calls"), USAGE]
+    events: list[StreamEvent] = [
+        start(0, "add_note"), ToolCallDelta(0, raw), ToolCallDelta(0, ' b"}'),
+        Fin("tool_calls"), USAGE,
+    ]
     hb, _ = make(Script(events), [])
     batches, error = await collect(hb)
     assert error is None
