@@ -74,29 +74,74 @@ EMPTY_PLAN = StrictPlan()
 
 
 class LintCache:
-    """Lint verdicts keyed by (canonical schema key, param prefix); bounded LRU."""
+    """Lint verdicts keyed by (canonical schema key, param prefix); bounded LRU.
+
+    A clean verdict also keeps the compiled schema, so a repeated schema costs one
+    canonical hash per request (no re-lint, no second cache lookup in the validator).
+    """
 
     __slots__ = ("_entries", "hits", "maxsize", "misses")
 
     def __init__(self, maxsize: int = 4096) -> None:
-        self._entries: OrderedDict[tuple[str, str], tuple[validator.Issue, ...]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], _Verdict] = OrderedDict()
         self.maxsize = maxsize
         self.hits = 0
         self.misses = 0
 
-    def lint(self, schema: Any, path: str) -> tuple[validator.Issue, ...]:
-        key = (validator.canonical_key(schema), path)
+    def _get(self, key: tuple[str, str]) -> _Verdict | None:
         found = self._entries.get(key)
         if found is not None:
             self.hits += 1
             self._entries.move_to_end(key)
-            return found
-        self.misses += 1
-        issues = tuple(validator.lint(schema, path=path))
-        self._entries[key] = issues
+        return found
+
+    def _put(self, key: tuple[str, str], verdict: _Verdict) -> None:
+        self._entries[key] = verdict
         if len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
-        return issues
+
+    def lint(self, schema: Any, path: str) -> tuple[validator.Issue, ...]:
+        """The lint issues of ``schema`` with params under ``path`` (cached)."""
+        key = (validator.canonical_key(schema), path)
+        found = self._get(key)
+        if found is not None:
+            return found.issues
+        self.misses += 1
+        verdict = _Verdict(tuple(validator.lint(schema, path=path)))
+        self._put(key, verdict)
+        return verdict.issues
+
+    async def resolve(self, schema: Any, path: str) -> validator.CompiledSchema:
+        """The compiled schema, or ``SchemaRejected`` with the lint (or compile) issues."""
+        key = (validator.canonical_key(schema), path)
+        found = self._get(key)
+        if found is None:
+            self.misses += 1
+            found = _Verdict(tuple(validator.lint(schema, path=path)))
+            if not found.issues:
+                found = _Verdict((), await _compile(schema, path))
+            self._put(key, found)
+        if found.issues:
+            raise SchemaRejected(list(found.issues))
+        assert found.compiled is not None
+        return found.compiled
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    issues: tuple[validator.Issue, ...]
+    compiled: validator.CompiledSchema | None = None
+
+
+async def _compile(schema: Any, path: str) -> validator.CompiledSchema:
+    try:
+        return await validator.compile_async(schema)
+    except validator.SchemaError as exc:
+        # compile() knows no param prefix: point at the schema itself.
+        issues = [validator.Issue(i.code, path, i.message) for i in exc.issues] or [
+            validator.Issue("invalid_tool_schema", path, str(exc))
+        ]
+        raise SchemaRejected(issues) from exc
 
 
 def strict_requested(request: ChatRequest) -> bool:
@@ -144,27 +189,9 @@ async def check_request(
             )
         names.add(tool.name)
         if tool.strict:
-            compiled[tool.name] = await _lint_and_compile(
-                tool.parameters, paths.tool(i), lint_cache
-            )
+            compiled[tool.name] = await lint_cache.resolve(tool.parameters, paths.tool(i))
     output = None
     if strict_output:
         assert isinstance(rf, JsonSchemaFormat)
-        output = await _lint_and_compile(rf.schema, paths.response_schema, lint_cache)
+        output = await lint_cache.resolve(rf.schema, paths.response_schema)
     return StrictPlan(tools=compiled, output=output, tool_names=frozenset(names))
-
-
-async def _lint_and_compile(
-    schema: Any, path: str, lint_cache: LintCache
-) -> validator.CompiledSchema:
-    issues = lint_cache.lint(schema, path)
-    if issues:
-        raise SchemaRejected(list(issues))
-    try:
-        return await validator.compile_async(schema)
-    except validator.SchemaError as exc:
-        # compile() knows no param prefix: point at the schema itself.
-        issues_ = [validator.Issue(i.code, path, i.message) for i in exc.issues] or [
-            validator.Issue("invalid_tool_schema", path, str(exc))
-        ]
-        raise SchemaRejected(issues_) from exc

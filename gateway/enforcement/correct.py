@@ -151,6 +151,18 @@ async def enforce_call(
     violations = call_violations(call, ctx.plan)
     if not violations:
         return call
+    return await correct_call(call, violations, request, ctx, finish_reason=finish_reason)
+
+
+async def correct_call(
+    call: ToolCall,
+    violations: list[Violation],
+    request: ChatRequest,
+    ctx: EnforceContext,
+    *,
+    finish_reason: FinishReason | None = None,
+) -> ToolCall:
+    """The one correction of a call known to be invalid; raise 422 if it stays invalid."""
     if finish_reason == "length":
         raise _reject_call(call, violations, truncated=True)
     fixed = correction_request(request, call, violations, ctx.plan)
@@ -216,22 +228,29 @@ async def enforce_output(
 async def enforce_response(
     response: ChatResponse, request: ChatRequest, ctx: EnforceContext
 ) -> ChatResponse:
-    """Enforce every tool call (concurrently) and a strict output; usage = tally total."""
+    """Enforce every tool call and a strict output; ``usage`` becomes the tally's total.
+
+    Valid calls cost one validation each and no task; only invalid calls are corrected,
+    concurrently when there are several.
+    """
     plan = ctx.plan
-    if response.tool_calls and plan.tools:
-        results = await asyncio.gather(
-            *(
-                enforce_call(c, request, ctx, finish_reason=response.finish_reason)
-                for c in response.tool_calls
-            ),
-            return_exceptions=True,
-        )
-        calls: list[ToolCall] = []
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-            calls.append(result)
-        response = dataclasses.replace(response, tool_calls=tuple(calls))
-    elif plan.output is not None and not response.tool_calls:
+    calls = response.tool_calls
+    if calls and plan.tools:
+        found = [(i, v) for i, c in enumerate(calls) if (v := call_violations(c, plan))]
+        if found:
+            reason = response.finish_reason
+            fixes = [correct_call(calls[i], v, request, ctx, finish_reason=reason)
+                     for i, v in found]
+            if len(fixes) == 1:
+                results: list[ToolCall | BaseException] = [await fixes[0]]
+            else:
+                results = list(await asyncio.gather(*fixes, return_exceptions=True))
+            fixed = list(calls)
+            for (i, _), result in zip(found, results, strict=True):
+                if isinstance(result, BaseException):
+                    raise result
+                fixed[i] = result
+            calls = tuple(fixed)
+    elif plan.output is not None and not calls:
         response = await enforce_output(response, request, ctx)
-    return dataclasses.replace(response, usage=ctx.tally.total)
+    return dataclasses.replace(response, tool_calls=calls, usage=ctx.tally.total)
