@@ -16,9 +16,16 @@ from gateway.ratelimit.window import WINDOW_S, decide, unlimited
 
 
 class LocalRateLimiter:
-    """Fixed one-minute windows in a dict; implements ``RateLimiter``."""
+    """Fixed windows (one minute by default) in a dict; implements ``RateLimiter``."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.time, max_keys: int = 100_000) -> None:
+    def __init__(
+        self,
+        *,
+        window_s: int = WINDOW_S,
+        clock: Callable[[], float] = time.time,
+        max_keys: int = 100_000,
+    ) -> None:
+        self.window_s = window_s
         self._clock = clock
         self._max_keys = max_keys
         # key_id -> [window index, requests, tokens]
@@ -26,14 +33,14 @@ class LocalRateLimiter:
 
     def _slot(self, key_id: str) -> tuple[list[int], float]:
         now = self._clock()
-        win = math.floor(now / WINDOW_S)
+        win = math.floor(now / self.window_s)
         slot = self._windows.get(key_id)
         if slot is None or slot[0] != win:
             if slot is None and len(self._windows) >= self._max_keys:
                 self._windows = {k: v for k, v in self._windows.items() if v[0] == win}
             slot = [win, 0, 0]
             self._windows[key_id] = slot
-        return slot, (win + 1) * WINDOW_S - now
+        return slot, (win + 1) * self.window_s - now
 
     async def check(self, principal: Principal, tokens: int) -> RateDecision:
         """Admit or refuse one request costing ``tokens``."""

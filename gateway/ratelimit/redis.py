@@ -80,21 +80,30 @@ class RedisRateLimiter:
         url: str,
         *,
         prefix: str = "syntic:",
-        timeout_s: float = 0.25,
+        timeout_s: float = 1.0,
+        max_connections: int = 32,
         backoff_s: float = 0.5,
         max_backoff_s: float = 5.0,
+        window_s: int = WINDOW_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._redis: Any = aioredis.Redis.from_url(
+        # A bounded pool: a burst queues for a connection instead of opening hundreds
+        # (which, on a busy host, turns into connect timeouts and false "outages").
+        pool = aioredis.BlockingConnectionPool.from_url(
             url,
+            max_connections=max_connections,
+            timeout=timeout_s,
             socket_connect_timeout=timeout_s,
             socket_timeout=timeout_s,
             retry=Retry(NoBackoff(), 0),
         )
+        self._pool: Any = pool
+        self._redis: Any = aioredis.Redis(connection_pool=pool)
         self._check = self._redis.register_script(CHECK_SCRIPT)
         self._add = self._redis.register_script(ADD_TOKENS_SCRIPT)
         self.prefix = prefix
-        self.local = LocalRateLimiter()
+        self.window_s = window_s
+        self.local = LocalRateLimiter(window_s=window_s)
         self._clock = clock
         self._base_backoff = backoff_s
         self._max_backoff = max_backoff_s
@@ -142,7 +151,7 @@ class RedisRateLimiter:
                         -1 if principal.rpm is None else principal.rpm,
                         -1 if principal.tpm is None else principal.tpm,
                         max(0, int(tokens)),
-                        WINDOW_S,
+                        self.window_s,
                     ],
                 )
             except _FAILURES as exc:
@@ -159,7 +168,7 @@ class RedisRateLimiter:
             return
         if self._use_redis():
             try:
-                await self._add(keys=[self._key(principal)], args=[int(tokens), WINDOW_S])
+                await self._add(keys=[self._key(principal)], args=[int(tokens), self.window_s])
             except _FAILURES as exc:
                 self._failed(exc)
             else:
@@ -170,6 +179,7 @@ class RedisRateLimiter:
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._redis.aclose()
+        await self._pool.disconnect()
 
 
 def _decision(principal: Principal, res: list[Any]) -> RateDecision:

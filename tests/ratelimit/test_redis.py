@@ -1,0 +1,211 @@
+"""Redis limits: one atomic script shared by every client, server time, and the local
+fallback when Redis is down (counted, logged once, recovered from)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.keys.base import Principal
+from gateway.ratelimit.redis import RedisRateLimiter
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    """A key prefix of our own; its keys are deleted afterwards."""
+    value = f"syntic_t_{secrets.token_hex(6)}:"
+    yield value
+    client = aioredis.Redis.from_url(REDIS_URL)
+    keys = [k async for k in client.scan_iter(match=value + "*")]
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()
+
+
+async def _away_from_window_edge(window_s: int = 60, margin_s: float = 3.0) -> None:
+    """Start bursts well inside one window (by Redis time), so they can't straddle two."""
+    client = aioredis.Redis.from_url(REDIS_URL)
+    secs, micros = await client.time()
+    await client.aclose()
+    into = (secs + micros / 1e6) % window_s
+    if into > window_s - margin_s:
+        await asyncio.sleep(window_s - into + 0.1)
+
+
+async def test_concurrent_burst_from_separate_clients_admits_exactly_the_limit(
+    prefix: str,
+) -> None:
+    limiters = [RedisRateLimiter(REDIS_URL, prefix=prefix) for _ in range(3)]
+    p = Principal(f"key_{secrets.token_hex(4)}", "burst", rpm=25)
+    await _away_from_window_edge()
+    try:
+        results = await asyncio.gather(
+            *(lim.check(p, 1) for lim in limiters for _ in range(40))
+        )
+    finally:
+        for lim in limiters:
+            await lim.aclose()
+    assert sum(d.allowed for d in results) == 25
+    assert all(lim.fallback_count == 0 for lim in limiters)
+    remaining = sorted(d.remaining_requests or 0 for d in results if d.allowed)
+    assert remaining == list(range(25))  # every admitted request saw a distinct count
+
+
+BURST_SCRIPT = """
+import asyncio, sys
+from gateway.keys.base import Principal
+from gateway.ratelimit.redis import RedisRateLimiter
+async def main():
+    lim = RedisRateLimiter(sys.argv[1], prefix=sys.argv[2])
+    p = Principal(sys.argv[3], "x", rpm=int(sys.argv[4]), tpm=int(sys.argv[5]))
+    sys.stdin.readline()  # start together
+    res = await asyncio.gather(*(lim.check(p, 10) for _ in range(30)))
+    await lim.aclose()
+    print(sum(d.allowed for d in res), lim.fallback_count)
+asyncio.run(main())
+"""
+
+
+async def test_burst_across_processes_shares_one_limit(prefix: str) -> None:
+    key = f"key_{secrets.token_hex(4)}"
+    await _away_from_window_edge(margin_s=10.0)
+    procs = [
+        subprocess.Popen(  # noqa: ASYNC220 - plain Popen is fine for a test driver
+            [sys.executable, "-c", BURST_SCRIPT, REDIS_URL, prefix, key, "1000", "370"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        for _ in range(4)
+    ]
+    await asyncio.sleep(1.5)  # let the interpreters import
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    outs = [proc.communicate(timeout=60)[0].split() for proc in procs]
+    assert sum(int(o[0]) for o in outs) == 37  # tpm 370 at 10 tokens each
+    assert all(o[1] == "0" for o in outs)
+
+
+async def test_tokens_headers_and_add_tokens(prefix: str) -> None:
+    lim = RedisRateLimiter(REDIS_URL, prefix=prefix)
+    p = Principal(f"key_{secrets.token_hex(4)}", "t", rpm=100, tpm=1000)
+    await _away_from_window_edge()
+    try:
+        first = await lim.check(p, 300)
+        assert first.allowed
+        assert (first.limit_requests, first.remaining_requests) == (100, 99)
+        assert (first.limit_tokens, first.remaining_tokens) == (1000, 700)
+        assert 0 < first.reset_s <= 60 and first.retry_after_s == 0
+        await lim.add_tokens(p, 500)  # actual usage was larger than estimated
+        refused = await lim.check(p, 300)
+        assert not refused.allowed
+        assert refused.remaining_tokens == 200 and refused.remaining_requests == 99
+        assert 0 < refused.retry_after_s <= 60
+        assert (await lim.check(p, 150)).allowed  # a smaller one still fits
+    finally:
+        await lim.aclose()
+
+
+async def test_unlimited_key_never_touches_redis() -> None:
+    lim = RedisRateLimiter(f"redis://127.0.0.1:{_free_port()}/0")
+    try:
+        d = await lim.check(Principal("key_u", "u"), 10**9)
+        assert d.allowed and lim.fallback_count == 0 and not lim.redis_down
+    finally:
+        await lim.aclose()
+
+
+async def test_redis_down_falls_back_locally_counted_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lim = RedisRateLimiter(f"redis://127.0.0.1:{_free_port()}/0", backoff_s=0.05)
+    p = Principal("key_down", "d", rpm=3)
+    caplog.set_level(logging.WARNING, logger="syntic.ratelimit")
+    try:
+        start = time.perf_counter()
+        results = []
+        for _ in range(10):
+            results.append(await lim.check(p, 1))
+            await asyncio.sleep(0.02)
+        elapsed = time.perf_counter() - start
+    finally:
+        await lim.aclose()
+    assert sum(d.allowed for d in results) == 3  # local limits still apply
+    assert lim.fallback_count == 10 and lim.outage_count == 1 and lim.redis_down
+    assert elapsed < 3.0  # a dead Redis doesn't stall requests
+    warnings = [r for r in caplog.records if "unavailable" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+@pytest.fixture
+def own_redis() -> Iterator[tuple[int, list[subprocess.Popen[bytes]]]]:
+    """A private redis-server on a free port that the test may stop and restart."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server binary not installed")
+    port = _free_port()
+    procs: list[subprocess.Popen[bytes]] = []
+    yield port, procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def _start_redis(port: int, procs: list[subprocess.Popen[bytes]]) -> None:
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    procs.append(proc)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+
+
+async def test_redis_stopped_mid_run_then_restarted(
+    own_redis: tuple[int, list[subprocess.Popen[bytes]]],
+) -> None:
+    port, procs = own_redis
+    _start_redis(port, procs)
+    lim = RedisRateLimiter(f"redis://127.0.0.1:{port}/0", backoff_s=0.1, max_backoff_s=0.2)
+    p = Principal("key_mid", "m", rpm=1000)
+    try:
+        assert (await lim.check(p, 1)).allowed and not lim.redis_down
+        procs[0].terminate()
+        procs[0].wait(timeout=10)
+        served = [await lim.check(p, 1) for _ in range(5)]
+        assert all(d.allowed for d in served)  # still serving
+        assert lim.redis_down and lim.fallback_count == 5 and lim.outage_count == 1
+        _start_redis(port, procs)
+        await asyncio.sleep(0.3)  # past the backoff
+        back = await lim.check(p, 1)
+        assert back.allowed and not lim.redis_down
+        assert lim.fallback_count == 5
+        # Counting resumed on Redis: the restarted server knew nothing, so 1 request so far.
+        assert back.remaining_requests == 999
+    finally:
+        await lim.aclose()
