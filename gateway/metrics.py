@@ -70,6 +70,8 @@ class GatewayMetrics:
     schema_cache_misses: Counter
     schema_cache_evictions: Counter
     schema_cache_size: Gauge
+    lint_cache_hits: Counter
+    lint_cache_misses: Counter
 
     @classmethod
     def create(cls, cache_stats: CacheStatsFn | None = None) -> GatewayMetrics:
@@ -142,6 +144,16 @@ class GatewayMetrics:
                 "Compiled schemas held in this process's cache.",
                 callback=lambda: stats().size,
             ),
+            lint_cache_hits=r.counter(
+                "syntic_lint_cache_hits_total",
+                "Request-path schema verdicts (lint + compiled schema) found in the "
+                "gateway's cache: a repeated schema costs one hash.",
+            ),
+            lint_cache_misses=r.counter(
+                "syntic_lint_cache_misses_total",
+                "Request-path schema verdicts computed (lint, then compile via the "
+                "compiled-schema cache).",
+            ),
         )
 
     def bind(
@@ -149,8 +161,14 @@ class GatewayMetrics:
         *,
         ledger_queue_depth: Callable[[], float] | None = None,
         ratelimit_fail_open: Callable[[], float] | None = None,
+        lint_cache_hits: Callable[[], float] | None = None,
+        lint_cache_misses: Callable[[], float] | None = None,
     ) -> None:
-        """Read values owned by the storage services at scrape time."""
+        """Read values owned by other components at scrape time."""
+        if lint_cache_hits is not None:
+            self.lint_cache_hits.set_callback(lint_cache_hits)
+        if lint_cache_misses is not None:
+            self.lint_cache_misses.set_callback(lint_cache_misses)
         if ledger_queue_depth is not None:
             self.ledger_queue_depth.set_callback(ledger_queue_depth)
         if ratelimit_fail_open is not None:
