@@ -14,6 +14,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Protocol
 
@@ -31,8 +32,12 @@ from gateway.dialects.openai import chat_completions
 from gateway.errors import GatewayError, NotFound
 from gateway.http import GatewayMiddleware, error_body, request_context
 from gateway.keys.base import KeyStore
+from gateway.logs import configure_logging, log_format_from_env
 from gateway.models_endpoint import list_models
+from gateway.openapi import openapi_json
+from gateway.ops import Ops, ops_routes
 from gateway.ratelimit.base import RateLimiter
+from gateway.schema_check import schemas_check
 from gateway.service import ChatService
 from gateway.settings import Settings, load_settings
 from gateway.upstream.base import Upstream
@@ -56,10 +61,6 @@ async def _open_services(settings: Settings) -> ServicesLike:
     from gateway.services import open_services
 
     return await open_services(settings)
-
-
-async def healthz(request: Request) -> Response:
-    return Response(b'{"status":"ok"}', media_type="application/json")
 
 
 async def _http_exception(request: Request, exc: Exception) -> Response:
@@ -95,9 +96,12 @@ def create_app(
             limits=httpx.Limits(max_connections=512, max_keepalive_connections=128),
             timeout=httpx.Timeout(settings.request_timeout_s, connect=10.0),
         )
-        registry = UpstreamRegistry.build(settings, client, upstreams)
+        registry = UpstreamRegistry.build(settings, client, upstreams).wrapped(
+            ops.meter_upstream
+        )
         app.state.services = svc
-        app.state.service = ChatService(settings, registry, svc.limiter)
+        app.state.service = ChatService(settings, registry, ops.meter_limiter(svc.limiter))
+        ops.bind(svc, app.state.service.lint_cache)
         try:
             yield
         finally:
@@ -105,8 +109,11 @@ def create_app(
                 await registry.aclose()
                 await client.aclose()
             finally:
-                if services is None:
-                    await svc.aclose()
+                try:
+                    if services is None:
+                        await svc.aclose()
+                finally:
+                    await ops.aclose()
 
     def ledger() -> Ledger | None:
         svc: ServicesLike | None = getattr(app.state, "services", None)
@@ -116,26 +123,38 @@ def create_app(
         svc: ServicesLike = app.state.services
         return svc.keys
 
+    ops = Ops(settings)
     routes = [
-        Route("/healthz", healthz, methods=["GET"]),
+        *ops_routes(),  # /healthz /readyz /metrics (no auth)
+        Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
+        Route("/v1/schemas/check", schemas_check, methods=["POST"]),
         *extra_routes,
     ]
     app = Starlette(
         routes=routes,
         middleware=[
-            Middleware(GatewayMiddleware, max_body_bytes=settings.max_body_bytes, ledger=ledger),
+            Middleware(
+                GatewayMiddleware,
+                max_body_bytes=settings.max_body_bytes,
+                ledger=ledger,
+                observer=ops.observer,
+            ),
             Middleware(AuthMiddleware, keys=keys),
         ],
         exception_handlers={HTTPException: _http_exception},
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.ops = ops
     return app
 
 
 def create_app_from_env() -> Starlette:
-    """Factory for ``uvicorn --factory`` / multi-worker serving: config from ``SYNTIC_CONFIG``."""
+    """Factory for ``uvicorn --factory`` / multi-worker serving: config from ``SYNTIC_CONFIG``.
+    Each worker process configures its own logging (``SYNTIC_LOG_LEVEL``, set by serve)."""
+    env = os.environ
+    configure_logging(env.get("SYNTIC_LOG_LEVEL", "info"), log_format_from_env(env))
     return create_app(load_settings())

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -29,6 +29,13 @@ from gateway.usage.base import Ledger
 logger = logging.getLogger("syntic.http")
 
 _JSON = (b"content-type", b"application/json")
+
+
+class RequestObserver(Protocol):
+    """Told when each HTTP request starts and finishes (``gateway.ops.RequestObserver``)."""
+
+    def started(self, ctx: RequestContext) -> None: ...
+    def finished(self, ctx: RequestContext) -> None: ...
 
 
 def new_request_id() -> str:
@@ -54,10 +61,12 @@ class GatewayMiddleware:
         *,
         max_body_bytes: int,
         ledger: Callable[[], Ledger | None],
+        observer: RequestObserver | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.ledger = ledger
+        self.observer = observer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -66,6 +75,8 @@ class GatewayMiddleware:
         path: str = scope["path"]
         ctx = RequestContext.start(new_request_id(), path)
         scope.setdefault("state", {})["ctx"] = ctx
+        if self.observer is not None:
+            self.observer.started(ctx)
         metered = scope["method"] == "POST" and path.startswith("/v1/")
         started = False
 
@@ -103,6 +114,8 @@ class GatewayMiddleware:
                 ledger = self.ledger()
                 if ledger is not None:
                     ledger.record(ctx.usage_record())
+            if self.observer is not None:
+                self.observer.finished(ctx)  # metrics and the request log line (gateway.ops)
 
     def _too_large_message(self) -> str:
         return f"Request body is larger than the {self.max_body_bytes} byte limit."

@@ -9,6 +9,7 @@ from typing import Any
 
 import uvicorn
 
+from gateway.logs import configure_logging, log_format_from_env
 from gateway.settings import load_settings
 
 
@@ -18,7 +19,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--host", help="bind address (default: config or 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default: config or 8080)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes")
-    parser.add_argument("--log-level", default="warning")
+    parser.add_argument(
+        "--log-level", default="info",
+        help="info logs one JSON line per request (format: $SYNTIC_LOG_FORMAT json|text)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -28,6 +32,7 @@ def _fast(module: str, name: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
+    configure_logging(args.log_level, log_format_from_env(os.environ))
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port
     options: dict[str, Any] = {
@@ -36,12 +41,15 @@ def run(args: argparse.Namespace) -> int:
         "loop": _fast("uvloop", "uvloop"),
         "http": _fast("httptools", "httptools"),
         "log_level": args.log_level,
+        "log_config": None,  # keep gateway.logs' handler (JSON, redacting)
+        "access_log": False,  # the gateway writes its own line per request
         "lifespan": "on",
         "timeout_graceful_shutdown": 30,
     }
     if args.workers > 1:
         if args.config:
             os.environ["SYNTIC_CONFIG"] = os.path.abspath(args.config)
+        os.environ["SYNTIC_LOG_LEVEL"] = args.log_level  # workers configure their own logs
         uvicorn.run("gateway.app:create_app_from_env", factory=True, workers=args.workers,
                     **options)
     else:

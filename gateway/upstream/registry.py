@@ -51,6 +51,10 @@ class UpstreamRegistry:
             adapters[provider] = factory(client, settings)
         return cls(adapters)
 
+    def wrapped(self, wrap: Callable[[Upstream], Upstream]) -> UpstreamRegistry:
+        """The same adapters, each wrapped (e.g. ``gateway.ops`` times every call)."""
+        return UpstreamRegistry({name: wrap(a) for name, a in self._adapters.items()})
+
     def get(self, model: ModelConfig) -> Upstream:
         adapter = self._adapters.get(model.provider)
         if adapter is None:
