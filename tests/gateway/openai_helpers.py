@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import openai
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
 REFUND_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -57,7 +57,13 @@ def lookup_tool() -> dict[str, Any]:
 @dataclass
 class Result:
     completion: ChatCompletion
-    headers: httpx.Headers
+    headers: httpx.Headers | Any  # the SDK may vendor its own httpx
+
+
+def calls_of(completion: ChatCompletion) -> list[ChatCompletionMessageFunctionToolCall]:
+    """The function tool calls of the first choice (empty if none)."""
+    return [c for c in completion.choices[0].message.tool_calls or ()
+            if isinstance(c, ChatCompletionMessageFunctionToolCall)]
 
 
 Chat = Callable[..., Result]

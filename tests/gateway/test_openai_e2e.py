@@ -14,6 +14,7 @@ from tests.gateway.openai_helpers import (
     MESSAGES,
     REFUND_SCHEMA,
     Chat,
+    calls_of,
     envelope,
     lookup_tool,
     make_chat,
@@ -31,7 +32,7 @@ def chat(request: pytest.FixtureRequest, gateway: GatewayProcess) -> Chat:
 def test_valid_strict_call(chat: Chat, upstream: ScriptedUpstream) -> None:
     upstream.queue(Reply(tool_calls=[Call("create_refund", GOOD_ARGS, id="call_a")]))
     r = chat(tools=[refund_tool()])
-    call = r.completion.choices[0].message.tool_calls[0]  # type: ignore[index]
+    call = calls_of(r.completion)[0]
     assert (call.id, call.function.name, call.function.arguments) == (
         "call_a", "create_refund", GOOD_ARGS)
     assert r.headers["x-syntic-schema-retries"] == "0"
@@ -53,7 +54,7 @@ def test_invalid_then_corrected(chat: Chat, upstream: ScriptedUpstream) -> None:
         Reply(tool_calls=[Call("create_refund", GOOD_ARGS, id="call_new")], usage=(140, 18)),
     )
     r = chat(tools=[refund_tool()], temperature=0.2)
-    call = r.completion.choices[0].message.tool_calls[0]  # type: ignore[index]
+    call = calls_of(r.completion)[0]
     assert call.id == "call_orig"
     assert orjson.loads(call.function.arguments)["amount_pence"] == 1250
     assert r.headers["x-syntic-schema-retries"] == "1"
@@ -109,7 +110,7 @@ def test_unparseable_arguments(
                    Reply(tool_calls=[Call("create_refund", second)]))
     if param is None:
         r = chat(tools=[refund_tool()])
-        assert r.completion.choices[0].message.tool_calls[0].function.arguments == second  # type: ignore[index]
+        assert calls_of(r.completion)[0].function.arguments == second
         assert r.headers["x-syntic-schema-retries"] == "1"
     else:
         with pytest.raises(openai.UnprocessableEntityError) as info:
@@ -122,7 +123,7 @@ def test_unknown_tool_name_is_corrected(chat: Chat, upstream: ScriptedUpstream) 
     upstream.queue(Reply(tool_calls=[Call("refund_order", GOOD_ARGS, id="call_x")]),
                    Reply(tool_calls=[Call("create_refund", GOOD_ARGS)]))
     r = chat(tools=[refund_tool()])
-    call = r.completion.choices[0].message.tool_calls[0]  # type: ignore[index]
+    call = calls_of(r.completion)[0]
     assert (call.id, call.function.name) == ("call_x", "create_refund")
     correction = upstream.requests[1].body
     assert correction["tool_choice"] == "required"
@@ -146,8 +147,7 @@ def test_parallel_calls_one_bad(chat: Chat, upstream: ScriptedUpstream) -> None:
         Reply(tool_calls=[Call("create_refund", GOOD_ARGS, id="call_fix")]),
     )
     r = chat(tools=[refund_tool()], parallel_tool_calls=True)
-    calls = r.completion.choices[0].message.tool_calls
-    assert calls is not None
+    calls = calls_of(r.completion)
     assert [(c.id, c.function.arguments) for c in calls] == [
         ("call_1", other), ("call_2", GOOD_ARGS)]
     assert r.headers["x-syntic-schema-retries"] == "1"
@@ -165,10 +165,16 @@ def test_parallel_calls_both_bad_corrected_concurrently(
         Reply(tool_calls=[Call("create_refund", GOOD_ARGS)], delay=0.3),
     )
     r = chat(tools=[refund_tool()])
-    calls = r.completion.choices[0].message.tool_calls
-    assert calls is not None and [c.id for c in calls] == ["call_1", "call_2"]
+    calls = calls_of(r.completion)
+    assert [c.id for c in calls] == ["call_1", "call_2"]
     assert r.headers["x-syntic-schema-retries"] == "2"
     assert r.completion.usage is not None and r.completion.usage.prompt_tokens == 30
+    # concurrent: the second correction arrived while the first was still being answered
+    first_fix, second_fix = upstream.requests[1:]
+    assert second_fix.received_at - first_fix.received_at < 0.25
+    assert {m["tool_calls"][0]["id"] for m in (first_fix.body["messages"][-2],
+                                               second_fix.body["messages"][-2])} == {
+        "call_1", "call_2"}
 
 
 def test_constrained_model_passes_strict_and_still_validates(
@@ -187,8 +193,7 @@ def test_mixed_strict_and_plain_tools(chat: Chat, upstream: ScriptedUpstream) ->
     upstream.queue(Reply(tool_calls=[Call("lookup_order", loose, id="c1"),
                                      Call("create_refund", GOOD_ARGS, id="c2")]))
     r = chat(tools=[lookup_tool(), refund_tool()])
-    calls = r.completion.choices[0].message.tool_calls
-    assert calls is not None
+    calls = calls_of(r.completion)
     assert [c.function.arguments for c in calls] == [loose, GOOD_ARGS]
     assert r.headers["x-syntic-schema-retries"] == "0"
     sent = upstream.requests[0].body["tools"]
@@ -198,7 +203,7 @@ def test_mixed_strict_and_plain_tools(chat: Chat, upstream: ScriptedUpstream) ->
 def test_plain_tools_only_no_header(chat: Chat, upstream: ScriptedUpstream) -> None:
     upstream.queue(Reply(tool_calls=[Call("lookup_order", "{broken")]))
     r = chat(tools=[lookup_tool()], model="plain-model")
-    assert r.completion.choices[0].message.tool_calls[0].function.arguments == "{broken"  # type: ignore[index]
+    assert calls_of(r.completion)[0].function.arguments == "{broken"
     assert "x-syntic-schema-retries" not in r.headers
 
 

@@ -14,6 +14,7 @@ from tests.gateway.openai_helpers import (
     MESSAGES,
     REFUND_SCHEMA,
     Chat,
+    calls_of,
     envelope,
     lookup_tool,
     make_chat,
@@ -234,4 +235,4 @@ def test_success_after_error_uses_pooled_client(chat: Chat, upstream: ScriptedUp
     with pytest.raises(openai.InternalServerError):
         chat(tools=[refund_tool()])
     r = chat(tools=[refund_tool()])
-    assert r.completion.choices[0].message.tool_calls[0].function.arguments == GOOD_ARGS  # type: ignore[index]
+    assert calls_of(r.completion)[0].function.arguments == GOOD_ARGS

@@ -27,7 +27,8 @@ Steps:
 
 An empty script answers 500 ``script exhausted`` (so a test sees the unexpected call).
 
-Every request is recorded as ``RecordedRequest(method, path, headers, body, raw)``, with
+Every request is recorded as ``RecordedRequest(method, path, headers, body, raw)`` (and
+``received_at``, ``time.monotonic()``), with
 ``client_disconnected`` set when the client went away before the response finished;
 ``wait_for_disconnect(i, timeout)`` waits for that.
 
@@ -108,6 +109,7 @@ class RecordedRequest:
     headers: dict[str, str]
     raw: bytes
     body: Any = None
+    received_at: float = field(default_factory=time.monotonic)
     client_disconnected: bool = False
     finished: threading.Event = field(default_factory=threading.Event)
 
