@@ -283,3 +283,25 @@ async def test_async_client_fixture(
         model="strict-model", messages=MESSAGES)  # type: ignore[arg-type]
     assert completion.choices[0].message.content == "hello"
     assert completion.choices[0].finish_reason == "stop"
+
+
+def test_json_output_truncated(chat: Chat, upstream: ScriptedUpstream) -> None:
+    upstream.queue(Reply(content='{"ok": tr', finish_reason="length"))
+    with pytest.raises(openai.UnprocessableEntityError) as info:
+        chat(response_format=JSON_SCHEMA_FORMAT, max_tokens=4)
+    assert info.value.body["code"] == "json_output_invalid"  # type: ignore[index]
+    assert "cut off by the token limit" in info.value.body["message"]  # type: ignore[index]
+    assert info.value.response.headers["x-syntic-schema-retries"] == "0"
+    assert len(upstream.requests) == 1
+
+
+@pytest.mark.parametrize(("model", "strict_sent"),
+                         [("strict-model", False), ("constrained-model", True)])
+def test_response_format_strict_passthrough(
+    chat: Chat, upstream: ScriptedUpstream, model: str, strict_sent: bool
+) -> None:
+    upstream.queue(Reply(content='{"ok": false, "score": 0}'))
+    chat(model=model, response_format=JSON_SCHEMA_FORMAT)
+    sent = upstream.requests[0].body["response_format"]["json_schema"]
+    assert sent.get("strict", False) is strict_sent
+    assert sent["schema"] == JSON_SCHEMA_FORMAT["json_schema"]["schema"]
