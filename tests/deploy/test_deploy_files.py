@@ -290,3 +290,22 @@ def test_k8s_names_selectors_and_probes_agree() -> None:
         config_env = {e["name"]: e.get("value") for e in c["env"]}["SYNTIC_CONFIG"]
         volume = next(v["name"] for v in workload["volumes"] if "configMap" in v)
         assert config_env == f"{mount[volume]}/syntic.toml"
+
+
+def test_probes_point_at_routes_the_app_serves() -> None:
+    from starlette.routing import Route
+
+    from gateway.app import create_app
+
+    app = create_app(load_settings(DEPLOY / "syntic.toml", env={}))
+    gets = {r.path for r in app.routes if isinstance(r, Route) and "GET" in (r.methods or ())}
+    (container,) = _k8s("Deployment")["spec"]["template"]["spec"]["containers"]
+    probes = {container[p]["httpGet"]["path"] for p in ("readinessProbe", "livenessProbe")}
+    healthchecks = " ".join(
+        " ".join(s["healthcheck"]["test"]) for s in _gateways().values()
+    ) + (DEPLOY / "Dockerfile").read_text()
+    probes |= set(re.findall(r"127\.0\.0\.1:8080(/[a-z]+)", healthchecks))
+    assert probes == {"/readyz", "/healthz"}
+    assert probes <= gets
+    annotations = _k8s("Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/path"] in gets

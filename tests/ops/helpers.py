@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
+import jsonschema  # type: ignore[import-untyped]
 from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.openapi import openapi_document
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -18,3 +23,13 @@ def scrape(base_url: str) -> Samples:
         for family in text_string_to_metric_families(res.text)
         for s in family.samples
     }
+
+
+def conforms(instance: Any, component: str) -> None:
+    """Raise if ``instance`` does not match ``#/components/schemas/<component>`` of the
+    gateway's OpenAPI document."""
+    schema = {
+        "$ref": f"#/components/schemas/{component}",
+        "components": openapi_document()["components"],
+    }
+    jsonschema.Draft202012Validator(schema).validate(instance)

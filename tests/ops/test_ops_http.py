@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from tests.ops.helpers import Samples
+from tests.ops.helpers import Samples, conforms
 from tests.ops.helpers import scrape as scrape_url
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
@@ -178,3 +178,21 @@ def test_openapi_document_is_served(gw: GatewayProcess) -> None:
     res = httpx.get(gw.base_url + "/openapi.json", timeout=5)
     assert res.status_code == 200
     assert res.json() == openapi_document()
+
+
+def test_live_responses_match_the_openapi_document(
+    gw: GatewayProcess, client: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    auth = {"authorization": f"Bearer {gw.api_key}"}
+    base = gw.base_url
+    conforms(httpx.get(base + "/v1/models", headers=auth, timeout=5).json(), "ModelList")
+    conforms(httpx.get(base + "/readyz", timeout=5).json(), "Readiness")
+    conforms(httpx.get(base + "/v1/models", timeout=5).json(), "ErrorEnvelope")
+    check = httpx.post(base + "/v1/schemas/check", headers=auth, timeout=5,
+                       json={"tools": [TOOL, {"name": "a", "input_schema": {"type": "object"}}]})
+    conforms(check.json(), "SchemaCheckResult")
+    upstream.queue(Reply(tool_calls=[Call("refund", '{"amount_pence": 5}')]))
+    res = httpx.post(base + ROUTE, headers=auth, timeout=20,
+                     json={"model": "ops-model", "messages": MESSAGES, "tools": [TOOL]})
+    conforms(res.json(), "ChatCompletion")
+    assert res.headers["x-syntic-schema-retries"] == "0"
