@@ -26,6 +26,7 @@ class LocalRateLimiter:
         max_keys: int = 100_000,
     ) -> None:
         self.window_s = window_s
+        self.fallback_count = 0  # always 0 here; the Redis limiter counts its fallbacks
         self._clock = clock
         self._max_keys = max_keys
         # key_id -> [window index, requests, tokens]

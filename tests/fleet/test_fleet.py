@@ -1,0 +1,219 @@
+"""Several real gateway processes sharing storage (issue #6 acceptance):
+
+* revocation through the CLI is seen by two running gateways within the cache TTL;
+* three gateways sharing one Redis admit no more than the key's limit per window, and
+  after SIGTERM every request is in the (PostgreSQL) ledger;
+* Redis stopped mid-test: requests are still served and the fallback is counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+import redis
+
+from tests.support.fixtures import e2e_models
+from tests.support.gateway_proc import GatewayProcess, free_port, start_gateway, wait_ready
+from tests.support.scripted_upstream import Reply, ScriptedUpstream
+
+PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
+BODY = {"model": "strict-model", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def replica(gw: GatewayProcess, workdir: Path) -> GatewayProcess:
+    """Another ``syntic serve`` on the same config, environment and database."""
+    log_path = workdir / f"replica-{secrets.token_hex(3)}.log"
+    port = free_port()
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "serve", "--config", str(gw.config_path),
+             "--host", "127.0.0.1", "--port", str(port)],
+            env=gw.env, cwd=Path(__file__).resolve().parents[2], stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    other = GatewayProcess(proc, port, gw.api_key, gw.config_path, gw.env, log_path)
+    try:
+        wait_ready(other.base_url, proc)
+    except Exception:
+        other.stop()
+        raise
+    return other
+
+
+def key_id_for(gw: GatewayProcess, name: str) -> str:
+    listing = gw.syntic("keys", "list").stdout
+    return next(line.split()[0] for line in listing.splitlines() if line.endswith(f" {name}"))
+
+
+def post(gw: GatewayProcess, key: str) -> httpx.Response:
+    return httpx.post(gw.base_url + "/v1/chat/completions", json=BODY, timeout=20,
+                      headers={"authorization": f"Bearer {key}"})
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    name = f"syntic_t_{secrets.token_hex(6)}"
+
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(f"{PG_SERVER}/postgres")
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    yield f"{PG_SERVER}/{name}"
+    asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def test_revocation_reaches_two_running_gateways(
+    upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    upstream.queue(*(Reply(content="ok") for _ in range(200)))
+    gw1 = start_gateway(tmp_path, e2e_models(upstream.base_url))
+    gw2 = replica(gw1, tmp_path)
+    try:
+        key = gw1.create_key("revokee")
+        assert post(gw1, key).status_code == 200
+        assert post(gw2, key).status_code == 200  # both have it cached now
+        gw1.syntic("keys", "revoke", key_id_for(gw1, "revokee"))
+        revoked_at = time.monotonic()
+        refused_after: dict[int, float] = {}
+        while len(refused_after) < 2 and time.monotonic() - revoked_at < 10:
+            for gw in (gw1, gw2):
+                if gw.port not in refused_after and post(gw, key).status_code == 401:
+                    refused_after[gw.port] = time.monotonic() - revoked_at
+            time.sleep(0.05)
+        assert len(refused_after) == 2, refused_after
+        # Documented delay: the key cache TTL (2 s), plus the polling slack.
+        assert max(refused_after.values()) < 2.0 + 0.5, refused_after
+        assert post(gw1, gw1.api_key).status_code == 200  # other keys unaffected
+    finally:
+        gw2.stop()
+        gw1.stop()
+
+
+def _away_from_window_edge(client: redis.Redis, margin_s: float = 8.0) -> None:
+    secs, micros = client.time()
+    into = (secs + micros / 1e6) % 60
+    if into > 60 - margin_s:
+        time.sleep(60 - into + 0.2)
+
+
+async def _burst(gws: list[GatewayProcess], key: str, n: int) -> list[httpx.Response]:
+    async with httpx.AsyncClient(timeout=30) as client:
+        return await asyncio.gather(*(
+            client.post(gws[i % len(gws)].base_url + "/v1/chat/completions", json=BODY,
+                        headers={"authorization": f"Bearer {key}"})
+            for i in range(n)
+        ))
+
+
+def test_three_gateways_share_redis_limits_and_flush_ledger_on_sigterm(
+    upstream: ScriptedUpstream, tmp_path: Path, pg_url: str
+) -> None:
+    env = {"SYNTIC_DATABASE_URL": pg_url, "SYNTIC_REDIS_URL": "redis://127.0.0.1:6379/0"}
+    upstream.queue(*(Reply(content="ok", usage=(7, 3)) for _ in range(100)))
+    gw1 = start_gateway(tmp_path, e2e_models(upstream.base_url), env=env)
+    gws = [gw1]
+    try:
+        gws += [replica(gw1, tmp_path) for _ in range(2)]
+        limit = 12
+        key = gw1.create_key("shared", "--rpm", str(limit))
+        _away_from_window_edge(redis.Redis.from_url(env["SYNTIC_REDIS_URL"]))
+        responses = asyncio.run(_burst(gws, key, 60))
+    finally:
+        codes = [gw.stop() for gw in gws]  # SIGTERM: each flushes its ledger
+    statuses = [r.status_code for r in responses]
+    admitted = [s for s in statuses if s != 429]
+    assert len(admitted) <= limit + 1, statuses
+    assert len(admitted) == limit  # one atomic script: exactly the limit
+    assert set(admitted) == {200}
+    assert statuses.count(429) == 60 - limit
+    # uvicorn re-raises the captured SIGTERM after its graceful shutdown: -15 is a clean exit.
+    assert all(c in (0, -15) for c in codes), codes
+
+    async def ledger_ids() -> set[str]:
+        conn = await asyncpg.connect(pg_url)
+        try:
+            return {r[0] for r in await conn.fetch("SELECT request_id FROM usage_records")}
+        finally:
+            await conn.close()
+
+    request_ids = {r.headers["x-request-id"] for r in responses}
+    assert len(request_ids) == 60
+    assert request_ids <= asyncio.run(ledger_ids())  # every request, none lost on SIGTERM
+
+
+@pytest.fixture
+def own_redis() -> Iterator[tuple[int, list[subprocess.Popen[bytes]]]]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server binary not installed")
+    port = free_port()
+    procs: list[subprocess.Popen[bytes]] = []
+    yield port, procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def _start_redis(port: int, procs: list[subprocess.Popen[bytes]]) -> None:
+    procs.append(subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    ))
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+
+
+def _fallbacks(gw: GatewayProcess) -> float:
+    text = httpx.get(gw.base_url + "/metrics", timeout=5).text
+    for line in text.splitlines():
+        if line.startswith("syntic_ratelimit_fail_open_total"):
+            return float(line.split()[-1])
+    raise AssertionError("syntic_ratelimit_fail_open_total not exported")
+
+
+def test_redis_stopped_mid_test_keeps_serving_and_counts_fallbacks(
+    upstream: ScriptedUpstream,
+    tmp_path: Path,
+    own_redis: tuple[int, list[subprocess.Popen[bytes]]],
+) -> None:
+    port, procs = own_redis
+    _start_redis(port, procs)
+    env = {"SYNTIC_REDIS_URL": f"redis://127.0.0.1:{port}/0"}
+    upstream.queue(*(Reply(content="ok") for _ in range(100)))
+    gw1 = start_gateway(tmp_path, e2e_models(upstream.base_url), env=env)
+    gws = [gw1]
+    try:
+        gws.append(replica(gw1, tmp_path))
+        key = gw1.create_key("survivor", "--rpm", "1000")
+        assert [post(gw, key).status_code for gw in gws] == [200, 200]
+        assert [_fallbacks(gw) for gw in gws] == [0.0, 0.0]
+        procs[0].kill()
+        procs[0].wait(timeout=10)
+        statuses = [post(gw, key).status_code for gw in gws for _ in range(3)]
+        assert statuses == [200] * 6  # still serving, limited per process meanwhile
+        assert all(_fallbacks(gw) >= 1 for gw in gws)
+    finally:
+        for gw in gws:
+            gw.stop()
