@@ -133,7 +133,8 @@ def _run(n: int, chunk_delay: float) -> None:
         gw.stop()
         parent.send("stop")
         proc.join(5)
-    d_text, d_first, d_last, g_text, g_strict, p_first, p_last = (list(c) for c in zip(*rows, strict=True))
+    cols = [list(c) for c in zip(*rows, strict=True)]
+    d_text, d_first, d_last, g_text, g_strict, p_first, p_last = cols
     hop = _med(g_text) - _med(d_text)
     print(f"== end to end (n={n}, upstream chunk delay {chunk_delay * 1000:g} ms)")
     print(f"text first byte        direct  {_stats(d_text)}")
