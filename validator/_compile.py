@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -54,10 +55,22 @@ def _default(value: Any) -> Any:
 def _canonical(schema: Any) -> tuple[str, bytes]:
     try:
         text = orjson.dumps(schema, default=_default, option=orjson.OPT_SORT_KEYS)
-    except (TypeError, ValueError) as exc:  # orjson.JSONEncodeError is a TypeError
-        issue = Issue("invalid_tool_schema", "", f"schema is not JSON: {str(exc)[:120]}")
-        raise SchemaError([issue]) from exc
+    except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+        # orjson refuses integers beyond 64 bits (and nesting past 254); the stdlib does not.
+        try:
+            text = json.dumps(
+                schema, default=_default, sort_keys=True, separators=(",", ":"),
+                ensure_ascii=False, allow_nan=False,
+            ).encode()  # fmt: skip
+        except (TypeError, ValueError, RecursionError) as exc:
+            issue = Issue("invalid_tool_schema", "", f"schema is not JSON: {str(exc)[:120]}")
+            raise SchemaError([issue]) from exc
     return hashlib.sha256(text).hexdigest(), text
+
+
+def _load(text: bytes) -> Any:
+    # The stdlib keeps big integers exact (orjson would turn them into floats).
+    return json.loads(text)
 
 
 def canonical_key(schema: Mapping[str, Any] | bool) -> str:
@@ -87,7 +100,7 @@ class CompiledSchema:
     @property
     def schema(self) -> Any:
         """A fresh private copy of the compiled schema (canonical key order)."""
-        return orjson.loads(self._canonical)
+        return _load(self._canonical)
 
     def is_valid(self, instance: Any) -> bool:
         """True when ``instance`` matches; the fast path only, no error objects built."""
@@ -189,23 +202,29 @@ def _subset_issues(schema: Any) -> list[Issue]:
     return subset_issues(schema, path="")
 
 
-def _build(key: str, text: bytes) -> CompiledSchema:
-    schema = orjson.loads(text)
-    issues = _subset_issues(schema)
-    if issues:
-        raise SchemaError(issues)
-    try:
-        nodes = build(schema)
-    except BuildError as exc:
-        raise SchemaError([Issue("invalid_tool_schema", exc.param, exc.message)]) from exc
-    except RecursionError as exc:  # pragma: no cover - build bounds its own recursion
-        issue = Issue("invalid_tool_schema", "", "schema is nested too deeply")
-        raise SchemaError([issue]) from exc
+def engine(schema: Any) -> tuple[Callable[[Any], bool], Interpreter]:
+    """Both back ends for ``schema``, without lint or cache (BuildError if refused)."""
+    nodes = build(schema)
     interp = Interpreter(nodes)
     try:
         fast, _source = generate(nodes)
     except CodegenError:
         fast = interp.is_valid
+    return fast, interp
+
+
+def _build(key: str, text: bytes) -> CompiledSchema:
+    schema = _load(text)
+    issues = _subset_issues(schema)
+    if issues:
+        raise SchemaError(issues)
+    try:
+        fast, interp = engine(schema)
+    except BuildError as exc:
+        raise SchemaError([Issue("invalid_tool_schema", exc.param, exc.message)]) from exc
+    except RecursionError as exc:  # pragma: no cover - build bounds its own recursion
+        issue = Issue("invalid_tool_schema", "", "schema is nested too deeply")
+        raise SchemaError([issue]) from exc
     return CompiledSchema(key, text, fast, interp)
 
 

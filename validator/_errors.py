@@ -14,11 +14,10 @@ turn), in one style: ``<pointer> must ...`` with the root shown as ``/``::
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-
-import orjson
 
 __all__ = ["ValidationError", "pointer", "show"]
 
@@ -70,7 +69,7 @@ def _dumps(value: Any) -> str:
         return "[" + ", ".join(_dumps(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{_dumps(k)}: {_dumps(v)}" for k, v in value.items()) + "}"
-    return orjson.dumps(value).decode()
+    return json.dumps(value, ensure_ascii=False)
 
 
 def error(path: Iterable[str | int], keyword: str, text: str) -> ValidationError:

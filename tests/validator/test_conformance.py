@@ -20,10 +20,9 @@ import pytest
 import validator
 
 _REPO = Path(__file__).resolve().parents[2]
+_DEFAULT_SUITE = _REPO.parent / "shared" / "json-schema-test-suite"
 SUITE = (
-    Path(os.environ.get("JSON_SCHEMA_TEST_SUITE", str(_REPO.parent / "shared" / "json-schema-test-suite")))
-    / "tests"
-    / "draft2020-12"
+    Path(os.environ.get("JSON_SCHEMA_TEST_SUITE", str(_DEFAULT_SUITE))) / "tests" / "draft2020-12"
 )
 FORMATS = ("date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid")
 # Measured: 748 in-subset cases at the time of writing; a floor guards against the subset
@@ -104,3 +103,24 @@ def test_outside_cases_are_listed_and_in_subset_count_is_substantial(
     print(f"\nconformance: {inside} cases in subset, {len(outside)} outside -> {report}")
     assert all(o["reason"] for o in outside)
     assert inside >= IN_SUBSET_FLOOR
+
+
+@pytest.mark.parametrize("file", sorted({g.file for g in GROUPS} - {"format.json"}))
+def test_engine_alone_decides_every_case_it_accepts(file: str) -> None:
+    """The engine's own keyword check (without lint) accepts a wider set than lint:
+    boolean schemas, ``$ref`` beside other keywords, pointers outside ``$defs``. Whatever
+    it accepts it must decide correctly, on both back ends."""
+    from validator._compile import engine
+    from validator._ir import BuildError
+
+    wrong: list[str] = []
+    for group in (g for g in GROUPS if g.file == file):
+        try:
+            fast, interp = engine(group.schema)
+        except BuildError:
+            continue
+        for case in group.tests:
+            errors = interp.errors(case["data"])
+            if fast(case["data"]) != case["valid"] or (errors == []) != case["valid"]:
+                wrong.append(f"{group.description} / {case['description']}: {errors}")
+    assert wrong == []
