@@ -123,12 +123,13 @@ def _run(n: int, chunk_delay: float) -> None:
         gw_url = gw.base_url + "/v1/chat/completions"
         auth = {"authorization": f"Bearer {gw.api_key}"}
         for _ in range(n):
-            d_text = _timed_stream(up, body, {})[0]
-            _, d_first, d_last = _timed_stream(up, body, {})
-            g_text = _timed_stream(gw_url, body, auth)[0]
-            g_strict = _timed_stream(gw_url, body, auth)[1]
-            _, p_first, p_last = _timed_stream(gw_url, plain, auth)
-            rows.append((d_text, d_first, d_last, g_text, g_strict, p_first, p_last))
+            text = _timed_stream(up, body, {})
+            call = _timed_stream(up, body, {})
+            gw_text = _timed_stream(gw_url, body, auth)
+            gw_strict = _timed_stream(gw_url, body, auth)
+            gw_plain = _timed_stream(gw_url, plain, auth)
+            rows.append((text[0], call[1], call[2], gw_text[0], gw_strict[1], gw_plain[1],
+                         gw_plain[2]))
     finally:
         gw.stop()
         parent.send("stop")
