@@ -179,7 +179,7 @@ class _Projector:
                 except (TypeError, orjson.JSONEncodeError):
                     self.refuse(kpath, "value is not plain JSON or is nested too deeply")
             elif key == "format":
-                if value in FORMATS:
+                if isinstance(value, str) and value in FORMATS:
                     out[key] = value
                 else:
                     self.change(path, f"dropped unsupported format {value!r}")
@@ -263,8 +263,8 @@ class _Projector:
         if extra is True:
             self.change(path, "closed an object that allowed additional properties")
         required = node.get("required", [])
-        if not isinstance(required, list):
-            self.refuse(join(path, "required"), '"required" must be an array')
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            self.refuse(join(path, "required"), '"required" must be an array of names')
             return
         undeclared = [r for r in required if r not in props]
         if undeclared:  # closing the object would forbid a key the original demands
@@ -295,9 +295,10 @@ def _nullable(node: dict[str, Any]) -> dict[str, Any]:
         inner = {k: v for k, v in node.items() if k not in ANNOTATIONS}
         return {"anyOf": [inner, dict(_NULL)], **notes}
     out = dict(node)
-    if "anyOf" in out:
+    # Malformed values are left for the final lint of the projection to report.
+    if isinstance(out.get("anyOf"), list):
         out["anyOf"] = [*out["anyOf"], dict(_NULL)]
-    if "enum" in out:
+    if isinstance(out.get("enum"), list):
         out["enum"] = [*out["enum"], None]
     t = out.get("type")
     if isinstance(t, str):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from validator import LIMITS, Limits, lint, lint_report
+from validator import LIMITS, Limits, lint, lint_report, strictify
 
 BAD = "invalid_tool_schema"
 
@@ -187,3 +190,39 @@ def test_cyclic_python_structure_terminates() -> None:
     issues = lint(node)
     assert any("max_schema_depth" in i.message for i in issues)
     assert any("max_serialized_bytes" in i.message for i in issues)
+
+
+KEYS = st.sampled_from(
+    ["type", "properties", "required", "additionalProperties", "items", "anyOf", "enum",
+     "const", "$defs", "$ref", "pattern", "format", "minLength", "multipleOf", "allOf",
+     "description", "$schema", "oneOf", "default", "a.b", ""]
+)  # fmt: skip
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=8),
+    st.sampled_from(["object", "string", "#", "#/$defs/a", "(a)\\1", "date", "null"]),
+)
+JSON = st.recursive(
+    SCALARS,
+    lambda kids: st.one_of(st.lists(kids, max_size=4), st.dictionaries(KEYS, kids, max_size=5)),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON)
+def test_lint_and_strictify_never_raise_on_any_json(value: Any) -> None:
+    issues = lint(value, path="p")
+    assert all(i.param.startswith("p") for i in issues)
+    report = lint_report(value)
+    assert report.ok == (not report.issues)
+    before = copy.deepcopy(value)
+    result = strictify(value)
+    assert value == before  # never mutated
+    assert (result.schema is None) == bool(result.refusals)
+    if result.schema is not None:
+        assert lint(result.schema) == []
+        assert strictify(result.schema).schema == result.schema
