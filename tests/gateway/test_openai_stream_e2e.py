@@ -230,12 +230,26 @@ def test_invalid_twice_is_an_in_band_error(
         422, "tool_arguments_invalid", 1, 1)
 
 
+def metric(gw: GatewayProcess, name: str, **labels: str) -> float:
+    text = httpx.get(gw.base_url + "/metrics", timeout=5).text
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def test_invalid_twice_raw_has_envelope_and_no_done(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
     upstream.queue(Reply(tool_calls=[Call("create_refund", BAD_ARGS)]),
                    Reply(tool_calls=[Call("create_refund", BAD_ARGS)]))
+    labels = {"route": "/v1/chat/completions", "status": "422", "code": "tool_arguments_invalid"}
+    before = metric(gw, "syntic_requests_total", **labels)
     r = raw_stream(gw)
+    deadline = time.monotonic() + 5  # recorded when the response has finished server-side
+    while metric(gw, "syntic_requests_total", **labels) != before + 1:
+        assert time.monotonic() < deadline, "422 stream not counted in syntic_requests_total"
+        time.sleep(0.02)
     last = payloads(r.content)[-1]
     assert "[DONE]" not in r.text
     env = orjson.loads(last)
