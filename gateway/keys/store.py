@@ -95,6 +95,8 @@ class DbKeyStore:
         ttl_s: float = 2.0,
         negative_ttl_s: float | None = None,
         stale_grace_s: float = 300.0,
+        lookup_timeout_s: float = 1.0,
+        outage_retry_s: float = 1.0,
         max_entries: int = 100_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -103,6 +105,9 @@ class DbKeyStore:
         self.ttl_s = ttl_s
         self.negative_ttl_s = ttl_s if negative_ttl_s is None else negative_ttl_s
         self.stale_grace_s = stale_grace_s
+        self.lookup_timeout_s = lookup_timeout_s
+        self.outage_retry_s = outage_retry_s
+        self._down_until: float | None = None
         self._max_entries = max_entries
         self._clock = clock
         self._cache: OrderedDict[str, _Entry] = OrderedDict()
@@ -142,15 +147,24 @@ class DbKeyStore:
             task.exception()  # retrieved here so an abandoned failure isn't logged as lost
 
     async def _lookup(self, digest: str, kind: KeyKind, stale: _Entry | None) -> Principal | None:
+        if self._down_until is not None and self._clock() < self._down_until:
+            # Known outage: don't make every request wait on a dead database.
+            return self._during_outage(StorageUnavailable("database marked down"), stale)
         try:
             self.db_lookups += 1
-            rows = await self._db.fetch(
-                "SELECT id, name, rpm, tpm, admin, secret_hash, kind FROM api_keys"
-                " WHERE secret_hash = ? AND revoked_at IS NULL",
-                (digest,),
+            rows = await asyncio.wait_for(
+                self._db.fetch(
+                    "SELECT id, name, rpm, tpm, admin, secret_hash, kind FROM api_keys"
+                    " WHERE secret_hash = ? AND revoked_at IS NULL",
+                    (digest,),
+                ),
+                self.lookup_timeout_s,
             )
-        except StorageError as exc:
-            return self._during_outage(exc, stale)
+        except (StorageError, TimeoutError) as exc:
+            self._down_until = self._clock() + self.outage_retry_s
+            err = exc if isinstance(exc, StorageError) else StorageUnavailable("lookup timed out")
+            return self._during_outage(err, stale)
+        self._down_until = None
         if self._outage_logged:
             log.warning("key store: database reachable again")
             self._outage_logged = False

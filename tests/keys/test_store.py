@@ -169,3 +169,31 @@ async def test_list_hides_revoked_when_asked(db: Database) -> None:
     every = {k.id: k for k in await store.list()}
     assert a.info.id in active and b.info.id not in active
     assert every[b.info.id].revoked and every[a.info.id].rpm == 5
+
+
+async def test_cut_link_serves_cached_keys_fast_and_recovers(pg_url: str) -> None:
+    from tests.fleet.netcut import NetCut
+
+    name = pg_url.rsplit("/", 1)[1]
+    with NetCut(5432) as link:
+        db = open_database(f"postgresql://postgres@127.0.0.1:{link.port}/{name}")
+        try:
+            store = DbKeyStore(db, SERVER_SECRET, ttl_s=0.1, outage_retry_s=0.2)
+            created = await store.create("kim")
+            assert await store.authenticate(created.secret) is not None
+            link.cut()
+            await asyncio.sleep(0.15)  # the cached answer is past its TTL
+            start = asyncio.get_running_loop().time()
+            for _ in range(20):
+                assert await store.authenticate(created.secret) is not None
+                with pytest.raises(Overloaded):
+                    await store.authenticate(generate_key("live"))
+            elapsed = asyncio.get_running_loop().time() - start
+            assert elapsed < 2.0  # refused connections fail fast; no per-request stall
+            link.restore()
+            await asyncio.sleep(0.25)  # past the outage retry interval
+            await DbKeyStore(db, SERVER_SECRET).revoke(created.info.id)
+            await asyncio.sleep(0.15)
+            assert await store.authenticate(created.secret) is None  # fresh answers again
+        finally:
+            await db.aclose()
