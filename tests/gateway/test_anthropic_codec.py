@@ -188,6 +188,7 @@ def test_decode_full_conversation() -> None:
                 {
                     "role": "assistant",
                     "content": [
+                        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
                         {"type": "text", "text": "calling"},
                         {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"n": 1}},
                         {"type": "tool_use", "id": "toolu_2", "name": "f", "input": {}},

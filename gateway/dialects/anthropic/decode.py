@@ -183,6 +183,10 @@ def _assistant_turn(content: object, param: str) -> Message:
                     raw_arguments=orjson.dumps(tool_input).decode(),
                 )
             )
+        elif kind in ("thinking", "redacted_thinking"):
+            # Replayed reasoning from an earlier turn: there is no canonical place for it and
+            # other providers cannot take it, so it is dropped rather than refused.
+            continue
         else:
             raise _bad(
                 f"Unsupported content block type {kind!r} in an assistant message.", f"{p}.type"
