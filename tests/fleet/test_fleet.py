@@ -217,3 +217,50 @@ def test_redis_stopped_mid_test_keeps_serving_and_counts_fallbacks(
     finally:
         for gw in gws:
             gw.stop()
+
+
+def test_postgres_link_cut_serves_cached_keys_and_loses_no_ledger_rows(
+    upstream: ScriptedUpstream, tmp_path: Path, pg_url: str
+) -> None:
+    from gateway.keys.secrets import generate_key
+    from tests.fleet.netcut import NetCut
+
+    name = pg_url.rsplit("/", 1)[1]
+    upstream.queue(*(Reply(content="ok") for _ in range(100)))
+    with NetCut(5432) as link:
+        env = {"SYNTIC_DATABASE_URL": f"postgresql://postgres@127.0.0.1:{link.port}/{name}"}
+        gw = start_gateway(tmp_path, e2e_models(upstream.base_url), env=env)
+        responses: list[httpx.Response] = []
+        try:
+            responses += [post(gw, gw.api_key) for _ in range(3)]
+            link.cut()
+            time.sleep(2.3)  # past the 2 s key cache TTL: answers now need the database
+            during = [post(gw, gw.api_key) for _ in range(5)]
+            unknown = post(gw, generate_key("live"))
+            malformed = post(gw, "sk_live_not-a-key")
+            responses += [*during, unknown, malformed]
+            assert [r.status_code for r in during] == [200] * 5  # recently seen key
+            assert unknown.status_code == 503
+            assert unknown.json()["error"]["code"] == "key_store_unavailable"
+            assert malformed.status_code == 401  # no database needed to refuse it
+            link.restore()
+            time.sleep(1.5)  # the ledger retries and replays its spool
+            responses += [post(gw, gw.api_key) for _ in range(3)]
+        finally:
+            gw.stop()
+    assert [r.status_code for r in responses[-3:]] == [200] * 3
+
+    async def ledger() -> list[str]:
+        conn = await asyncpg.connect(pg_url)
+        try:
+            return [r[0] for r in await conn.fetch("SELECT request_id FROM usage_records")]
+        finally:
+            await conn.close()
+
+    rows = asyncio.run(ledger())
+    assert len(rows) == len(set(rows))  # no duplicates after the replay
+    served = {r.headers["x-request-id"] for r in responses if r.status_code == 200}
+    assert len(served) == 11
+    assert served <= set(rows)  # nothing served during the outage was lost
+    missing = {r.headers["x-request-id"] for r in responses} - set(rows)
+    assert not missing, f"requests without a ledger row: {missing}"
