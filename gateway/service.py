@@ -16,7 +16,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from gateway.canonical import ChatRequest, ChatResponse, JsonSchemaFormat
+from gateway.canonical import ChatRequest, ChatResponse, JsonSchemaFormat, Usage
 from gateway.context import RequestContext, Tally
 from gateway.enforcement import (
     EnforceContext,
@@ -26,7 +26,7 @@ from gateway.enforcement import (
     check_request,
     enforce_response,
 )
-from gateway.errors import NotFound, RateLimited
+from gateway.errors import GatewayError, NotFound, RateLimited
 from gateway.ratelimit.base import RateDecision, RateLimiter
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.base import Upstream
@@ -144,7 +144,13 @@ class ChatService:
         if ctx.tally is None:
             ctx.tally = Tally()
         try:
-            first = await prepared.upstream.complete(prepared.upstream_request, prepared.model)
+            try:
+                first = await prepared.upstream.complete(
+                    prepared.upstream_request, prepared.model
+                )
+            except GatewayError:
+                ctx.tally.add_first(Usage())  # the call happened; its tokens are unknown
+                raise
             ctx.tally.add_first(first.usage)
             return await enforce_response(
                 first, prepared.upstream_request, prepared.enforce_context(ctx.tally)

@@ -34,10 +34,11 @@ from gateway.canonical import (
     TextPart,
     ToolCall,
     ToolChoice,
+    Usage,
 )
 from gateway.context import Tally
 from gateway.enforcement.check import StrictPlan
-from gateway.errors import UnprocessableOutput
+from gateway.errors import GatewayError, UnprocessableOutput
 from gateway.settings import ModelConfig
 from gateway.upstream.base import Upstream
 
@@ -140,6 +141,17 @@ def _reject_call(call: ToolCall, violations: list[Violation], truncated: bool) -
     return OutputRejected(message, code="tool_arguments_invalid", violations=violations)
 
 
+async def _correction(fixed: ChatRequest, ctx: EnforceContext) -> ChatResponse:
+    """One correction call, counted as a retry even when it fails (tokens then unknown)."""
+    try:
+        response = await ctx.upstream.complete(fixed, ctx.model)
+    except GatewayError:
+        ctx.tally.add_correction(Usage())
+        raise
+    ctx.tally.add_correction(response.usage)
+    return response
+
+
 async def enforce_call(
     call: ToolCall,
     request: ChatRequest,
@@ -166,8 +178,7 @@ async def correct_call(
     if finish_reason == "length":
         raise _reject_call(call, violations, truncated=True)
     fixed = correction_request(request, call, violations, ctx.plan)
-    response = await ctx.upstream.complete(fixed, ctx.model)
-    ctx.tally.add_correction(response.usage)
+    response = await _correction(fixed, ctx)
     wanted = call.name if call.name in ctx.plan.tool_names else None
     candidate = next(
         (c for c in response.tool_calls if wanted is None or c.name == wanted), None
@@ -213,8 +224,7 @@ async def enforce_output(
         Message(role="user", content=(TextPart(text),)),
     )
     fixed = dataclasses.replace(request, messages=messages, stream=False)
-    second = await ctx.upstream.complete(fixed, ctx.model)
-    ctx.tally.add_correction(second.usage)
+    second = await _correction(fixed, ctx)
     again = [] if second.tool_calls else _output_violations(second, ctx.plan)
     if again:
         if second.finish_reason == "length":

@@ -101,7 +101,8 @@ def test_every_outcome_is_recorded(
     assert tuple(row("corrected")[t] for t in tokens) == (20, 4, 30, 5, 1, 2)
     assert tuple(row("422")[t] for t in tokens) == (40, 6, 50, 7, 1, 2)
     assert row("422")["error_code"] == "tool_arguments_invalid"
-    assert (row("502")["error_code"], row("502")["upstream_calls"]) == ("upstream_error", 0)
+    assert (row("502")["error_code"], row("502")["upstream_calls"]) == ("upstream_error", 1)
+    assert row("400")["upstream_calls"] == 0
     assert row("400")["error_code"] == "schema_not_strict"
     assert row("404")["error_code"] == "model_not_found"
     assert (row("401")["error_code"], row("401")["key_id"]) == ("invalid_api_key", None)
