@@ -138,7 +138,8 @@ def _pick(value: Any, branches: list[Any], root: Any) -> Any:
     fitting = [b for b in branches if _fits(value, _deref(b, root))]
     if isinstance(value, dict):
         for branch in fitting:
-            props = _deref(branch, root).get("properties")
+            target = _deref(branch, root)
+            props = target.get("properties") if isinstance(target, Mapping) else None
             if isinstance(props, Mapping) and set(props) == set(value):
                 return branch
     return fitting[0] if fitting else None

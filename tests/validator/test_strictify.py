@@ -6,6 +6,8 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from validator import canonicalize, lint, strictify
 
@@ -426,3 +428,30 @@ def test_deep_payload_does_not_crash() -> None:
     schema = {"type": "object", "properties": {"l": items}, "$defs": {"L": items}}
     payload = {"l": _deep_list(900)}
     assert canonicalize(payload, schema) is payload
+
+
+_KEYS = st.sampled_from(
+    ["type", "properties", "required", "items", "anyOf", "oneOf", "allOf", "enum", "const",
+     "$ref", "$defs", "definitions", "a", "b", "x"]
+)  # fmt: skip
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.text(max_size=4),
+    st.sampled_from(["object", "null", "#", "#/$defs/a", "#/definitions/b", "#/x"]),
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda kids: st.one_of(st.lists(kids, max_size=4), st.dictionaries(_KEYS, kids, max_size=5)),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON, _JSON)
+def test_canonicalize_never_raises_or_mutates(payload: Any, schema: Any) -> None:
+    before = copy.deepcopy(payload)
+    out = canonicalize(payload, schema)
+    assert payload == before
+    assert canonicalize(out, schema) == out  # idempotent
