@@ -24,7 +24,7 @@ import re
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
 import orjson
@@ -87,19 +87,29 @@ class RedactingFilter(logging.Filter):
             record.exc_text = redact(record.exc_text)
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
-        for name, value in list(vars(record).items()):
-            if name not in _STANDARD_ATTRS:
-                setattr(record, name, _redact_value(value))
+        attrs = record.__dict__
+        for name in attrs.keys() - _STANDARD_ATTRS:
+            value = attrs[name]
+            if isinstance(value, str):
+                attrs[name] = redact(value)
+            elif isinstance(value, dict | list | tuple):
+                attrs[name] = _redact_value(value)
         return True
 
 
+_last_second: list[Any] = [-1, ""]
+
+
 def _iso(ts: float) -> str:
-    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts))
-    return f"{whole}.{int(ts % 1 * 1000):03d}Z"
+    second = int(ts)
+    if second != _last_second[0]:  # strftime once per second, not once per line
+        _last_second[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))]
+    return f"{_last_second[1]}.{int((ts - second) * 1000):03d}Z"
 
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
-    return {k: v for k, v in vars(record).items() if k not in _STANDARD_ATTRS}
+    attrs = record.__dict__
+    return {k: attrs[k] for k in attrs.keys() - _STANDARD_ATTRS}
 
 
 class JsonFormatter(logging.Formatter):
@@ -182,7 +192,6 @@ class RequestLog:
     route: str
     status: int
     latency_ms: float
-    method: str = "POST"
     key_id: str | None = None
     model: str | None = None
     code: str | None = None
@@ -194,9 +203,22 @@ _access = logging.getLogger(ACCESS_LOGGER)
 
 
 def log_request(entry: RequestLog) -> None:
-    """Emit the per-request line on ``syntic.access`` (info; warning for 5xx)."""
+    """Emit the per-request line on ``syntic.access`` (info; warning for 5xx).
+
+    Builds the record directly (no caller lookup, no ``asdict``): this runs on every
+    request."""
     level = logging.WARNING if entry.status >= 500 else logging.INFO
-    if _access.isEnabledFor(level):
-        fields = asdict(entry)
-        fields["latency_ms"] = round(entry.latency_ms, 3)
-        _access.log(level, "request", extra=fields)
+    if not _access.isEnabledFor(level):
+        return
+    record = _access.makeRecord(ACCESS_LOGGER, level, "gateway.logs", 0, "request", (), None)
+    attrs = record.__dict__
+    attrs["request_id"] = entry.request_id
+    attrs["key_id"] = entry.key_id
+    attrs["model"] = entry.model
+    attrs["route"] = entry.route
+    attrs["status"] = entry.status
+    attrs["code"] = entry.code
+    attrs["schema_retries"] = entry.schema_retries
+    attrs["latency_ms"] = round(entry.latency_ms, 3)
+    attrs["streamed"] = entry.streamed
+    _access.handle(record)
