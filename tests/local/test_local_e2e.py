@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 import anthropic
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import openai
 import pytest
 
@@ -58,11 +58,11 @@ def _outcome(client: openai.OpenAI, model: str, case: Case) -> tuple[str, int]:
     """("valid", retries) after checking the arguments, or ("422", retries) after checking
     the envelope. Anything else fails the test."""
     try:
-        raw = client.chat.completions.with_raw_response.create(
+        raw = client.chat.completions.with_raw_response.create(  # type: ignore[call-overload]
             model=model,
             messages=[{"role": "user", "content": case.prompt}],
-            tools=[case.wire_tool()],  # type: ignore[list-item]
-            tool_choice=_forced(case.tool["name"]),  # type: ignore[arg-type]
+            tools=[case.wire_tool()],
+            tool_choice=_forced(case.tool["name"]),
             temperature=0,
             max_tokens=200,
         )
@@ -108,11 +108,11 @@ def test_streaming_strict_call(local_gateway: GatewayProcess) -> None:
     case = next(c for c in CASES if c.id == "refund-pounds")
     with _openai(local_gateway) as client:
         try:
-            stream = client.chat.completions.create(
+            stream = client.chat.completions.create(  # type: ignore[call-overload]
                 model=CONSTRAINED,
                 messages=[{"role": "user", "content": case.prompt}],
-                tools=[case.wire_tool()],  # type: ignore[list-item]
-                tool_choice=_forced("create_refund"),  # type: ignore[arg-type]
+                tools=[case.wire_tool()],
+                tool_choice=_forced("create_refund"),
                 temperature=0,
                 max_tokens=200,
                 stream=True,
@@ -146,11 +146,11 @@ def test_anthropic_sdk_strict_tool(local_gateway: GatewayProcess) -> None:
         "strict": True,
     }
     try:
-        raw = client.messages.with_raw_response.create(
+        raw = client.messages.with_raw_response.create(  # type: ignore[call-overload]
             model=FREE,
             max_tokens=200,
             messages=[{"role": "user", "content": case.prompt}],
-            tools=[tool],  # type: ignore[list-item]
+            tools=[tool],
             tool_choice={"type": "tool", "name": case.tool["name"]},
             extra_body={"temperature": 0},
         )

@@ -38,7 +38,7 @@ class Cancelled(Exception):
 @dataclass(frozen=True, slots=True)
 class Generation:
     """What one call produced: the model's text (prefill included), why it stopped, and the
-    token counts (completion counts sampled tokens)."""
+    token counts (the prefill is part of the prompt, not the completion)."""
 
     text: str
     finish: Literal["stop", "length"]
@@ -135,11 +135,7 @@ class LocalEngine:
             gbnf = build_grammar(request, runtime.llama_grammar.json_schema_to_gbnf)
             if gbnf is not None:
                 grammar = runtime.LlamaGrammar.from_string(gbnf, verbose=False)
-        sampled = 0
-
         def stop_check(_ids: Any, _logits: Any) -> bool:
-            nonlocal sampled
-            sampled += 1
             return cancel.is_set()
 
         stops = list(_END_MARKERS)
@@ -174,10 +170,17 @@ class LocalEngine:
                 finish = "length"
         if cancel.is_set():
             raise Cancelled()
+        generated = "".join(pieces[1:])
+        if finish == "length":
+            completion_tokens = max_tokens  # llama.cpp stopped at exactly this many
+        else:  # the text (stop sequence cut off) re-tokenizes to what was sampled
+            completion_tokens = len(
+                llm.tokenize(generated.encode("utf-8"), add_bos=False, special=True)
+            )
         return Generation(
-            text="".join(pieces),
+            text=prompt.prefill + generated,
             finish=finish,
             prompt_tokens=prompt_tokens,
-            completion_tokens=sampled,
+            completion_tokens=completion_tokens,
             constrained=grammar is not None,
         )
