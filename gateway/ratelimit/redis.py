@@ -87,12 +87,14 @@ class RedisRateLimiter:
         window_s: int = WINDOW_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        # A bounded pool: a burst queues for a connection instead of opening hundreds
-        # (which, on a busy host, turns into connect timeouts and false "outages").
-        pool = aioredis.BlockingConnectionPool.from_url(
+        # At most ``max_connections`` scripts in flight: a burst queues on the semaphore
+        # (latency, not failure) instead of opening hundreds of connections, which on a busy
+        # host turns into connect timeouts and false "outages". Pool exhaustion therefore
+        # never happens and never counts as Redis being down.
+        self._slots = asyncio.Semaphore(max_connections)
+        pool = aioredis.ConnectionPool.from_url(
             url,
-            max_connections=max_connections,
-            timeout=timeout_s,
+            max_connections=max_connections + 4,
             socket_connect_timeout=timeout_s,
             socket_timeout=timeout_s,
             retry=Retry(NoBackoff(), 0),
@@ -125,13 +127,16 @@ class RedisRateLimiter:
         return self._down_until is None or self._clock() >= self._down_until
 
     def _failed(self, exc: BaseException) -> None:
+        now = self._clock()
         if self._down_until is None:
             self.outage_count += 1
             log.warning("rate limits: Redis unavailable, using per-process limits: %r", exc)
             self._backoff = self._base_backoff
+        elif now >= self._down_until:
+            self._backoff = min(self._backoff * 2, self._max_backoff)  # a retry probe failed
         else:
-            self._backoff = min(self._backoff * 2, self._max_backoff)
-        self._down_until = self._clock() + self._backoff
+            return  # another in-flight call of the same outage
+        self._down_until = now + self._backoff
 
     def _recovered(self) -> None:
         if self._down_until is not None:
@@ -145,20 +150,26 @@ class RedisRateLimiter:
             return unlimited()
         if self._use_redis():
             try:
-                res = await self._check(
-                    keys=[self._key(principal)],
-                    args=[
-                        -1 if principal.rpm is None else principal.rpm,
-                        -1 if principal.tpm is None else principal.tpm,
-                        max(0, int(tokens)),
-                        self.window_s,
-                    ],
-                )
+                async with self._slots:
+                    # Re-checked after queueing: once an outage is seen, the queue drains
+                    # to local limits instead of each waiter timing out in turn.
+                    res = None
+                    if self._use_redis():
+                        res = await self._check(
+                            keys=[self._key(principal)],
+                            args=[
+                                -1 if principal.rpm is None else principal.rpm,
+                                -1 if principal.tpm is None else principal.tpm,
+                                max(0, int(tokens)),
+                                self.window_s,
+                            ],
+                        )
             except _FAILURES as exc:
                 self._failed(exc)
             else:
-                self._recovered()
-                return _decision(principal, res)
+                if res is not None:
+                    self._recovered()
+                    return _decision(principal, res)
         self.fallback_count += 1
         return await self.local.check(principal, tokens)
 
@@ -168,7 +179,10 @@ class RedisRateLimiter:
             return
         if self._use_redis():
             try:
-                await self._add(keys=[self._key(principal)], args=[int(tokens), self.window_s])
+                async with self._slots:
+                    await self._add(
+                        keys=[self._key(principal)], args=[int(tokens), self.window_s]
+                    )
             except _FAILURES as exc:
                 self._failed(exc)
             else:

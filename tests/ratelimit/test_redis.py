@@ -209,3 +209,16 @@ async def test_redis_stopped_mid_run_then_restarted(
         assert back.remaining_requests == 999
     finally:
         await lim.aclose()
+
+
+async def test_huge_burst_queues_instead_of_faking_an_outage(prefix: str) -> None:
+    """More concurrent checks than connections: they wait their turn; none falls back."""
+    lim = RedisRateLimiter(REDIS_URL, prefix=prefix, max_connections=4)
+    p = Principal(f"key_{secrets.token_hex(4)}", "huge", rpm=500)
+    await _away_from_window_edge()
+    try:
+        results = await asyncio.gather(*(lim.check(p, 1) for _ in range(2000)))
+    finally:
+        await lim.aclose()
+    assert lim.fallback_count == 0 and lim.outage_count == 0
+    assert sum(d.allowed for d in results) == 500
