@@ -17,6 +17,7 @@ from typing import Any
 import anthropic
 import httpx
 import openai
+import pydantic
 import pytest
 
 from tests.support.anthropic_wire import AnthropicRenderer, anthropic_e2e_models
@@ -344,6 +345,26 @@ def test_json_output_valid_corrected_and_422(
         create(gw, "sync", model=model, **FORMATS[spelling])
     error = info.value.response.json()["error"]
     assert (error["code"], error["param"]) == ("json_output_invalid", "/answer")
+
+
+class Answer(pydantic.BaseModel):
+    answer: int
+    unit: str | None  # required, nullable: strict-clean as the SDK writes it
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_sdk_parse_helper_with_pydantic_output(
+    gw: GatewayProcess, upstream: ScriptedUpstream, provider: str
+) -> None:
+    upstream.queue(
+        Reply(content='{"answer": "x", "unit": null}'), Reply(content='{"answer": 7, "unit": "kg"}')
+    )
+    with anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0) as c:
+        parsed = c.messages.parse(
+            model=f"{provider}-strict", max_tokens=64, messages=MESSAGES, output_format=Answer
+        )
+    assert parsed.parsed_output == Answer(answer=7, unit="kg")
+    assert parsed.usage.model_extra == {"schema_retries": 1}
 
 
 # --- every 400 with its param, before any upstream call ---------------------------------
