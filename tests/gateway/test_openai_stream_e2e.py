@@ -395,3 +395,47 @@ def test_client_disconnect_cancels_correction_in_flight(
     row = ledger_row(gw, rid)
     # a correction cancelled before it answered is not counted (no usage came back)
     assert (row["status"], row["error_code"], row["streamed"]) == (499, "client_disconnected", 1)
+
+
+NOTE_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}},
+               "required": ["text"], "additionalProperties": False}
+NOTE_FORMAT = {"type": "json_schema",
+               "json_schema": {"name": "note", "strict": True, "schema": NOTE_SCHEMA}}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_strict_json_output_is_held_and_corrected(
+    kind: str, gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Reply(content='{"text": 5}', fragment=3),
+                   Reply(content='{"text": "five"}', usage=(30, 4)))
+    out = sdk_stream(kind, gw, tools=None, response_format=NOTE_FORMAT)
+    assert out.error is None and out.completion is not None
+    assert out.completion.choices[0].message.content == '{"text": "five"}'
+    assert out.text_order == ["text"]  # released whole, once validated
+    usage = out.chunks[-1].usage
+    assert usage is not None and (usage.model_extra or {})["schema_retries"] == 1
+
+
+def test_strict_json_output_invalid_twice(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
+    upstream.queue(Reply(content='{"text": 5}'), Reply(content='{"text": 6}'))
+    r = raw_stream(gw, tools=None, response_format=NOTE_FORMAT)
+    env = orjson.loads(payloads(r.content)[-1])
+    assert (env["error"]["code"], env["error"]["param"]) == ("json_output_invalid", "/text")
+    chunks = [orjson.loads(p) for p in payloads(r.content)[:-1]]
+    assert [c["choices"][0]["delta"].get("content") for c in chunks] == [""]  # role chunk only
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_without_include_usage_no_usage_chunk(
+    kind: str, gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Reply(content="Hi there."))
+    out = sdk_stream(kind, gw, tools=None, stream_options=None)
+    assert out.error is None and out.completion is not None
+    assert out.completion.choices[0].message.content == "Hi there."
+    assert all(c.usage is None and c.choices for c in out.chunks)
+    # the gateway still asks the upstream for usage, for the ledger
+    assert upstream.requests[0].body["stream_options"] == {"include_usage": True}
+    row = ledger_row(gw, out.headers["x-request-id"])
+    assert (row["prompt_tokens"], row["completion_tokens"], row["estimated"]) == (10, 5, 0)
