@@ -327,6 +327,11 @@ def response(**changes: Any) -> ChatResponse:
             "tool_use",
         ),
         (response(content="", finish_reason="content_filter"), [], "refusal"),
+        (
+            response(tool_calls=(ToolCall("c", "f", "{}"),), finish_reason="stop"),
+            [{"type": "tool_use", "id": "c", "name": "f", "input": {}}],
+            "tool_use",
+        ),
     ],
 )
 def test_encode_response(resp: ChatResponse, content: list[Any], stop_reason: str) -> None:
@@ -480,7 +485,7 @@ def test_stream_text_after_tool_opens_new_block() -> None:
     )
     assert [b.type for b in msg.content] == ["tool_use", "text"]
     assert msg.content[1].text == "after"
-    assert msg.stop_reason == "end_turn"
+    assert msg.stop_reason == "tool_use"  # a turn with tool calls, even if it said "stop"
 
 
 def test_stream_error_event() -> None:

@@ -36,8 +36,16 @@ STOP_REASONS: dict[FinishReason, str] = {
 }
 
 
-def stop_reason(reason: FinishReason, stop_sequence: str | None = None) -> str:
-    """The Anthropic ``stop_reason`` for a canonical finish reason."""
+def stop_reason(
+    reason: FinishReason, stop_sequence: str | None = None, *, tool_use: bool = False
+) -> str:
+    """The Anthropic ``stop_reason`` for a canonical finish reason.
+
+    Some OpenAI-compatible servers finish a tool-calling turn with ``stop``; Messages
+    clients run tools when ``stop_reason == "tool_use"``, so a turn with tool calls says so.
+    """
+    if reason == "stop" and tool_use:
+        return "tool_use"
     if reason == "stop" and stop_sequence is not None:
         return "stop_sequence"
     return STOP_REASONS[reason]
@@ -99,7 +107,9 @@ def encode_response(
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": stop_reason(response.finish_reason, stop_sequence),
+        "stop_reason": stop_reason(
+            response.finish_reason, stop_sequence, tool_use=bool(response.tool_calls)
+        ),
         "stop_sequence": stop_sequence,
         "usage": encode_usage(
             response.usage.prompt_tokens, response.usage.completion_tokens, schema_retries

@@ -173,7 +173,9 @@ class MessageStreamEncoder:
         delta = {
             "type": "message_delta",
             "delta": {
-                "stop_reason": stop_reason(self._finish, stop_sequence),
+                "stop_reason": stop_reason(
+                    self._finish, stop_sequence, tool_use=bool(self._tool_blocks)
+                ),
                 "stop_sequence": stop_sequence,
             },
             "usage": encode_usage(
