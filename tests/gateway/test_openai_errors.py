@@ -237,3 +237,11 @@ def test_success_after_error_uses_pooled_client(chat: Chat, upstream: ScriptedUp
         chat(tools=[refund_tool()])
     r = chat(tools=[refund_tool()])
     assert calls_of(r.completion)[0].function.arguments == GOOD_ARGS
+
+
+def test_wrong_method_is_enveloped(gateway: GatewayProcess) -> None:
+    r = httpx.get(gateway.base_url + "/v1/chat/completions",
+                  headers={"authorization": f"Bearer {gateway.api_key}"})
+    assert r.status_code == 405
+    assert r.json()["error"]["code"] == "method_not_allowed"
+    assert r.json()["request_id"] == r.headers["x-request-id"]
