@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionChunk
 
 from tests.ops.helpers import Samples, conforms
 from tests.ops.helpers import scrape as scrape_url
@@ -196,3 +197,31 @@ def test_live_responses_match_the_openapi_document(
                      json={"model": "ops-model", "messages": MESSAGES, "tools": [TOOL]})
     conforms(res.json(), "ChatCompletion")
     assert res.headers["x-syntic-schema-retries"] == "0"
+
+
+def test_streamed_request_is_timed_counted_and_logged(
+    gw: GatewayProcess, client: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    before = scrape(gw)
+    upstream.queue(Reply(tool_calls=[Call("refund", '{"amount_pence": 7}')], fragment=3))
+    stream = cast(
+        "openai.Stream[ChatCompletionChunk]",
+        client.chat.completions.create(
+            model="ops-model", messages=MESSAGES, tools=[TOOL], stream=True  # type: ignore[arg-type, list-item]
+        ),
+    )
+    chunks = list(stream)
+    args = "".join(
+        c.choices[0].delta.tool_calls[0].function.arguments or ""
+        for c in chunks
+        if c.choices and c.choices[0].delta.tool_calls and c.choices[0].delta.tool_calls[0].function
+    )
+    assert args == '{"amount_pence": 7}'
+    after = scrape(gw)
+    latency = ("syntic_upstream_latency_seconds_count", (("model", "ops-model"),))
+    assert after[latency] - before.get(latency, 0) == 1
+    assert _requests(after, "200") - _requests(before, "200") == 1
+    request_id = stream.response.headers["x-request-id"]
+    lines = [json.loads(x) for x in gw.log().splitlines() if x.startswith('{"')]
+    (line,) = [x for x in lines if x.get("request_id") == request_id]
+    assert (line["streamed"], line["status"], line["route"]) == (True, 200, ROUTE)
