@@ -99,7 +99,13 @@ class DbLedger:
         """Write everything queued now (to the database, else the spool)."""
         while self._queue:
             batch = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
-            await self._write(batch)
+            try:
+                await self._write(batch)
+            except BaseException:
+                # Neither the database nor the spool took it (e.g. disk full) or we were
+                # cancelled mid-write: put the rows back, oldest first, for the next try.
+                self._queue.extendleft(reversed(batch))
+                raise
 
     async def aclose(self) -> None:
         """Stop the writer and drain the queue; nothing recorded before this is lost."""
@@ -107,7 +113,11 @@ class DbLedger:
         if self._task is not None:
             self._wake.set()
             task, self._task = self._task, None
-            task.cancel()
+            # Let an in-flight write finish rather than cancelling it halfway; cancel only
+            # if it hangs (its batch is then re-queued and written below).
+            done, _ = await asyncio.wait({task}, timeout=10.0)
+            if not done:
+                task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.flush()
@@ -124,9 +134,11 @@ class DbLedger:
             self._wake.clear()
             try:
                 await self.flush()
-                if self._db_down:
-                    await asyncio.sleep(self.retry_interval_s)
-                    await self._replay()
+                if self._db_down and not self._closing:
+                    with contextlib.suppress(TimeoutError):  # woken early by aclose()
+                        await asyncio.wait_for(self._wake.wait(), self.retry_interval_s)
+                    if not self._closing:
+                        await self._replay()
             except asyncio.CancelledError:
                 raise
             except Exception:  # the writer must survive anything; rows stay queued/spooled

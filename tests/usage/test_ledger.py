@@ -253,3 +253,15 @@ async def test_outage_mid_run_spools_and_recovers_by_itself(tmp_path: Path) -> N
         await db.aclose()
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+
+
+async def test_close_during_a_large_write_loses_nothing(db: Database, tmp_path: Path) -> None:
+    p = pfx()
+    ledger = DbLedger(db, tmp_path, flush_interval_s=0.01, batch_size=2000)
+    ledger.start()
+    for i in range(20_000):
+        ledger.record(rec(f"{p}{i}"))
+    await asyncio.sleep(0.05)  # the writer is now busy with the first batches
+    await ledger.aclose()
+    assert ledger.queue_depth == 0
+    assert await count(db, p) == 20_000
