@@ -98,7 +98,7 @@ def _tool_result(msg: Message) -> dict[str, Any]:
     block: dict[str, Any] = {
         "type": "tool_result",
         "tool_use_id": msg.tool_call_id or "",
-        "content": [_part(p) for p in msg.content] or "",
+        "content": [_part(p) for p in msg.content if not isinstance(p, TextPart) or p.text] or "",
     }
     if msg.is_error:
         block["is_error"] = True
@@ -110,23 +110,26 @@ def _messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict[str,
     out: list[dict[str, Any]] = []
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        # The Messages API wants alternating turns: merge consecutive same-role blocks
-        # (e.g. several tool results, or tool results followed by user text).
+        if not blocks:
+            return  # the Messages API refuses empty turns
+        # It also wants alternating turns: merge consecutive same-role blocks (e.g. several
+        # tool results, or tool results followed by user text).
         if out and out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)
         else:
             out.append({"role": role, "content": blocks})
 
     for msg in messages:
+        # Empty text blocks are refused by the Messages API; chat clients do send "".
+        parts = [_part(p) for p in msg.content if not (isinstance(p, TextPart) and not p.text)]
         if msg.role == "system":
             system.append(msg.text)
         elif msg.role == "user":
-            add("user", [_part(p) for p in msg.content])
+            add("user", parts)
         elif msg.role == "tool":
             add("user", [_tool_result(msg)])
         else:
-            blocks = [_part(p) for p in msg.content if not (isinstance(p, TextPart) and not p.text)]
-            add("assistant", blocks + [_tool_use(c) for c in msg.tool_calls])
+            add("assistant", parts + [_tool_use(c) for c in msg.tool_calls])
     return ("\n\n".join(system) if system else None), out
 
 

@@ -59,6 +59,8 @@ def test_encode_conversation_merges_turns() -> None:
         Message(role="tool", content=(TextPart("r1"),), tool_call_id="c1"),
         Message(role="tool", content=(TextPart("r2"),), tool_call_id="c2", is_error=True),
         Message(role="system", content=(TextPart("sys2"),)),
+        Message(role="user", content=(TextPart(""),)),
+        Message(role="assistant", content=(TextPart(""),)),
         Message(role="user", content=(ImagePart(url="https://x/y.png"),)),
     )
     wire = encode_request(req(messages=messages), MODEL, stream=False)
