@@ -56,6 +56,9 @@ def redact(text: str) -> str:
     return _SECRET_RE.sub(lambda m: (m.group("key") or m.group("bearer")) + MASK, text)
 
 
+_PLAIN = frozenset({int, float, bool, type(None)})
+
+
 def _redact_value(value: Any) -> Any:
     if isinstance(value, str):
         return redact(value)
@@ -90,9 +93,12 @@ class RedactingFilter(logging.Filter):
         attrs = record.__dict__
         for name in attrs.keys() - _STANDARD_ATTRS:
             value = attrs[name]
-            if isinstance(value, str):
+            kind = type(value)
+            if kind is str:
                 attrs[name] = redact(value)
-            elif isinstance(value, dict | list | tuple):
+            elif kind in _PLAIN:
+                continue
+            elif isinstance(value, str | dict | list | tuple):
                 attrs[name] = _redact_value(value)
         return True
 
@@ -174,6 +180,11 @@ def configure_logging(
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # Neither formatter shows thread or process names; not collecting them makes every
+    # record (one per request) cheaper.
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     # uvicorn installs its own handlers only when given a log_config; route its records to
     # ours instead, and drop its access log (the gateway writes its own request line).
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):

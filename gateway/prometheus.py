@@ -87,6 +87,8 @@ class _Metric:
         self._lock = threading.Lock()
 
     def _key(self, values: tuple[str, ...], kw: Mapping[str, str]) -> tuple[str, ...]:
+        if not kw and len(values) == len(self.labelnames):
+            return tuple(map(str, values))  # the request path: positional values
         if kw:
             if values:
                 raise TypeError("labels(): pass values positionally or by name, not both")
@@ -162,7 +164,7 @@ class _Scalar(_Metric):
         return series
 
     def inc(self, amount: float = 1.0) -> None:
-        self.labels().inc(amount)
+        (self._series.get(()) or self.labels()).inc(amount)
 
     def set_callback(self, callback: Callback | None) -> None:
         """Read the value(s) at scrape time: a float, or ``{label values: float}``."""
@@ -199,10 +201,10 @@ class Gauge(_Scalar):
     type: MetricType = "gauge"
 
     def set(self, value: float) -> None:
-        self.labels().set(value)
+        (self._series.get(()) or self.labels()).set(value)
 
     def dec(self, amount: float = 1.0) -> None:
-        self.labels().dec(amount)
+        (self._series.get(()) or self.labels()).dec(amount)
 
 
 class _HistogramSeries:

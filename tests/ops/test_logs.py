@@ -134,3 +134,12 @@ def test_log_format_from_env(env: dict[str, str], expected: str) -> None:
 def test_log_format_from_env_refuses_unknown() -> None:
     with pytest.raises(ValueError):
         log_format_from_env({"SYNTIC_LOG_FORMAT": "xml"})
+
+
+def test_client_supplied_fields_in_the_request_line_are_redacted(captured: io.StringIO) -> None:
+    # "model" comes from the client: a key pasted there must not reach the log
+    log_request(RequestLog(request_id="r", route="/v1/messages", status=404, latency_ms=1,
+                           model=f"oops {CANARY}", code="model_not_found"))
+    (line,) = _lines(captured)
+    assert line["model"] == "oops sk_live_[REDACTED]"
+    assert CANARY not in captured.getvalue()
