@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from gateway.storage.base import Database
+from gateway.usage.base import UsageRecord
+from gateway.usage.ledger import FIELDS
 
 _RELATIVE = re.compile(r"^-(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -102,3 +106,159 @@ async def summarize(
         )
         for r in rows
     ]
+
+
+# -- admin API helpers (issue #11) ---------------------------------------------------------
+
+GROUPABLE = ("key_id", "model", "endpoint", "status", "error_code")
+
+_TOTALS = """
+       COUNT(*),
+       SUM(CASE WHEN status >= 400 AND status < 500 THEN 1 ELSE 0 END),
+       SUM(CASE WHEN status = 422 THEN 1 ELSE 0 END),
+       SUM(CASE WHEN status >= 500 THEN 1 ELSE 0 END),
+       SUM(CASE WHEN streamed THEN 1 ELSE 0 END),
+       SUM(CASE WHEN estimated THEN 1 ELSE 0 END),
+       SUM(prompt_tokens), SUM(completion_tokens),
+       SUM(correction_prompt_tokens), SUM(correction_completion_tokens),
+       SUM(schema_retries),
+       SUM(CASE WHEN schema_retries > 0 THEN 1 ELSE 0 END),
+       SUM(upstream_calls)"""
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Totals for one group (``group`` holds the values of ``Aggregate.by``'s columns, or
+    the bucket start for a time series)."""
+
+    group: tuple[Any, ...]
+    requests: int
+    errors_4xx: int
+    unprocessable_422: int
+    errors_5xx: int
+    streamed: int
+    estimated: int
+    prompt_tokens: int
+    completion_tokens: int
+    correction_prompt_tokens: int
+    correction_completion_tokens: int
+    schema_retries: int
+    corrected_requests: int
+    upstream_calls: int
+
+    @property
+    def correction_tokens(self) -> int:
+        return self.correction_prompt_tokens + self.correction_completion_tokens
+
+    @property
+    def correction_rate(self) -> float:
+        return self.corrected_requests / self.requests if self.requests else 0.0
+
+    @property
+    def rate_422(self) -> float:
+        return self.unprocessable_422 / self.requests if self.requests else 0.0
+
+
+def _where(
+    since: float | None, until: float | None, filters: dict[str, Any]
+) -> tuple[str, list[Any]]:
+    clauses = ["started_at >= ?", "started_at < ?"]
+    params: list[Any] = [0.0 if since is None else since, until or time.time() + 1e9]
+    for column, value in filters.items():
+        if value is not None:
+            if column not in GROUPABLE:
+                raise ValueError(f"cannot filter on {column!r}")
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    return " AND ".join(clauses), params
+
+
+def _totals(group: tuple[Any, ...], values: Sequence[Any]) -> Totals:
+    return Totals(group, *(int(v or 0) for v in values))
+
+
+async def aggregate(
+    db: Database,
+    *,
+    by: Sequence[str] = ("key_id", "model"),
+    since: float | None = None,
+    until: float | None = None,
+    key_id: str | None = None,
+    model: str | None = None,
+) -> list[Totals]:
+    """Totals grouped by any of ``GROUPABLE`` over ``[since, until)``."""
+    bad = [c for c in by if c not in GROUPABLE]
+    if bad or not by:
+        raise ValueError(f"group by must be a non-empty subset of {GROUPABLE}, got {list(by)}")
+    cols = ", ".join(by)
+    where, params = _where(since, until, {"key_id": key_id, "model": model})
+    rows = await db.fetch(
+        f"SELECT {cols}, {_TOTALS} FROM usage_records WHERE {where}"
+        f" GROUP BY {cols} ORDER BY {cols}",
+        params,
+    )
+    return [_totals(tuple(r[: len(by)]), r[len(by) :]) for r in rows]
+
+
+async def timeseries(
+    db: Database,
+    *,
+    bucket_s: int,
+    since: float,
+    until: float | None = None,
+    key_id: str | None = None,
+    model: str | None = None,
+) -> list[Totals]:
+    """Totals per time bucket (``group == (bucket_start_unix_seconds,)``), oldest first;
+    empty buckets are omitted."""
+    if bucket_s <= 0:
+        raise ValueError("bucket_s must be positive")
+    where, params = _where(since, until, {"key_id": key_id, "model": model})
+    offset = f"(started_at - {float(since)!r}) / {int(bucket_s)}"
+    # Bucket index: PostgreSQL's CAST rounds, so FLOOR there; SQLite's CAST truncates
+    # (offsets are >= 0 here) and FLOOR isn't in every SQLite build.
+    if db.dialect == "postgresql":
+        bucket = f"CAST(FLOOR({offset}) AS BIGINT)"
+    else:
+        bucket = f"CAST({offset} AS INTEGER)"
+    rows = await db.fetch(
+        f"SELECT {bucket} AS b, {_TOTALS} FROM usage_records WHERE {where}"
+        " GROUP BY b ORDER BY b",
+        params,
+    )
+    return [_totals((since + int(r[0]) * bucket_s,), r[1:]) for r in rows]
+
+
+async def recent_requests(
+    db: Database,
+    *,
+    limit: int = 100,
+    after: UsageRecord | None = None,
+    key_id: str | None = None,
+    model: str | None = None,
+    error_code: str | None = None,
+    status: int | None = None,
+) -> list[UsageRecord]:
+    """The newest ledger rows (no prompts are ever stored), newest first. For the next
+    page pass the last row of this one as ``after`` (keyset paging on
+    ``(started_at, request_id)``, so rows with equal times are neither skipped nor repeated).
+    """
+    where, params = _where(
+        None, None, {"key_id": key_id, "model": model, "error_code": error_code,
+                     "status": status},
+    )
+    if after is not None:
+        where += " AND (started_at < ? OR (started_at = ? AND request_id > ?))"
+        params += [after.started_at, after.started_at, after.request_id]
+    rows = await db.fetch(
+        f"SELECT {', '.join(FIELDS)} FROM usage_records WHERE {where}"
+        " ORDER BY started_at DESC, request_id LIMIT ?",
+        [*params, max(1, min(int(limit), 1000))],
+    )
+    out = []
+    for r in rows:
+        values = dict(zip(FIELDS, r, strict=True))
+        values["streamed"] = bool(values["streamed"])
+        values["estimated"] = bool(values["estimated"])
+        out.append(UsageRecord(**values))
+    return out

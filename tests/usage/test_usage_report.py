@@ -125,3 +125,47 @@ def test_parse_since(text: str, expected: float) -> None:
 def test_parse_since_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         parse_since(text, now=1000.0)
+
+
+async def test_admin_aggregates_timeseries_and_recent(db_url: str, tmp_path: Path) -> None:
+    from gateway.usage.report import aggregate, recent_requests, timeseries
+
+    key = f"key_{secrets.token_hex(8)}"
+    records = _records(key)
+    await _write(db_url, records, tmp_path)
+    db = open_database(db_url)
+    try:
+        by_status = {t.group: t for t in await aggregate(db, by=("status",), key_id=key)}
+        for status in {r.status for r in records}:
+            mine = [r for r in records if r.status == status]
+            got = by_status[(status,)]
+            assert got.requests == len(mine)
+            assert got.correction_tokens == sum(
+                r.correction_prompt_tokens + r.correction_completion_tokens for r in mine
+            )
+        by_code = await aggregate(db, by=("model", "error_code"), key_id=key)
+        assert sum(t.requests for t in by_code) == len(records)
+        assert {t.group for t in by_code} == {(r.model, r.error_code) for r in records}
+        with pytest.raises(ValueError):
+            await aggregate(db, by=("request_id",))
+
+        since = min(r.started_at for r in records) - 1
+        series = await timeseries(db, bucket_s=600, since=since, key_id=key)
+        assert sum(t.requests for t in series) == len(records)
+        for t in series:
+            start = t.group[0]
+            assert t.requests == sum(start <= r.started_at < start + 600 for r in records)
+
+        recent = await recent_requests(db, key_id=key, limit=3)
+        newest = sorted(records, key=lambda r: r.started_at, reverse=True)
+        assert [r.started_at for r in recent] == [r.started_at for r in newest[:3]]
+        assert all(r in records for r in recent)
+        only_422 = await recent_requests(db, key_id=key, status=422)
+        assert [r.request_id for r in only_422] == [r.request_id for r in records
+                                                    if r.status == 422]
+        page2 = await recent_requests(db, key_id=key, limit=3, after=recent[-1])
+        page3 = await recent_requests(db, key_id=key, limit=3, after=page2[-1])
+        paged = [r.request_id for r in recent + page2 + page3]
+        assert sorted(paged) == sorted(r.request_id for r in records)  # no skips, no repeats
+    finally:
+        await db.aclose()
