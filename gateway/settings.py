@@ -148,5 +148,8 @@ def load_settings(
             server.get("stream_keepalive_s", _DEFAULTS.stream_keepalive_s)
         ),
         key_hash_secret=env.get("SYNTIC_KEY_SECRET", server.get("key_hash_secret", _DEFAULTS.key_hash_secret)),
+        key_cache_ttl_s=float(
+            env.get("SYNTIC_KEY_CACHE_TTL_S", server.get("key_cache_ttl_s", _DEFAULTS.key_cache_ttl_s))
+        ),
         env=env,
     )
