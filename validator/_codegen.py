@@ -32,8 +32,10 @@ _MAX_LOOPS = 6  # nested ``for`` blocks per function (CPython allows 20)
 _UNROLL_REQUIRED = 32
 _MAX_SOURCE = 4 << 20
 
-_BUILTINS = {"isinstance": isinstance, "len": len, "any": any, "str": str, "dict": dict, "list": list,
-             "int": int, "float": float, "bool": bool}  # fmt: skip
+_BUILTINS = {
+    "isinstance": isinstance, "len": len, "any": any, "str": str, "dict": dict,
+    "list": list, "int": int, "float": float, "bool": bool,
+}  # fmt: skip
 
 _TYPE_TESTS = {
     "string": "isinstance({v}, str)",
@@ -191,7 +193,7 @@ class _Gen:
         if node.max_length is not None:
             self.out(indent, f"if len({v}) > {self.const(node.max_length)}: return False")
         if node.regex is not None:
-            self.out(indent, f"if {self.const(node.regex.search)}({v}) is None: return False")
+            self.out(indent, f"if {self.const(node.regex)}({v}) is None: return False")
         if node.format is not None:
             self.out(indent, f"if not {self.const(FORMATS[node.format])}({v}): return False")
 

@@ -3,46 +3,49 @@
 ``format`` is asserted (strict mode promises it), following the JSON Schema Test Suite's
 ``optional/format`` cases: date-time, time, date, duration (RFC 3339), email (RFC 5321
 mailbox incl. quoted local parts and address literals), hostname (RFC 1123 + IDNA 2008
-A-labels), ipv4, ipv6, uuid. Every checker is a fixed RE2 pattern (linear time) plus
-bounded arithmetic, or a length-capped parse; non-strings are not checked (the suite's
+A-labels), ipv4, ipv6, uuid. Every checker is a fixed, unambiguous pattern (linear time) plus
+bounded arithmetic, or a length-capped parse (see ``_rx``); non-strings are not checked (the suite's
 "all string formats ignore integers" cases).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 import idna
 
-from validator._regex import compile_pattern
-
 __all__ = ["FORMATS", "check_format"]
 
-_DATE = compile_pattern(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})$")
-_TIME = compile_pattern(
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    # Our own fixed patterns: every quantified atom is followed by a disjoint atom or by a
+    # literal, so the backtracking engine does linear work; inputs are also capped at
+    # _MAX_LEN. fullmatch (never ``$``, which would accept a trailing newline).
+    return re.compile(pattern.removeprefix("^").removesuffix("$"), re.ASCII)
+
+
+_DATE = _rx(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})$")
+_TIME = _rx(
     r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?(?:([Zz])|([+-])([0-9]{2}):([0-9]{2}))$"
 )
-_DURATION = compile_pattern(
+_DURATION = _rx(
     r"^P(?:(?:[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)"
     r"(?:T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))?"
     r"|T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
     r"|[0-9]+W)$"
 )
-_UUID = compile_pattern(
-    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-)
-_IPV4 = compile_pattern(
+_UUID = _rx(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_IPV4 = _rx(
     r"^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
     r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$"
 )
-_LABEL = compile_pattern(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+_LABEL = _rx(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 # RFC 5322 dot-atom local part, and a quoted string (printable ASCII, quoted-pairs).
-_DOT_ATOM = compile_pattern(
-    r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$"
-)
-_QUOTED = compile_pattern(r'^"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"$')
+_DOT_ATOM = _rx(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$")
+_QUOTED = _rx(r'^"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"$')
 
 _DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _MAX_LEN = 1024  # no supported format is longer; longer strings are rejected before parsing
@@ -53,7 +56,7 @@ def _is_leap(year: int) -> bool:
 
 
 def is_date(value: str) -> bool:
-    m = _DATE.search(value)
+    m = _DATE.fullmatch(value)
     if m is None:
         return False
     year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
@@ -64,7 +67,7 @@ def is_date(value: str) -> bool:
 
 
 def is_time(value: str) -> bool:
-    m = _TIME.search(value)
+    m = _TIME.fullmatch(value)
     if m is None:
         return False
     hour, minute, second = int(m.group(1)), int(m.group(2)), int(m.group(3))
@@ -89,15 +92,15 @@ def is_date_time(value: str) -> bool:
 
 
 def is_duration(value: str) -> bool:
-    return _DURATION.search(value) is not None
+    return _DURATION.fullmatch(value) is not None
 
 
 def is_uuid(value: str) -> bool:
-    return _UUID.search(value) is not None
+    return _UUID.fullmatch(value) is not None
 
 
 def is_ipv4(value: str) -> bool:
-    return _IPV4.search(value) is not None
+    return _IPV4.fullmatch(value) is not None
 
 
 def is_ipv6(value: str) -> bool:
@@ -118,7 +121,7 @@ def is_hostname(value: str) -> bool:
     if not value or len(value) > 253 or not value.isascii():
         return False
     for label in value.split("."):
-        if _LABEL.search(label) is None:
+        if _LABEL.fullmatch(label) is None:
             return False
         if label[2:4] == "--":
             if label[:4].lower() != "xn--":
@@ -138,9 +141,9 @@ def is_email(value: str) -> bool:
     if len(local) > 64:
         return False
     if local.startswith('"'):
-        if _QUOTED.search(local) is None:
+        if _QUOTED.fullmatch(local) is None:
             return False
-    elif _DOT_ATOM.search(local) is None:
+    elif _DOT_ATOM.fullmatch(local) is None:
         return False
     if domain.startswith("[") and domain.endswith("]"):
         literal = domain[1:-1]

@@ -79,7 +79,7 @@ class Interpreter:
             out.append(error(path, "minLength", f"must be at least {node.min_length} characters"))
         if node.max_length is not None and len(x) > node.max_length:
             out.append(error(path, "maxLength", f"must be at most {node.max_length} characters"))
-        if node.regex is not None and node.regex.search(x) is None:
+        if node.regex is not None and node.regex(x) is None:
             out.append(error(path, "pattern", f"must match pattern {node.pattern}"))
         if node.format is not None and not FORMATS[node.format](x):
             out.append(error(path, "format", f"must be a valid {node.format}"))

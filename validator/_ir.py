@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from validator._formats import FORMATS
 from validator._paths import join, join_index, join_name
-from validator._regex import Pattern, PatternError, compile_pattern
+from validator._regex import PatternError, Searcher, searcher
 
 __all__ = ["MAX_SCHEMA_DEPTH", "BuildError", "Node", "build"]
 
@@ -64,7 +64,7 @@ class Node:
     has_const: bool = False
     const: Any = None
     pattern: str | None = None
-    regex: Pattern | None = None
+    regex: Searcher | None = None
     min_length: int | None = None
     max_length: int | None = None
     format: str | None = None
@@ -282,7 +282,7 @@ class _Builder:
             if not isinstance(pattern, str):
                 raise BuildError(join(param, "pattern"), "pattern must be a string")
             try:
-                fields["regex"] = compile_pattern(pattern)
+                fields["regex"] = searcher(pattern)
             except PatternError as exc:
                 raise BuildError(join(param, "pattern"), f"unsupported pattern: {exc}") from exc
             fields["pattern"] = pattern

@@ -16,11 +16,25 @@ that a schema author may notice, decided here:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import re2  # google-re2
 
-__all__ = ["MAX_PATTERN_LENGTH", "Pattern", "PatternError", "check_pattern", "compile_pattern"]
+from validator._fastregex import fast_search
+
+__all__ = [
+    "MAX_PATTERN_LENGTH",
+    "Pattern",
+    "PatternError",
+    "Searcher",
+    "check_pattern",
+    "compile_pattern",
+    "searcher",
+]
+
+Searcher = Callable[[str], Any]
+"""``search(text)``: None when the pattern does not occur in ``text``, else a true value."""
 
 # Patterns longer than this are refused outright: they are schema text, and RE2's program
 # size is bounded separately by ``max_mem``.
@@ -40,10 +54,11 @@ class Pattern(Protocol):
     def search(self, text: str) -> Any: ...
 
 
-def _options() -> Any:
+def _options(capture: bool = True) -> Any:
     options = re2.Options()
     options.log_errors = False
     options.max_mem = _MAX_MEM
+    options.never_capture = not capture
     return options
 
 
@@ -94,6 +109,31 @@ def compile_pattern(pattern: str) -> Pattern:
     except (TypeError, ValueError) as exc:  # pragma: no cover - defensive
         raise PatternError(str(exc)) from exc
     return compiled
+
+
+def searcher(pattern: str) -> Searcher:
+    """The fastest linear-time ``search`` for ``pattern`` (PatternError if unsupported).
+
+    RE2 decides what is accepted; simple patterns then run on Python ``re`` where
+    ``_fastregex`` proves that is linear and equivalent, the rest call RE2 directly.
+    """
+    compiled = compile_pattern(pattern)
+    fast = fast_search(pattern)
+    if fast is not None:
+        return fast
+    try:
+        program = re2.compile(_translate(pattern), _options(capture=False))
+        raw = program._regexp
+        unanchored = re2._Anchor.UNANCHORED
+        no_match = re2._NULL_SPAN
+    except AttributeError:  # pragma: no cover - binding internals moved; public API then
+        return compiled.search
+
+    def search(text: str) -> bool | None:
+        data = text.encode("utf-8", "surrogatepass")
+        return None if raw.Match(unanchored, data, 0, len(data))[0] == no_match else True
+
+    return search
 
 
 def _reason(exc: BaseException) -> str:
