@@ -32,6 +32,7 @@ class ToolCallDelta:
 @dataclass(frozen=True, slots=True)
 class Finish:
     reason: FinishReason
+    stop_sequence: str | None = None  # as ``ChatResponse.stop_sequence``
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,3 +138,6 @@ class ChatResponse:
     finish_reason: FinishReason
     usage: Usage
     created: int = 0
+    # Which of the request's ``stop`` strings ended the turn, when the provider says
+    # (Anthropic does; its Messages dialect reports ``stop_reason: "stop_sequence"``).
+    stop_sequence: str | None = None

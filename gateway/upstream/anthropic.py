@@ -67,6 +67,7 @@ def decode_response(body: object, model: ModelConfig) -> ChatResponse:
         tool_calls=tuple(calls),
         finish_reason=finish_reason(body.get("stop_reason")),
         usage=usage_of(body.get("usage")),
+        stop_sequence=stop if isinstance(stop := body.get("stop_sequence"), str) else None,
     )
 
 

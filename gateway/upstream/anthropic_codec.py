@@ -204,13 +204,14 @@ class StreamDecoder:
     """Messages SSE events -> canonical events. Tool calls are numbered by their order
     among tool_use blocks (the canonical ``index``)."""
 
-    __slots__ = ("_blocks", "_done", "_got_input", "_reason", "_tools", "_usage")
+    __slots__ = ("_blocks", "_done", "_got_input", "_reason", "_stop_seq", "_tools", "_usage")
 
     def __init__(self) -> None:
         self._blocks: dict[int, int | None] = {}  # block index -> tool ordinal (None: text)
         self._got_input: set[int] = set()
         self._tools = 0
         self._reason: Any = None
+        self._stop_seq: str | None = None
         self._usage = Usage()
         self._done = False
 
@@ -273,7 +274,10 @@ class StreamDecoder:
         return []
 
     def _on_message_delta(self, event: dict[str, Any]) -> list[StreamEvent]:
-        self._reason = (event.get("delta") or {}).get("stop_reason", self._reason)
+        delta = event.get("delta") or {}
+        self._reason = delta.get("stop_reason", self._reason)
+        if isinstance(delta.get("stop_sequence"), str):
+            self._stop_seq = delta["stop_sequence"]
         raw = event.get("usage") or {}
         later = usage_of(raw)
         # message_delta usage is cumulative; input counts only when present.
@@ -286,7 +290,8 @@ class StreamDecoder:
 
     def _on_message_stop(self, event: dict[str, Any]) -> list[StreamEvent]:
         self._done = True
-        return [Finish(finish_reason(self._reason)), UsageReport(self._usage)]
+        finish = Finish(finish_reason(self._reason), self._stop_seq)
+        return [finish, UsageReport(self._usage)]
 
     def end(self) -> list[StreamEvent]:
         """Call when the byte stream ends: a stream cut before ``message_stop`` fails."""

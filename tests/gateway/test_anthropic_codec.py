@@ -346,9 +346,19 @@ def test_encode_response(resp: ChatResponse, content: list[Any], stop_reason: st
     assert parsed.stop_reason == stop_reason
 
 
-def test_encode_stop_sequence() -> None:
-    out = encode_response(response(content="a"), model="m", stop_sequence="END")
+@pytest.mark.parametrize(
+    ("resp", "override"),
+    [(response(content="a"), "END"), (response(content="a", stop_sequence="END"), None)],
+    ids=["argument", "from-upstream"],
+)
+def test_encode_stop_sequence(resp: ChatResponse, override: str | None) -> None:
+    out = encode_response(resp, model="m", stop_sequence=override)
     assert (out["stop_reason"], out["stop_sequence"]) == ("stop_sequence", "END")
+
+
+def test_stream_stop_sequence() -> None:
+    _, msg = run_encoder([TextDelta("a"), Finish("stop", "END")])
+    assert (msg.stop_reason, msg.stop_sequence) == ("stop_sequence", "END")
 
 
 @pytest.mark.parametrize("raw", ["{not json", "[1]", '"s"'])

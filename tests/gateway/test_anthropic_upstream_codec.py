@@ -197,6 +197,18 @@ def test_decode_response(stop: str, finish: str) -> None:
     assert resp.usage == Usage(6, 3)
 
 
+def test_decode_response_stop_sequence() -> None:
+    body = {
+        "id": "msg_2",
+        "content": [{"type": "text", "text": "a"}],
+        "stop_reason": "stop_sequence",
+        "stop_sequence": "END",
+    }
+    resp = decode_response(body, MODEL)
+    assert (resp.finish_reason, resp.stop_sequence) == ("stop", "END")
+    assert decode_response({**body, "stop_sequence": None}, MODEL).stop_sequence is None
+
+
 def test_decode_response_malformed() -> None:
     with pytest.raises(UpstreamError):
         decode_response({"content": "x"}, MODEL)
@@ -266,6 +278,19 @@ FULL_STREAM: list[tuple[str, dict[str, Any]]] = [
     ),
     ("message_stop", {"type": "message_stop"}),
 ]
+
+
+async def test_stream_decoder_stop_sequence() -> None:
+    stop = (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "stop_sequence", "stop_sequence": "END"},
+            "usage": {"output_tokens": 2},
+        },
+    )
+    events = await decode_stream(sse_lines([*FULL_STREAM[:5], stop, FULL_STREAM[-1]]))
+    assert events[-2] == Finish("stop", "END")
 
 
 async def test_stream_decoder_full() -> None:

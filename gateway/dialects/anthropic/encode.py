@@ -93,7 +93,10 @@ def encode_response(
     stop_sequence: str | None = None,
 ) -> dict[str, Any]:
     """The Anthropic ``message`` object for one final answer. ``model`` is the catalogue
-    name the client asked for (not the upstream's served name)."""
+    name the client asked for (not the upstream's served name); ``stop_sequence`` defaults
+    to the one the upstream reported."""
+    if stop_sequence is None:
+        stop_sequence = response.stop_sequence
     content: list[dict[str, Any]] = []
     if response.content:
         content.append({"type": "text", "text": response.content})

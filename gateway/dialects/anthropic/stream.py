@@ -70,6 +70,7 @@ class MessageStreamEncoder:
         "_model",
         "_next_index",
         "_retries",
+        "_stop_sequence",
         "_tool_blocks",
         "_usage",
         "message_id",
@@ -85,6 +86,7 @@ class MessageStreamEncoder:
         self._finish: FinishReason = "stop"
         self._usage = Usage()
         self._retries = 0
+        self._stop_sequence: str | None = None
 
     def start(self, input_tokens: int = 0) -> bytes:
         """``message_start`` with an empty assistant message."""
@@ -149,6 +151,7 @@ class MessageStreamEncoder:
             )
         if isinstance(event, Finish):
             self._finish = event.reason
+            self._stop_sequence = event.stop_sequence
             return b""
         if isinstance(event, UsageReport):
             # Each upstream call (the correction included) reports its own usage; the
@@ -170,6 +173,8 @@ class MessageStreamEncoder:
         out = self._close_current()
         if schema_retries is None:
             schema_retries = self._retries
+        if stop_sequence is None:
+            stop_sequence = self._stop_sequence
         delta = {
             "type": "message_delta",
             "delta": {
