@@ -1,0 +1,191 @@
+"""The shared compiled-schema cache: keys, counters, LRU bound, single-flight, async."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import pytest
+
+import validator
+from validator import _compile
+
+
+def _fresh(**extra: Any) -> dict[str, Any]:
+    """A schema no other test has compiled (unique title), so the first compile is a miss."""
+    return {"type": "object", "title": uuid.uuid4().hex, **extra}
+
+
+def _delta(before: validator.CacheStats) -> tuple[int, int, int]:
+    now = validator.cache_stats()
+    return now.hits - before.hits, now.misses - before.misses, now.evictions - before.evictions
+
+
+@pytest.fixture(autouse=True)
+def _restore_size() -> Iterator[None]:
+    yield
+    validator.configure_cache(_compile.DEFAULT_MAXSIZE)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ({"type": "string", "maxLength": 3}, {"maxLength": 3, "type": "string"}, True),
+        (
+            {"properties": {"x": {"type": "integer"}, "y": {"type": "null"}}},
+            {"properties": {"y": {"type": "null"}, "x": {"type": "integer"}}},
+            True,
+        ),
+        ({"enum": ["a", "b"]}, {"enum": ["b", "a"]}, False),  # array order is meaningful
+        ({"const": 1}, {"const": 1.0}, False),  # allowed to differ, must not crash
+        ({"type": "string"}, {"type": "integer"}, False),
+    ],
+)
+def test_canonical_key(a: dict[str, Any], b: dict[str, Any], same: bool) -> None:
+    assert (validator.canonical_key(a) == validator.canonical_key(b)) is same
+    assert validator.compile(a).key == validator.canonical_key(a)
+
+
+def test_key_order_hits_the_same_entry() -> None:
+    title = uuid.uuid4().hex
+    first = validator.compile({"title": title, "type": "string", "minLength": 1})
+    before = validator.cache_stats()
+    second = validator.compile({"minLength": 1, "type": "string", "title": title})
+    assert second is first
+    assert _delta(before) == (1, 0, 0)
+
+
+def test_hit_miss_counters() -> None:
+    schema = _fresh()
+    before = validator.cache_stats()
+    validator.compile(schema)
+    validator.compile(schema)
+    validator.compile(dict(schema))
+    assert _delta(before) == (2, 1, 0)
+
+
+def test_lru_bound_and_evictions() -> None:
+    validator.configure_cache(3)
+    schemas = [_fresh() for _ in range(4)]
+    for s in schemas[:3]:
+        validator.compile(s)
+    validator.compile(schemas[0])  # most recently used now; schemas[1] is the oldest
+    before = validator.cache_stats()
+    validator.compile(schemas[3])
+    assert _delta(before) == (0, 1, 1)
+    assert validator.cache_stats().size == 3
+    assert validator.cache_stats().maxsize == 3
+    before = validator.cache_stats()
+    validator.compile(schemas[0])  # still cached
+    validator.compile(schemas[1])  # evicted: compiled again
+    assert _delta(before)[:2] == (1, 1)
+
+
+def test_configure_cache_shrinks_and_validates() -> None:
+    for _ in range(5):
+        validator.compile(_fresh())
+    validator.configure_cache(2)
+    assert validator.cache_stats().size <= 2
+    with pytest.raises(ValueError):
+        validator.configure_cache(0)
+
+
+def test_schema_errors_are_not_cached() -> None:
+    bad = {"type": "object", "title": uuid.uuid4().hex, "oneOf": [{}]}
+    before = validator.cache_stats()
+    for _ in range(2):
+        with pytest.raises(validator.SchemaError):
+            validator.compile(bad)
+    assert _delta(before) == (0, 2, 0)
+    assert validator.canonical_key(bad) not in _compile._CACHE.data
+
+
+def _slow_build(delay: float) -> Any:
+    real = _compile._build
+    calls: list[str] = []
+
+    def build(key: str, text: bytes) -> Any:
+        calls.append(key)
+        time.sleep(delay)
+        return real(key, text)
+
+    return mock.patch.object(_compile, "_build", build), calls
+
+
+def test_single_flight_across_threads() -> None:
+    schema = _fresh()
+    patch, calls = _slow_build(0.2)
+    results: list[validator.CompiledSchema] = []
+    with patch:
+        before = validator.cache_stats()
+        threads = [
+            threading.Thread(target=lambda: results.append(validator.compile(schema)))
+            for _ in range(8)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(calls) == 1
+    assert len(results) == 8 and all(r is results[0] for r in results)
+    assert _delta(before) == (7, 1, 0)
+
+
+async def test_single_flight_across_tasks_and_loop_stays_free() -> None:
+    schema = _fresh()
+    patch, calls = _slow_build(0.3)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    with patch:
+        before = validator.cache_stats()
+        beat = asyncio.create_task(ticker())
+        results = await asyncio.gather(*(validator.compile_async(schema) for _ in range(10)))
+        beat.cancel()
+    assert len(calls) == 1
+    assert all(r is results[0] for r in results)
+    assert _delta(before) == (9, 1, 0)
+    assert ticks >= 10  # the loop kept running during the 0.3 s compilation
+
+
+async def test_compile_async_hit_and_error() -> None:
+    schema = _fresh()
+    first = await validator.compile_async(schema)
+    assert await validator.compile_async(schema) is first
+    with pytest.raises(validator.SchemaError):
+        await validator.compile_async({"title": uuid.uuid4().hex, "not": {}})
+
+
+async def test_thread_and_task_share_one_flight() -> None:
+    schema = _fresh()
+    patch, calls = _slow_build(0.3)
+    with patch:
+        thread_result: list[validator.CompiledSchema] = []
+        worker = threading.Thread(target=lambda: thread_result.append(validator.compile(schema)))
+        worker.start()
+        await asyncio.sleep(0.05)
+        compiled = await validator.compile_async(schema)
+        await asyncio.to_thread(worker.join)
+    assert len(calls) == 1
+    assert thread_result == [compiled]
+
+
+def test_compiled_schema_is_a_private_copy() -> None:
+    schema = _fresh(properties={"n": {"type": "integer"}})
+    compiled = validator.compile(schema)
+    schema["properties"]["n"]["type"] = "string"  # the caller mutates their object
+    assert compiled.validate({"n": 1}) == []
+    copy = compiled.schema
+    copy["properties"]["n"]["type"] = "string"  # and the copy they got back
+    assert compiled.schema["properties"]["n"]["type"] == "integer"
+    assert compiled.schema is not schema
