@@ -31,7 +31,9 @@ from gateway.dialects.anthropic.endpoint import messages
 from gateway.dialects.openai import chat_completions
 from gateway.errors import GatewayError, NotFound
 from gateway.http import GatewayMiddleware, error_body, request_context
+from gateway.idempotency import IdempotencyMiddleware
 from gateway.keys.base import KeyStore
+from gateway.limits import EdgeLimits
 from gateway.logs import configure_logging, log_format_from_env
 from gateway.models_endpoint import list_models
 from gateway.openapi import openapi_json
@@ -141,8 +143,10 @@ def create_app(
                 max_body_bytes=settings.max_body_bytes,
                 ledger=ledger,
                 observer=ops.observer,
+                limits=EdgeLimits.from_settings(settings),  # #9: in-flight cap, deadlines
             ),
             Middleware(AuthMiddleware, keys=keys),
+            Middleware(IdempotencyMiddleware, settings=settings),  # #9 (needs the principal)
         ],
         exception_handlers={HTTPException: _http_exception},
         lifespan=lifespan,

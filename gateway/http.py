@@ -9,13 +9,20 @@
 - turns any ``GatewayError`` into the unified envelope, and any other exception into a
   logged 500 envelope (never a traceback to the client);
 - records one ``UsageRecord`` per metered request (``POST /v1/...``) whatever the outcome,
-  after the response (including a streamed one) has finished.
+  after the response (including a streamed one) has finished;
+- with ``limits`` (issue #9, ``gateway.limits``): refuses a metered request over
+  ``max_inflight`` with 503 ``overloaded`` + ``retry-after``, bounds the body read
+  (408 ``request_timeout``, connection closed) and gives every request one deadline
+  (``request_timeout_s``) that holds until its response starts (504 past it).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import secrets
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -23,7 +30,14 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.context import RequestContext
-from gateway.errors import GatewayError, PayloadTooLarge
+from gateway.errors import GatewayError, PayloadTooLarge, UpstreamTimeout
+from gateway.limits import (
+    EdgeLimits,
+    InflightGate,
+    body_deadline,
+    reset_request_deadline,
+    set_request_deadline,
+)
 from gateway.usage.base import Ledger
 
 logger = logging.getLogger("syntic.http")
@@ -62,11 +76,14 @@ class GatewayMiddleware:
         max_body_bytes: int,
         ledger: Callable[[], Ledger | None],
         observer: RequestObserver | None = None,
+        limits: EdgeLimits | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.ledger = ledger
         self.observer = observer
+        self.limits = limits
+        self.gate = InflightGate(limits.max_inflight if limits else 0)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -79,11 +96,14 @@ class GatewayMiddleware:
             self.observer.started(ctx)
         metered = scope["method"] == "POST" and path.startswith("/v1/")
         started = False
+        deadline: asyncio.Timeout | None = None
 
         async def send_wrapper(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                if deadline is not None:
+                    deadline.reschedule(None)  # a started response is bounded elsewhere
                 ctx.status = message["status"]
                 message = dict(message)
                 message["headers"] = [*message.get("headers", ()), *ctx.response_headers()]
@@ -93,7 +113,27 @@ class GatewayMiddleware:
             declared = _content_length(scope)
             if declared is not None and declared > self.max_body_bytes:
                 raise PayloadTooLarge(self._too_large_message())
-            await self.app(scope, self._capped(receive), send_wrapper)
+            if self.limits is None:
+                await self.app(scope, self._capped(receive), send_wrapper)
+            else:
+                with self.gate.admit() if metered else contextlib.nullcontext():
+                    budget = self.limits.request_timeout_s
+                    token = set_request_deadline(time.monotonic() + budget if budget else None)
+                    timer = asyncio.timeout(budget or None)
+                    try:
+                        receive = body_deadline(receive, self.limits.body_timeout_s)
+                        async with timer:
+                            deadline = timer
+                            await self.app(scope, self._capped(receive), send_wrapper)
+                    except TimeoutError as exc:
+                        if not timer.expired():
+                            raise
+                        raise UpstreamTimeout(
+                            f"The request did not complete within its {budget:g}s deadline."
+                        ) from exc
+                    finally:
+                        deadline = None  # an error response after this is not bounded
+                        reset_request_deadline(token)
         except GatewayError as exc:
             ctx.error_code = exc.code
             if started:

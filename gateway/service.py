@@ -31,6 +31,7 @@ from gateway.ratelimit.base import RateDecision, RateLimiter
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.base import Upstream
 from gateway.upstream.registry import UpstreamRegistry
+from gateway.upstream.retry import RetryingUpstream, RetryPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +87,9 @@ class ChatService:
         self, settings: Settings, registry: UpstreamRegistry, limiter: RateLimiter | None
     ) -> None:
         self.settings = settings
-        self.registry = registry
+        # Safe upstream failures are retried within the request deadline (#9).
+        policy = RetryPolicy(retries=settings.upstream_retries)
+        self.registry = registry.wrapped(lambda upstream: RetryingUpstream(upstream, policy))
         self.limiter = limiter
         self.lint_cache = LintCache()
 

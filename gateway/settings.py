@@ -62,6 +62,15 @@ class Settings:
     key_cache_ttl_s: float = 2.0
     request_timeout_s: float = 120.0
     stream_keepalive_s: float = 15.0  # SSE ": keep-alive" after this much silence (#4)
+    # Edge limits (#9); each readable from [server] and SYNTIC_<NAME> (see _TUNABLES).
+    max_inflight: int = 512  # metered requests in flight; beyond -> 503 overloaded
+    body_timeout_s: float = 30.0  # whole request body must arrive within this (else 408)
+    keepalive_timeout_s: float = 5.0  # idle keep-alive connections closed after this
+    max_header_bytes: int = 32 * 1024  # request line + headers (h11/httptools cap)
+    upstream_retries: int = 2  # extra attempts for safe failures (connect, 429/502/503)
+    max_argument_bytes: int = 1024 * 1024  # one tool call's arguments from the model
+    max_upstream_body_bytes: int = 16 * 1024 * 1024  # one non-streaming upstream answer
+    idempotency_ttl_s: float = 24 * 3600.0
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def model(self, name: str) -> ModelConfig | None:
@@ -139,7 +148,9 @@ def load_settings(
     server = data.get("server", {})
     return Settings(
         models=models,
-        database_url=env.get("SYNTIC_DATABASE_URL", server.get("database_url", _DEFAULTS.database_url)),
+        database_url=env.get(
+            "SYNTIC_DATABASE_URL", server.get("database_url", _DEFAULTS.database_url)
+        ),
         redis_url=env.get("SYNTIC_REDIS_URL", server.get("redis_url")) or None,
         host=server.get("host", _DEFAULTS.host),
         port=int(server.get("port", _DEFAULTS.port)),
@@ -147,9 +158,45 @@ def load_settings(
         stream_keepalive_s=float(
             server.get("stream_keepalive_s", _DEFAULTS.stream_keepalive_s)
         ),
-        key_hash_secret=env.get("SYNTIC_KEY_SECRET", server.get("key_hash_secret", _DEFAULTS.key_hash_secret)),
+        key_hash_secret=env.get(
+            "SYNTIC_KEY_SECRET", server.get("key_hash_secret", _DEFAULTS.key_hash_secret)
+        ),
         key_cache_ttl_s=float(
-            env.get("SYNTIC_KEY_CACHE_TTL_S", server.get("key_cache_ttl_s", _DEFAULTS.key_cache_ttl_s))
+            env.get(
+                "SYNTIC_KEY_CACHE_TTL_S", server.get("key_cache_ttl_s", _DEFAULTS.key_cache_ttl_s)
+            )
         ),
         env=env,
+        **_tunables(server, env),
     )
+
+
+# Numeric [server] settings that the environment may override as SYNTIC_<NAME upper>.
+_TUNABLES: tuple[str, ...] = (
+    "request_timeout_s",
+    "max_inflight",
+    "body_timeout_s",
+    "keepalive_timeout_s",
+    "max_header_bytes",
+    "upstream_retries",
+    "max_argument_bytes",
+    "max_upstream_body_bytes",
+    "idempotency_ttl_s",
+)
+
+
+def _tunables(server: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in _TUNABLES:
+        raw = env.get("SYNTIC_" + name.upper(), server.get(name))
+        if raw is None:
+            continue
+        cast = type(getattr(_DEFAULTS, name))
+        try:
+            value = cast(raw)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"server.{name}: expected a number, got {raw!r}") from exc
+        if value < 0:
+            raise ConfigError(f"server.{name} must not be negative")
+        out[name] = value
+    return out

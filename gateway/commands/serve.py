@@ -9,6 +9,7 @@ from typing import Any
 
 import uvicorn
 
+from gateway.edge_protocol import serve_options
 from gateway.logs import configure_logging, log_format_from_env
 from gateway.settings import load_settings
 
@@ -39,12 +40,12 @@ def run(args: argparse.Namespace) -> int:
         "host": host,
         "port": port,
         "loop": _fast("uvloop", "uvloop"),
-        "http": _fast("httptools", "httptools"),
         "log_level": args.log_level,
         "log_config": None,  # keep gateway.logs' handler (JSON, redacting)
         "access_log": False,  # the gateway writes its own line per request
         "lifespan": "on",
         "timeout_graceful_shutdown": 30,
+        **serve_options(settings),  # header timeout and size cap, keep-alive (#9)
     }
     if args.workers > 1:
         if args.config:

@@ -3,7 +3,10 @@
 Translates canonical requests to the chat-completions wire format and back, for both
 ``complete`` and ``stream`` (SSE chunks parsed into canonical events, tool-call argument
 fragments included). Transport failures are translated once, here, into
-``UpstreamError`` / ``UpstreamTimeout``.
+``UpstreamError`` / ``UpstreamTimeout``; connect failures and error statuses into the
+retry-aware ``UpstreamConnectError`` / ``UpstreamStatusError`` (``gateway.upstream.retry``).
+Model output is bounded (#9): a non-streaming answer over ``max_upstream_body_bytes`` and
+one tool call's arguments over ``max_argument_bytes`` are upstream errors, never parsed.
 
 Example::
 
@@ -40,6 +43,11 @@ from gateway.canonical import (
 )
 from gateway.errors import UpstreamError, UpstreamTimeout
 from gateway.settings import ModelConfig, Settings
+from gateway.upstream.retry import (
+    UpstreamConnectError,
+    UpstreamStatusError,
+    parse_retry_after,
+)
 
 # Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
 PASSTHROUGH_KEY = "openai.passthrough"
@@ -151,7 +159,18 @@ def _usage(raw: Any) -> Usage:
     return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
 
 
-def decode_response(data: Any, model: ModelConfig) -> ChatResponse:
+class OutputTooLarge(UpstreamError):
+    default_code = "upstream_output_too_large"
+
+
+def _check_arguments(size: int, limit: int | None) -> None:
+    if limit is not None and size > limit:
+        raise OutputTooLarge(f"The model's tool-call arguments exceed the {limit} byte limit.")
+
+
+def decode_response(
+    data: Any, model: ModelConfig, *, max_argument_bytes: int | None = None
+) -> ChatResponse:
     """Chat-completions response JSON -> canonical response (first choice)."""
     try:
         choice = data["choices"][0]
@@ -164,6 +183,8 @@ def decode_response(data: Any, model: ModelConfig) -> ChatResponse:
             )
             for i, c in enumerate(message.get("tool_calls") or ())
         )
+        for call in calls:
+            _check_arguments(len(call.raw_arguments), max_argument_bytes)
         content = message.get("content")
         return ChatResponse(
             id=str(data.get("id") or ""),
@@ -174,21 +195,47 @@ def decode_response(data: Any, model: ModelConfig) -> ChatResponse:
             usage=_usage(data.get("usage")),
             created=int(data.get("created") or time.time()),
         )
-    except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise UpstreamError(f"Upstream returned an unexpected response shape ({exc!r}).") from exc
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise UpstreamError(
+            f"Upstream returned an unexpected response shape ({type(exc).__name__})."
+        ) from exc
 
 
-def _error_from_status(status: int, body: bytes) -> UpstreamError:
+def _error_from_status(status: int, body: bytes, headers: httpx.Headers) -> UpstreamError:
     snippet = body[:300].decode("utf-8", "replace")
-    return UpstreamError(f"Upstream returned HTTP {status}: {snippet}")
+    return UpstreamStatusError(
+        f"Upstream returned HTTP {status}: {snippet}",
+        upstream_status=status,
+        retry_after_s=parse_retry_after(headers.get("retry-after")),
+    )
+
+
+async def _read_capped(resp: httpx.Response, limit: int | None) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    async for part in resp.aiter_bytes():
+        size += len(part)
+        if limit is not None and size > limit:
+            raise OutputTooLarge(f"The upstream answer exceeds the {limit} byte limit.")
+        parts.append(part)
+    return b"".join(parts)
 
 
 class OpenAIUpstream:
     """The ``Upstream`` adapter for OpenAI-compatible servers."""
 
-    def __init__(self, client: httpx.AsyncClient, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        env: Mapping[str, str],
+        *,
+        max_argument_bytes: int | None = None,
+        max_body_bytes: int | None = None,
+    ) -> None:
         self.client = client
         self.env = env
+        self.max_argument_bytes = max_argument_bytes
+        self.max_body_bytes = max_body_bytes
 
     def _url(self, model: ModelConfig) -> str:
         return model.base_url.rstrip("/") + "/chat/completions"
@@ -207,23 +254,36 @@ class OpenAIUpstream:
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         body = orjson.dumps(encode_request(request, model, stream=False))
         try:
-            resp = await self.client.post(
+            async with self.client.stream(
+                "POST",
                 self._url(model),
                 content=body,
                 headers=self._headers(model),
                 timeout=self._timeout(model),
-            )
+            ) as resp:
+                if resp.status_code >= 400:
+                    raise _error_from_status(
+                        resp.status_code, await _read_capped(resp, 64 * 1024), resp.headers
+                    )
+                content = await _read_capped(resp, self.max_body_bytes)
+        except OutputTooLarge as exc:
+            # _read_capped reports an oversized error body too; keep the status visible
+            if resp.status_code >= 400:
+                raise _error_from_status(resp.status_code, b"", resp.headers) from exc
+            raise
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise UpstreamConnectError(
+                f"Could not connect to the upstream: {type(exc).__name__}."
+            ) from exc
         except httpx.TimeoutException as exc:
             raise UpstreamTimeout(f"Upstream timed out after {model.timeout_s:g}s.") from exc
         except httpx.HTTPError as exc:
             raise UpstreamError(f"Upstream request failed: {type(exc).__name__}.") from exc
-        if resp.status_code >= 400:
-            raise _error_from_status(resp.status_code, resp.content)
         try:
-            data = orjson.loads(resp.content)
+            data = orjson.loads(content)
         except orjson.JSONDecodeError as exc:
             raise UpstreamError("Upstream returned invalid JSON.") from exc
-        return decode_response(data, model)
+        return decode_response(data, model, max_argument_bytes=self.max_argument_bytes)
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         body = orjson.dumps(encode_request(request, model, stream=True))
@@ -236,8 +296,10 @@ class OpenAIUpstream:
                 timeout=self._timeout(model),
             ) as resp:
                 if resp.status_code >= 400:
-                    raise _error_from_status(resp.status_code, await resp.aread())
-                parser = ChunkParser()
+                    raise _error_from_status(
+                        resp.status_code, await _read_capped(resp, 64 * 1024), resp.headers
+                    )
+                parser = ChunkParser(max_argument_bytes=self.max_argument_bytes)
                 async for line in resp.aiter_lines():
                     for event in parser.feed_line(line):
                         yield event
@@ -245,6 +307,10 @@ class OpenAIUpstream:
                         break
                 if not parser.done and not parser.finished:
                     raise UpstreamError("Upstream stream ended before it finished.")
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise UpstreamConnectError(
+                f"Could not connect to the upstream: {type(exc).__name__}."
+            ) from exc
         except httpx.TimeoutException as exc:
             raise UpstreamTimeout(f"Upstream timed out after {model.timeout_s:g}s.") from exc
         except httpx.HTTPError as exc:
@@ -258,12 +324,14 @@ class OpenAIUpstream:
 class ChunkParser:
     """Parses chat-completion SSE lines into canonical events (first choice only)."""
 
-    __slots__ = ("done", "finished", "started")
+    __slots__ = ("arg_bytes", "done", "finished", "max_argument_bytes", "started")
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_argument_bytes: int | None = None) -> None:
         self.done = False  # saw data: [DONE]
         self.finished = False  # saw a finish_reason
         self.started: set[int] = set()
+        self.max_argument_bytes = max_argument_bytes
+        self.arg_bytes: dict[int, int] = {}
 
     def feed_line(self, line: str) -> list[StreamEvent]:
         if not line.startswith("data:"):
@@ -278,7 +346,13 @@ class ChunkParser:
             raise UpstreamError("Upstream sent an invalid stream chunk.") from exc
         if isinstance(chunk, Mapping) and "error" in chunk:
             raise UpstreamError(f"Upstream stream error: {str(chunk['error'])[:300]}")
-        return self.feed_chunk(chunk)
+        try:
+            return self.feed_chunk(chunk)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            # valid JSON in the wrong shape (a list, a string delta, index "x", ...)
+            raise UpstreamError(
+                f"Upstream sent a malformed stream chunk ({type(exc).__name__})."
+            ) from exc
 
     def feed_chunk(self, chunk: Any) -> list[StreamEvent]:
         events: list[StreamEvent] = []
@@ -298,6 +372,10 @@ class ChunkParser:
                     events.append(ToolCallStart(index, str(call_id), str(fn.get("name") or "")))
                 args = fn.get("arguments")
                 if args:
+                    if not isinstance(args, str):
+                        raise TypeError("arguments fragment is not a string")
+                    self.arg_bytes[index] = self.arg_bytes.get(index, 0) + len(args)
+                    _check_arguments(self.arg_bytes[index], self.max_argument_bytes)
                     events.append(ToolCallDelta(index, args))
             reason = choice.get("finish_reason")
             if reason:
@@ -311,4 +389,9 @@ class ChunkParser:
 
 def create(client: httpx.AsyncClient, settings: Settings) -> OpenAIUpstream:
     """Registry factory (see ``gateway.upstream.registry``)."""
-    return OpenAIUpstream(client, settings.env)
+    return OpenAIUpstream(
+        client,
+        settings.env,
+        max_argument_bytes=settings.max_argument_bytes,
+        max_body_bytes=settings.max_upstream_body_bytes,
+    )

@@ -1,0 +1,139 @@
+"""Edge limits (issue #9): what one hostile or unlucky client can cost the gateway.
+
+- ``EdgeLimits``: the numbers, read from ``Settings`` (``[server]`` / ``SYNTIC_*``).
+- ``InflightGate``: a bound on metered requests in flight; one over the bound is refused
+  at once with 503 ``overloaded`` and ``retry-after`` instead of queueing without end.
+- ``body_deadline``: wraps ASGI ``receive`` so the whole request body must arrive within
+  ``body_timeout_s`` (a slowloris body gets 408 ``request_timeout`` and the connection is
+  closed); reads after the body (disconnect watchers) are not bounded.
+- ``request_deadline`` / ``remaining_s``: one overall deadline per request
+  (``request_timeout_s``), kept in a context variable so the upstream retry policy
+  (``gateway.upstream.retry``) never sleeps or retries past it.
+
+Header-read timeouts and the header size cap live at the protocol level
+(``gateway.edge_protocol``), because uvicorn hands the app nothing before the headers.
+
+Example::
+
+    limits = EdgeLimits.from_settings(settings)
+    gate = InflightGate(limits.max_inflight)
+    with gate.admit():          # raises Overloaded when full
+        ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from starlette.types import Message, Receive
+
+from gateway.errors import GatewayError, Overloaded
+from gateway.settings import Settings
+
+
+class RequestTimeout(GatewayError):
+    """408: the client did not send its request body in time; the connection is closed."""
+
+    status = 408
+    type = "invalid_request"
+    default_code = "request_timeout"
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeLimits:
+    """The per-request bounds the HTTP middleware enforces."""
+
+    max_inflight: int = 512
+    body_timeout_s: float = 30.0
+    request_timeout_s: float = 120.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EdgeLimits:
+        return cls(
+            max_inflight=settings.max_inflight,
+            body_timeout_s=settings.body_timeout_s,
+            request_timeout_s=settings.request_timeout_s,
+        )
+
+
+class InflightGate:
+    """Counts admitted requests; ``admit()`` refuses one past ``limit`` (0 = unbounded).
+
+    Single event loop, so a plain counter is enough (no awaits between test and set).
+    """
+
+    __slots__ = ("inflight", "limit", "refused")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.inflight = 0
+        self.refused = 0
+
+    @contextlib.contextmanager
+    def admit(self) -> Iterator[None]:
+        if self.limit and self.inflight >= self.limit:
+            self.refused += 1
+            raise Overloaded(
+                "The gateway is handling too many requests; retry shortly.",
+                headers={"retry-after": "1"},
+            )
+        self.inflight += 1
+        try:
+            yield
+        finally:
+            self.inflight -= 1
+
+
+def body_deadline(receive: Receive, timeout_s: float) -> Receive:
+    """``receive`` that raises ``RequestTimeout`` if the body is not complete within
+    ``timeout_s`` of the first call (0 = no deadline)."""
+    if timeout_s <= 0:
+        return receive
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    done = False
+
+    async def bounded() -> Message:
+        nonlocal done
+        if done:
+            return await receive()
+        try:
+            async with asyncio.timeout_at(deadline):
+                message = await receive()
+        except TimeoutError:
+            raise RequestTimeout(
+                f"The request body did not arrive within {timeout_s:g}s.",
+                headers={"connection": "close"},
+            ) from None
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            done = True
+        return message
+
+    return bounded
+
+
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "syntic_request_deadline", default=None
+)
+
+
+def set_request_deadline(deadline_monotonic: float | None) -> contextvars.Token[float | None]:
+    """Set this request's overall deadline (``time.monotonic()`` clock)."""
+    return _DEADLINE.set(deadline_monotonic)
+
+
+def reset_request_deadline(token: contextvars.Token[float | None]) -> None:
+    _DEADLINE.reset(token)
+
+
+def remaining_s() -> float | None:
+    """Seconds left before this request's deadline (None: no deadline set)."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return None
+    return deadline - time.monotonic()

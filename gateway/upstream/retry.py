@@ -1,0 +1,148 @@
+"""Retries for safe upstream failures only, within the request's one deadline (issue #9).
+
+Safe means the upstream cannot have acted on the request, or said it did not:
+
+- the connection could not be made (``UpstreamConnectError``, or any adapter's error
+  caused by ``httpx.ConnectError`` / ``httpx.ConnectTimeout``);
+- the upstream answered 429, 502 or 503 (``UpstreamStatusError``), honouring its
+  ``retry-after`` when it sends one.
+
+A reset or timeout after the request was sent, any other status and malformed answers
+are not retried (the model may have run: a retry could double the cost). A stream is
+retried only before its first event, i.e. before any byte of it reached the client.
+Retries are bounded (``Settings.upstream_retries``), back off exponentially with jitter,
+and never sleep past the request deadline (``gateway.limits.remaining_s``): a
+``retry-after`` longer than what is left fails at once.
+
+Example::
+
+    registry = registry.wrapped(lambda u: RetryingUpstream(u, RetryPolicy(retries=2)))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+
+from gateway.canonical import ChatRequest, ChatResponse, StreamEvent
+from gateway.errors import UpstreamError
+from gateway.limits import remaining_s
+from gateway.settings import ModelConfig
+from gateway.upstream.base import Upstream
+
+RETRY_STATUSES = frozenset({429, 502, 503})
+
+
+class UpstreamConnectError(UpstreamError):
+    """The upstream could not be reached (nothing was sent): safe to retry."""
+
+    default_code = "upstream_unavailable"
+
+
+class UpstreamStatusError(UpstreamError):
+    """The upstream answered with an error status (``upstream_status``); 429/502/503 are
+    retried, after ``retry_after_s`` when the upstream said so."""
+
+    def __init__(
+        self, message: str, *, upstream_status: int, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.upstream_status = upstream_status
+        self.retry_after_s = retry_after_s
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``retry-after`` header (delta-seconds only; dates are ignored)."""
+    if not value:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
+
+
+def retryable(exc: BaseException) -> bool:
+    if isinstance(exc, UpstreamConnectError):
+        return True
+    if isinstance(exc, UpstreamStatusError):
+        return exc.upstream_status in RETRY_STATUSES
+    return isinstance(exc.__cause__, httpx.ConnectError | httpx.ConnectTimeout)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """At most ``retries`` extra attempts, ``base_delay_s * 2**n`` (jittered, capped)."""
+
+    retries: int = 2
+    base_delay_s: float = 0.05
+    max_delay_s: float = 2.0
+    margin_s: float = 0.05  # leave at least this much of the deadline for the attempt
+
+    def delay(self, attempt: int, exc: BaseException) -> float | None:
+        """Seconds to wait before retry number ``attempt + 1``, or None: do not retry."""
+        if attempt >= self.retries or not retryable(exc):
+            return None
+        hinted = exc.retry_after_s if isinstance(exc, UpstreamStatusError) else None
+        if hinted is not None:
+            wait = hinted
+        else:
+            wait = min(self.max_delay_s, self.base_delay_s * 2**attempt)
+            wait *= random.uniform(0.5, 1.0)
+        left = remaining_s()
+        if left is not None and wait + self.margin_s >= left:
+            return None  # the retry could not finish before the deadline
+        return wait
+
+
+class RetryingUpstream:
+    """Wraps any ``Upstream`` with ``RetryPolicy`` (see module docstring)."""
+
+    def __init__(self, inner: Upstream, policy: RetryPolicy) -> None:
+        self.inner = inner
+        self.policy = policy
+        self.retried = 0
+
+    async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
+        attempt = 0
+        while True:
+            try:
+                return await self.inner.complete(request, model)
+            except UpstreamError as exc:
+                wait = self.policy.delay(attempt, exc)
+                if wait is None:
+                    raise
+            attempt += 1
+            self.retried += 1
+            await asyncio.sleep(wait)
+
+    async def stream(
+        self, request: ChatRequest, model: ModelConfig
+    ) -> AsyncIterator[StreamEvent]:
+        attempt = 0
+        while True:
+            events = self.inner.stream(request, model)
+            yielded = False
+            try:
+                async for event in events:
+                    yielded = True
+                    yield event
+                return
+            except UpstreamError as exc:
+                wait = None if yielded else self.policy.delay(attempt, exc)
+                if wait is None:
+                    raise
+            finally:
+                aclose = getattr(events, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            attempt += 1
+            self.retried += 1
+            await asyncio.sleep(wait)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
