@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway.admin import AdminAuthMiddleware, admin_routes, console_routes
 from gateway.auth import AuthMiddleware
 from gateway.dialects.anthropic.endpoint import messages
 from gateway.dialects.openai import chat_completions
@@ -133,6 +134,8 @@ def create_app(
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
         Route("/v1/schemas/check", schemas_check, methods=["POST"]),
+        *admin_routes(),  # /admin/* (admin keys only, see AdminAuthMiddleware)
+        *console_routes(),  # /console (static, no data)
         *extra_routes,
     ]
     app = Starlette(
@@ -147,6 +150,7 @@ def create_app(
             ),
             Middleware(AuthMiddleware, keys=keys),
             Middleware(IdempotencyMiddleware, settings=settings),  # #9 (needs the principal)
+            Middleware(AdminAuthMiddleware, keys=keys),
         ],
         exception_handlers={HTTPException: _http_exception},
         lifespan=lifespan,

@@ -16,6 +16,8 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.admin.openapi_doc import ADMIN_SCHEMAS, ADMIN_SECURITY_SCHEME, admin_paths
+
 _JSON = "application/json"
 
 
@@ -449,6 +451,7 @@ def openapi_document() -> dict[str, Any]:
             {"200": _json({"type": "object"}, "OpenAPI 3.1.")}, auth=False,
         ),
     }  # fmt: skip
+    paths.update(admin_paths())  # /admin/* and /console (issue #11)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -459,10 +462,11 @@ def openapi_document() -> dict[str, Any]:
         },
         "paths": paths,
         "components": {
-            "schemas": _SCHEMAS,
+            "schemas": {**_SCHEMAS, **ADMIN_SCHEMAS},
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "description": "sk_live_..."},
                 "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
+                "adminBearer": ADMIN_SECURITY_SCHEME,
             },
             "headers": {
                 "RequestId": {"schema": {"type": "string"}, "description": "Also in the body."},
