@@ -24,6 +24,11 @@ Steps:
   provider-style error object by default).
 - ``Drop(delay=0, reset=True)``: close the connection without answering (TCP reset when
   ``reset``), after ``delay`` seconds.
+- ``Raw(body, status=200, content_type="application/json", headers={}, delay=0)``: exactly
+  these bytes as the answer (malformed JSON, odd shapes, ``retry-after`` headers, ...).
+- ``RawStream(events, chunk_delay=0, stall=False, drop=False)``: a 200 SSE response made of
+  these byte strings verbatim (broken framing, bad chunks), then the end of the body, or
+  silence until the client leaves (``stall``), or a reset (``drop``).
 
 An empty script answers 500 ``script exhausted`` (so a test sees the unexpected call).
 
@@ -99,7 +104,25 @@ class Drop:
     reset: bool = True
 
 
-Step = Reply | HttpError | Drop
+@dataclass(frozen=True, slots=True)
+class Raw:
+    body: bytes
+    status: int = 200
+    content_type: str = "application/json"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RawStream:
+    events: tuple[bytes, ...] | list[bytes]
+    chunk_delay: float = 0.0
+    stall: bool = False
+    drop: bool = False
+    delay: float = 0.0
+
+
+Step = Reply | HttpError | Drop | Raw | RawStream
 
 
 @dataclass(slots=True)
@@ -365,6 +388,11 @@ class ScriptedUpstream:
         if isinstance(step, HttpError):
             await _send(writer, step.status, "application/json", renderer.error_body(step))
             return True
+        if isinstance(step, Raw):
+            await _send(writer, step.status, step.content_type, step.body, step.headers)
+            return True
+        if isinstance(step, RawStream):
+            return await _raw_stream(step, request, reader, writer)
         if isinstance(request.body, dict) and request.body.get("stream"):
             return await self._stream(step, request, seq, renderer, reader, writer)
         await _send(writer, 200, "application/json", renderer.render(step, request, seq))
@@ -422,10 +450,45 @@ async def _client_left(reader: asyncio.StreamReader, seconds: float) -> bool:
     return data == b""
 
 
-async def _send(writer: asyncio.StreamWriter, status: int, ctype: str, body: bytes) -> None:
+async def _raw_stream(
+    step: RawStream,
+    request: RecordedRequest,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+) -> bool:
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                 b"transfer-encoding: chunked\r\n\r\n")
+    try:
+        for event in step.events:
+            writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+            await writer.drain()
+            if step.chunk_delay:
+                await asyncio.sleep(step.chunk_delay)
+        if step.drop:
+            writer.transport.abort()
+            return False
+        if step.stall:
+            await reader.read(1)
+            request.client_disconnected = True
+            return False
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+    except ConnectionError:
+        request.client_disconnected = True
+    return False
+
+
+async def _send(
+    writer: asyncio.StreamWriter,
+    status: int,
+    ctype: str,
+    body: bytes,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
     head = (
         f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\ncontent-type: {ctype}\r\n"
-        f"content-length: {len(body)}\r\n\r\n"
+        f"content-length: {len(body)}\r\n{extra}\r\n"
     )
     writer.write(head.encode() + body)
     await writer.drain()
