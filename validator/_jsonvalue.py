@@ -67,19 +67,22 @@ def json_equal(a: Any, b: Any) -> bool:
     return True
 
 
+def _exact(x: int | float) -> Fraction:
+    # A float as the decimal it prints as (its shortest round-trip repr), which is what
+    # the JSON text said: 0.07 means 7/100, not the binary double nearest to it.
+    return Fraction(x) if isinstance(x, int) else Fraction(repr(x))
+
+
 def multiple_of(x: int | float, m: int | float) -> bool:
-    """``x`` is a multiple of ``m``: exact for integers; for a float divisor the quotient
-    must be integral (the JSON Schema Test Suite's and jsonschema's rule, so 0.0075 is a
-    multiple of 0.0001); exact rational arithmetic when floats overflow."""
+    """``x`` is a multiple of ``m``, decided exactly on the decimal values as written.
+
+    Integers use ``%``; anything involving a float compares exact rationals of the
+    shortest decimal reprs, so ``0.07`` is a multiple of ``0.01`` and ``0.0075`` of
+    ``0.0001`` (plain float division says no to the first; ``jsonschema`` does that).
+    """
+    if isinstance(x, int) and isinstance(m, int):
+        return x % m == 0
     try:
-        if isinstance(m, float):
-            quotient = x / m
-            return quotient == int(quotient)
-        if isinstance(x, int):
-            return x % m == 0
-        return x % m == 0.0
-    except (OverflowError, ValueError):
-        try:
-            return (Fraction(x) / Fraction(m)).denominator == 1
-        except (OverflowError, ValueError):
-            return False
+        return (_exact(x) / _exact(m)).denominator == 1
+    except (ValueError, OverflowError, ZeroDivisionError):  # inf/nan: not JSON numbers
+        return False
