@@ -1,0 +1,179 @@
+"""Upstream faults on cue (issue #9): what the client sees, how often the upstream was
+called (retries only for safe failures, only before the first byte), and exactly one
+ledger row per request."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from tests.gateway.openai_helpers import GOOD_ARGS
+from tests.reliability.helpers import all_rows, chat_body, ledger_rows
+from tests.support.gateway_proc import GatewayProcess, free_port, model_table, start_gateway
+from tests.support.scripted_upstream import (
+    Call,
+    Drop,
+    HttpError,
+    Raw,
+    RawStream,
+    Reply,
+    ScriptedUpstream,
+    Step,
+)
+
+OK = Reply(tool_calls=[Call("create_refund", GOOD_ARGS)])
+TEXT = Reply(content="hello there, how are you", fragment=3)
+
+
+def _retry_after(status: int, seconds: str) -> Raw:
+    body = orjson.dumps({"error": {"message": "slow down", "type": "rate_limit"}})
+    return Raw(body, status=status, headers={"retry-after": seconds})
+
+
+def _sse(payload: bytes) -> bytes:
+    return b"data: " + payload + b"\n\n"
+
+
+START = _sse(b'{"choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]}')
+
+
+@dataclass(frozen=True)
+class Case:
+    steps: list[Step]
+    status: int
+    code: str | None
+    calls: int
+    model: str = "m"
+    stream: bool = False
+    max_s: float = 3.0
+    min_gap_s: float = 0.0  # least time between the first two upstream calls
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+CASES: dict[str, Case] = {
+    "connect-refused": Case([], 502, "upstream_unavailable", 0, model="dead", max_s=1.5),
+    "429-then-ok-honours-retry-after": Case(
+        [_retry_after(429, "0.3"), OK], 200, None, 2, min_gap_s=0.3),
+    "503-then-ok": Case([HttpError(503), OK], 200, None, 2),
+    "502-every-time-bounded": Case([HttpError(502)] * 3, 502, "upstream_error", 3),
+    "retry-after-past-deadline-fails-fast": Case(
+        [_retry_after(503, "60")], 502, "upstream_error", 1, max_s=1.0),
+    "500-not-retried": Case([HttpError(500)], 502, "upstream_error", 1),
+    "400-not-retried": Case([HttpError(400)], 502, "upstream_error", 1),
+    "reset-mid-response-not-retried": Case([Drop(delay=0.1)], 502, "upstream_error", 1),
+    "timeout-not-retried": Case([Reply(content="x", delay=2)], 504, "upstream_timeout", 1,
+                                model="slow"),
+    "malformed-json": Case([Raw(b'{"choices": [ {"mess')], 502, "upstream_error", 1),
+    "json-of-wrong-shape": Case([Raw(b"[1, 2, 3]")], 502, "upstream_error", 1),
+    "choices-of-wrong-type": Case(
+        [Raw(b'{"choices": [{"message": {"tool_calls": [{"function": 7}]}}]}')],
+        502, "upstream_error", 1),
+    "stream-503-then-ok": Case([HttpError(503), TEXT], 200, None, 2, stream=True),
+    "stream-stall": Case([Reply(content="a b c d e f", fragment=2, stall_after=3)],
+                         504, "upstream_timeout", 1, model="slow", stream=True),
+    "stream-reset": Case([Reply(content="a b c d e f", fragment=2, drop_after=3)],
+                         502, "upstream_error", 1, stream=True),
+    "stream-broken-framing": Case(
+        [RawStream([START, b'data: {"choices": [{"index": 0, "delta": {"tool_c\n\n'])],
+        502, "upstream_error", 1, stream=True),
+    "stream-tool-call-broken-framing": Case(
+        [RawStream([
+            _sse(b'{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c",'
+                 b' "function": {"name": "create_refund", "arguments": "{\\"order"}}]}}]}'),
+            b'data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "func',
+            b'tion": {"arguments": "_number\\": \\"1"}}]}}]}\ndata: [DO\n\n',
+        ])],
+        502, "upstream_error", 1, stream=True),
+    "stream-non-object-chunk": Case([RawStream([START, _sse(b"5")])], 502, "upstream_error",
+                                    1, stream=True),
+    "stream-ends-without-finish": Case([RawStream([START])], 502, "upstream_error", 1,
+                                       stream=True),
+}
+
+
+@pytest.fixture(scope="module")
+def gw(
+    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    workdir: Path = tmp_path_factory.mktemp("faults")
+    base = scripted_upstream_server.base_url
+    models = [
+        model_table("m", base),
+        model_table("slow", base, timeout_s=0.5),
+        model_table("dead", f"http://127.0.0.1:{free_port()}/v1"),
+    ]
+    gateway = start_gateway(workdir, models,
+                            server={"request_timeout_s": 5.0, "upstream_retries": 2})
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
+
+
+def _outcome(r: httpx.Response, stream: bool) -> tuple[int, str | None]:
+    """(status, error code) as the client sees it; a committed stream's in-band error
+    counts as its code with the status the ledger records for it."""
+    if not stream or r.status_code != 200:
+        return r.status_code, (r.json()["error"]["code"] if r.status_code >= 400 else None)
+    events = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+    if events and events[-1] == "[DONE]":
+        return 200, None
+    error = orjson.loads(events[-1])["error"]
+    return -1, error["code"]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fault(name: str, gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
+    case = CASES[name]
+    upstream.queue(*case.steps)
+    body = chat_body(case.model, stream=case.stream)
+    if case.stream or case.steps[:1] == [TEXT]:
+        body["tools"] = []
+    started = time.monotonic()
+    r = httpx.post(gw.base_url + "/v1/chat/completions", json=body, timeout=20,
+                   headers={"authorization": f"Bearer {gw.api_key}"})
+    took = time.monotonic() - started
+    status, code = _outcome(r, case.stream)
+    assert code == case.code
+    assert status in (case.status, -1)
+    assert took < case.max_s
+    assert len(upstream.requests) == case.calls
+    assert upstream.pending == 0  # every scripted step was consumed: no extra retry left
+    if case.min_gap_s:
+        first, second = upstream.requests[:2]
+        assert second.received_at - first.received_at >= case.min_gap_s * 0.9
+    rid = r.headers["x-request-id"]
+    row = ledger_rows(gw, [rid])[rid]
+    assert (row["status"], row["error_code"]) == (case.status, case.code)
+    assert row["streamed"] == int(case.stream)
+
+
+def test_each_request_has_exactly_one_ledger_row(gw: GatewayProcess) -> None:
+    ids = [r["request_id"] for r in all_rows(gw)]
+    assert len(ids) >= len(CASES)
+    assert len(ids) == len(set(ids))
+
+
+def test_upstream_down_fails_fast_without_pile_up(gw: GatewayProcess) -> None:
+    """32 concurrent requests to a dead upstream: each fails fast (connect refused,
+    bounded retries), none waits behind the others."""
+    import concurrent.futures
+
+    def post(_: int) -> tuple[int, float]:
+        t = time.monotonic()
+        r = httpx.post(gw.base_url + "/v1/chat/completions", json=chat_body("dead"),
+                       headers={"authorization": f"Bearer {gw.api_key}"}, timeout=20)
+        return r.status_code, time.monotonic() - t
+
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        results = list(pool.map(post, range(32)))
+    assert {s for s, _ in results} == {502}
+    assert max(t for _, t in results) < 2.5
+    assert time.monotonic() - started < 3.0
