@@ -103,3 +103,33 @@ def admin_gw(
         gw.stop()
         if pg_name is not None:
             asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def empty_db_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A migrated, empty database of each backend, one per module."""
+    from gateway.storage import open_database
+    from gateway.storage.migrate import apply_migrations
+
+    async def migrate(url: str) -> None:
+        db = open_database(url)
+        try:
+            await apply_migrations(db)
+        finally:
+            await db.aclose()
+
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('adminq')}/syntic.db"
+        asyncio.run(migrate(url))
+        yield url
+        return
+    name = f"syntic_adminq_{secrets.token_hex(6)}"
+    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    url = f"{PG_SERVER}/{name}"
+    try:
+        asyncio.run(migrate(url))
+        yield url
+    finally:
+        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
