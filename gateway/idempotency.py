@@ -253,7 +253,7 @@ class IdempotencyMiddleware:
                 status = message["status"]
                 for name, value in message.get("headers", ()):
                     text = name.decode("latin-1").lower()
-                    if text in _KEEP_HEADERS:
+                    if text in _KEEP_HEADERS and text != "x-syntic-schema-retries":
                         headers.append((text, value.decode("latin-1")))
             elif message["type"] == "http.response.body":
                 chunks.append(message.get("body", b""))
@@ -264,11 +264,13 @@ class IdempotencyMiddleware:
         try:
             await self.app(scope, receive, capture)
             if complete and status < 500 and status not in _NOT_STORED:
+                headers.extend(_context_headers(scope))
                 stored = StoredResponse(fingerprint, status, tuple(headers), b"".join(chunks))
         except GatewayError as exc:
             if status == 0 and exc.status < 500 and exc.status not in _NOT_STORED:
                 ctx = request_context(scope)
                 envelope_headers = [("content-type", "application/json")]
+                envelope_headers.extend(_context_headers(scope))
                 stored = StoredResponse(
                     fingerprint, exc.status, tuple(envelope_headers),
                     error_body(exc, ctx.request_id),
@@ -282,6 +284,14 @@ class IdempotencyMiddleware:
             await self.store.complete(key, stored, self.ttl_s)
         else:
             await self.store.release(key)
+
+
+def _context_headers(scope: Scope) -> list[tuple[str, str]]:
+    """``x-syntic-schema-retries``: added by the outer middleware, so not captured above."""
+    ctx = request_context(scope)
+    if ctx.enforced and ctx.tally is not None:
+        return [("x-syntic-schema-retries", str(ctx.tally.retries))]
+    return []
 
 
 def _idempotency_key(scope: Scope) -> str | None:
