@@ -111,8 +111,11 @@ class CompiledSchema:
 
     def validate(self, instance: Any) -> list[ValidationError]:
         """Every error of ``instance`` (a parsed JSON value), in a stable order; [] if valid."""
-        if self.is_valid(instance):
-            return []
+        try:
+            if self._fast(instance):
+                return []
+        except RecursionError:
+            pass  # the interpreter reports it as a depth error
         errors = self._interp.errors(instance)
         if not errors:  # pragma: no cover - the two back ends disagree; never accept silently
             return [ValidationError("", "schema", "/ does not match the schema")]
