@@ -24,7 +24,7 @@ from tests.support.gateway_proc import GatewayProcess
 pytestmark = pytest.mark.slow
 
 # Prompts on which the free model (temperature 0) breaks patterns or units.
-FREE_CASES = [c for c in CASES if c.id in ("refund-hash", "transfer-euros", "refund-letters")]
+FREE_CASES = [c for c in CASES if c.id in ("thermo-hot", "transfer-euros", "refund-letters")]
 # Schemas whose every constraint the grammar can express (no minimum / maxLength).
 GRAMMAR_TOOL: dict[str, Any] = {
     "name": "set_thermostat",
@@ -99,7 +99,9 @@ def test_constrained_mode_returns_valid_arguments(local_gateway: GatewayProcess)
     case = Case("grammar", GRAMMAR_TOOL, "Kitchen to twenty degrees on heat, code ab-12.")
     with _openai(local_gateway) as client:
         kind, retries = _outcome(client, CONSTRAINED, case)
-        refund_kind, _ = _outcome(client, CONSTRAINED, CASES[1])  # refund-hash
+        # An escaped pattern ("@example\\.com"): the grammar must parse, not crash the server.
+        meeting = next(c for c in CASES if c.id == "meeting-pm")
+        refund_kind, _ = _outcome(client, CONSTRAINED, meeting)
     assert (kind, retries) == ("valid", 0)
     assert refund_kind in ("valid", "422")
 
@@ -134,7 +136,7 @@ def test_streaming_strict_call(local_gateway: GatewayProcess) -> None:
 
 
 def test_anthropic_sdk_strict_tool(local_gateway: GatewayProcess) -> None:
-    case = next(c for c in CASES if c.id == "refund-hash")
+    case = next(c for c in CASES if c.id == "thermo-fahrenheit")
     client = anthropic.Anthropic(
         base_url=local_gateway.base_url, api_key=local_gateway.api_key, max_retries=0,
         timeout=180,

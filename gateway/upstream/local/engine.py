@@ -99,6 +99,30 @@ class LocalEngine:
         }
         return render_prompt(self._template, request, special=special)
 
+    def _grammar(self, request: ChatRequest, runtime: Any) -> Any:
+        """The request's grammar, checked with llama.cpp's own parser first: handing it a
+        grammar it cannot parse crashes the process, so a bad one degrades to the loose
+        grammar, then to free generation (the gateway validates either way)."""
+        convert = runtime.llama_grammar.json_schema_to_gbnf
+        for loose in (False, True):
+            try:
+                gbnf = build_grammar(request, convert, loose=loose)
+            except Exception:  # the converter raises bare Exceptions on odd schemas
+                continue
+            if gbnf is None:
+                return None
+            if self._parses(runtime, gbnf):
+                return runtime.LlamaGrammar.from_string(gbnf, verbose=False)
+        return None
+
+    def _parses(self, runtime: Any, gbnf: str) -> bool:
+        vocab = runtime.llama_model_get_vocab(self._llm.model)
+        sampler = runtime.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
+        if not sampler:
+            return False
+        runtime.llama_sampler_free(sampler)
+        return True
+
     def generate(
         self,
         request: ChatRequest,
@@ -130,11 +154,7 @@ class LocalEngine:
             raise ContextOverflow(
                 f"the prompt is {prompt_tokens} tokens; this model's context is {self.n_ctx}"
             )
-        grammar = None
-        if constrained:
-            gbnf = build_grammar(request, runtime.llama_grammar.json_schema_to_gbnf)
-            if gbnf is not None:
-                grammar = runtime.LlamaGrammar.from_string(gbnf, verbose=False)
+        grammar = self._grammar(request, runtime) if constrained else None
         def stop_check(_ids: Any, _logits: Any) -> bool:
             return cancel.is_set()
 

@@ -19,6 +19,7 @@ The grammar continues the prompt's prefill (see ``render.prefill_for``):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -31,6 +32,16 @@ from gateway.upstream.local.render import offered_tools
 SchemaToGbnf = Callable[[str, Sequence[str] | None], str]
 
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_GBNF_ESCAPES = frozenset('xuUtrn\\"[]')
+
+
+def sanitize_gbnf(gbnf: str) -> str:
+    """Drop backslashes GBNF does not know (the converter copies regex escapes such as
+    ``\\.`` from ``pattern`` into literals, which llama.cpp then refuses to parse)."""
+    return _ESCAPE.sub(lambda m: m.group(0) if m.group(1) in _GBNF_ESCAPES else m.group(1), gbnf)
 
 
 def _literal(text: str) -> str:
@@ -90,8 +101,27 @@ def _calls_gbnf(convert: SchemaToGbnf, tools: Sequence[ToolSpec]) -> tuple[str, 
     return "\n".join(rules), alternatives
 
 
-def build_grammar(request: ChatRequest, convert: SchemaToGbnf) -> str | None:
-    """The GBNF that constrains this request's output, or None for free generation."""
+def build_grammar(
+    request: ChatRequest, convert: SchemaToGbnf, *, loose: bool = False
+) -> str | None:
+    """The GBNF that constrains this request's output, or None for free generation.
+    ``loose`` keeps the call structure but lets every schema be any JSON object (the
+    fallback when the strict grammar does not parse)."""
+    if loose:
+        request = _loosened(request)
+    grammar = _build(request, convert)
+    return None if grammar is None else sanitize_gbnf(grammar)
+
+
+def _loosened(request: ChatRequest) -> ChatRequest:
+    fmt = request.response_format
+    if isinstance(fmt, JsonSchemaFormat):
+        fmt = dataclasses.replace(fmt, schema=_ANY_OBJECT)
+    tools = tuple(dataclasses.replace(t, parameters=_ANY_OBJECT) for t in request.tools)
+    return dataclasses.replace(request, tools=tools, response_format=fmt)
+
+
+def _build(request: ChatRequest, convert: SchemaToGbnf) -> str | None:
     tools = offered_tools(request)
     choice = request.tool_choice
     if tools:
