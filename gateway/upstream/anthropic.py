@@ -35,6 +35,7 @@ from gateway.upstream.anthropic_codec import (
     iter_sse,
     usage_of,
 )
+from gateway.upstream.redact import scrub
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicUpstream", "create", "decode_response"]
 
@@ -79,7 +80,8 @@ def _error_message(response: httpx.Response, text: str) -> str:
             detail = str(body["error"].get("message", detail))
     except orjson.JSONDecodeError:
         pass  # not JSON: keep the raw text (truncated) as the detail
-    return f"Upstream returned HTTP {response.status_code}: {detail}"
+    # scrub: upstreams echo credentials in error text (#9)
+    return scrub(f"Upstream returned HTTP {response.status_code}: {detail}")
 
 
 class AnthropicUpstream:

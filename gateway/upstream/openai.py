@@ -43,6 +43,7 @@ from gateway.canonical import (
 )
 from gateway.errors import UpstreamError, UpstreamTimeout
 from gateway.settings import ModelConfig, Settings
+from gateway.upstream.redact import scrub
 from gateway.upstream.retry import (
     UpstreamConnectError,
     UpstreamStatusError,
@@ -201,8 +202,10 @@ def decode_response(
         ) from exc
 
 
-def _error_from_status(status: int, body: bytes, headers: httpx.Headers) -> UpstreamError:
-    snippet = body[:300].decode("utf-8", "replace")
+def _error_from_status(
+    status: int, body: bytes, headers: httpx.Headers, secret: str | None = None
+) -> UpstreamError:
+    snippet = scrub(body[:300].decode("utf-8", "replace"), secret)
     return UpstreamStatusError(
         f"Upstream returned HTTP {status}: {snippet}",
         upstream_status=status,
@@ -263,7 +266,10 @@ class OpenAIUpstream:
             ) as resp:
                 if resp.status_code >= 400:
                     raise _error_from_status(
-                        resp.status_code, await _read_capped(resp, 64 * 1024), resp.headers
+                        resp.status_code,
+                        await _read_capped(resp, 64 * 1024),
+                        resp.headers,
+                        model.api_key(self.env),
                     )
                 content = await _read_capped(resp, self.max_body_bytes)
         except OutputTooLarge as exc:
@@ -297,9 +303,14 @@ class OpenAIUpstream:
             ) as resp:
                 if resp.status_code >= 400:
                     raise _error_from_status(
-                        resp.status_code, await _read_capped(resp, 64 * 1024), resp.headers
+                        resp.status_code,
+                        await _read_capped(resp, 64 * 1024),
+                        resp.headers,
+                        model.api_key(self.env),
                     )
-                parser = ChunkParser(max_argument_bytes=self.max_argument_bytes)
+                parser = ChunkParser(
+                    max_argument_bytes=self.max_argument_bytes, secret=model.api_key(self.env)
+                )
                 async for line in resp.aiter_lines():
                     for event in parser.feed_line(line):
                         yield event
@@ -324,9 +335,12 @@ class OpenAIUpstream:
 class ChunkParser:
     """Parses chat-completion SSE lines into canonical events (first choice only)."""
 
-    __slots__ = ("arg_bytes", "done", "finished", "max_argument_bytes", "started")
+    __slots__ = ("arg_bytes", "done", "finished", "max_argument_bytes", "secret", "started")
 
-    def __init__(self, *, max_argument_bytes: int | None = None) -> None:
+    def __init__(
+        self, *, max_argument_bytes: int | None = None, secret: str | None = None
+    ) -> None:
+        self.secret = secret
         self.done = False  # saw data: [DONE]
         self.finished = False  # saw a finish_reason
         self.started: set[int] = set()
@@ -345,7 +359,8 @@ class ChunkParser:
         except orjson.JSONDecodeError as exc:
             raise UpstreamError("Upstream sent an invalid stream chunk.") from exc
         if isinstance(chunk, Mapping) and "error" in chunk:
-            raise UpstreamError(f"Upstream stream error: {str(chunk['error'])[:300]}")
+            detail = scrub(str(chunk["error"])[:300], self.secret)
+            raise UpstreamError(f"Upstream stream error: {detail}")
         try:
             return self.feed_chunk(chunk)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
