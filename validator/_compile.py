@@ -217,8 +217,12 @@ def engine(schema: Any) -> tuple[Callable[[Any], bool], Interpreter]:
 
 
 def _build(key: str, text: bytes) -> CompiledSchema:
-    schema = _load(text)
-    issues = _subset_issues(schema)
+    try:
+        schema = _load(text)
+        issues = _subset_issues(schema)
+    except RecursionError as exc:  # defence in depth: lint's walk bounds itself
+        issue = Issue("invalid_tool_schema", "", "schema is nested too deeply")
+        raise SchemaError([issue]) from exc
     if issues:
         raise SchemaError(issues)
     try:

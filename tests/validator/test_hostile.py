@@ -281,3 +281,30 @@ def test_validate_never_mutates_schema_or_instance() -> None:
         compiled.is_valid(instance)
         assert instance == before
     assert schema == schema_before
+
+
+KEYWORDS = ["type", "properties", "required", "additionalProperties", "items", "anyOf", "enum",
+            "const", "$defs", "$ref", "pattern", "format", "minimum", "maxLength", "multipleOf",
+            "not", "x"]  # fmt: skip
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
+    | st.sampled_from(["string", "object", "#", "#/$defs/a", "^a+$", "date", "(", "integer"]),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from([*KEYWORDS, "a"]), inner, max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(schema=st.dictionaries(st.sampled_from(KEYWORDS), _values, max_size=5), instance=_values)
+def test_arbitrary_schemas_compile_or_raise_schema_error(
+    schema: dict[str, Any], instance: Any
+) -> None:
+    try:
+        compiled = validator.compile(schema)
+    except validator.SchemaError as exc:
+        assert exc.issues and all(i.code == "invalid_tool_schema" for i in exc.issues)
+        return
+    errors = compiled.validate(instance)
+    assert compiled.is_valid(instance) is (errors == [])
+    assert all(e.keyword != "schema" for e in errors)
