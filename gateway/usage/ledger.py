@@ -120,6 +120,9 @@ class DbLedger:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        # One more real attempt at the database even if it was down a moment ago (it may be
+        # back and the retry timer not yet run); whatever fails now lands in the spool.
+        self._db_down = False
         await self.flush()
         if not self._db_down:
             await self._replay()

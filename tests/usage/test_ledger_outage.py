@@ -112,3 +112,30 @@ async def test_stop_during_outage_loses_nothing(pg_name: str, tmp_path: Path) ->
     await db.aclose()
     assert sorted(await _ids(pg_name)) == sorted(f"x{i}" for i in range(30))
     assert not again.spool_pending
+
+
+async def test_stop_right_after_recovery_writes_to_the_database(
+    pg_name: str, tmp_path: Path
+) -> None:
+    """The link is back but the retry timer hasn't fired yet: a clean stop still puts
+    every row (queued and spooled) into the database instead of leaving them spooled."""
+    with NetCut(5432) as link:
+        db = open_database(f"postgresql://postgres@127.0.0.1:{link.port}/{pg_name}")
+        ledger = DbLedger(db, tmp_path, flush_interval_s=0.05, retry_interval_s=60.0)
+        ledger.start()
+        link.cut()
+        for i in range(20):
+            ledger.record(rec(f"s{i}"))
+
+        async def spooled() -> bool:
+            return ledger.spooled == 20
+
+        await eventually(spooled)
+        link.restore()
+        for i in range(20):
+            ledger.record(rec(f"q{i}"))
+        await ledger.aclose()
+        await db.aclose()
+    assert sorted(await _ids(pg_name)) == sorted([f"s{i}" for i in range(20)]
+                                                 + [f"q{i}" for i in range(20)])
+    assert not ledger.spool_pending
