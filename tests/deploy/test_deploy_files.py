@@ -131,6 +131,19 @@ def test_compose_and_k8s_commands_parse() -> None:
     assert job["command"][0] == "syntic"
 
 
+def test_image_copies_files_that_exist_and_installs_what_pyproject_needs() -> None:
+    text = (DEPLOY / "Dockerfile").read_text()
+    copies = re.findall(r"^COPY (?!--from)(.+)$", text, re.MULTILINE)
+    assert copies
+    for line in copies:
+        *sources, _dest = line.split()
+        for src in sources:
+            assert (ROOT / src).exists(), f"Dockerfile copies {src}, which is not in the repo"
+    copied = {src.rstrip("/") for line in copies for src in line.split()[:-1]}
+    # the build stage needs every package pyproject ships, and the readme it names
+    assert {"pyproject.toml", "README.md", "gateway", "validator"} <= copied
+
+
 @pytest.mark.parametrize(("migrate_on_start", "expected"), [
     (None, ["migrate", "serve --host 0.0.0.0 --port 8080"]),
     ("1", ["migrate", "serve --host 0.0.0.0 --port 8080"]),
