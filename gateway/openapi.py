@@ -422,7 +422,7 @@ def openapi_document() -> dict[str, Any]:
         "/v1/schemas/check": _post(
             "checkSchemas", "Pre-flight lint of tool and output schemas (no model call)",
             "SchemaCheckRequest", _json(_ref("SchemaCheckResult"), "The check."),
-            (400, 401, 413),
+            (400, 401, 413, 429),
         ),
         "/v1/models": _get(
             "listModels", "The model catalogue with capabilities",

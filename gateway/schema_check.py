@@ -1,6 +1,7 @@
 """``POST /v1/schemas/check``: a free pre-flight check of tool and output schemas.
 
-Authenticated like every ``/v1`` route; never calls a model. Accepts the schema-bearing
+Authenticated and rate limited (requests per minute, no tokens) like every ``/v1`` route;
+never calls a model. Accepts the schema-bearing
 parts of either wire format and reports, per schema, every lint issue (``code``, ``param``,
 ``message``) with the same ``param`` paths a real request would get, the limits counted,
 and, for a schema that is not strict-ready, the ``strictify`` projection or its refusals.
@@ -38,6 +39,7 @@ from starlette.responses import Response
 import validator
 from gateway.enforcement.check import SchemaRejected
 from gateway.errors import InvalidRequest
+from gateway.http import request_context
 from gateway.settings import Settings
 
 # Schemas bigger than this (serialized bytes) are linted off the event loop.
@@ -208,6 +210,11 @@ async def check_schemas(
 async def schemas_check(request: Request) -> Response:
     """``POST /v1/schemas/check`` (see module docstring)."""
     settings: Settings = request.app.state.settings
+    service = getattr(request.app.state, "service", None)
+    if service is not None:
+        # Free, but not unmetered: it costs CPU, so it counts against the key's requests
+        # per minute (no tokens), like any other request.
+        await service.admit(request_context(request.scope), 0)
     raw = await request.body()
     try:
         body = orjson.loads(raw)
@@ -216,7 +223,7 @@ async def schemas_check(request: Request) -> Response:
             f"Request body is not valid JSON: {exc}.", code="invalid_json", param="body"
         ) from exc
     items = schema_inputs(body, settings.max_tools)
-    lint_cache = getattr(getattr(request.app.state, "service", None), "lint_cache", None)
+    lint_cache = getattr(service, "lint_cache", None)
     cache: Resolver | None = lint_cache if hasattr(lint_cache, "resolve") else None
     result = await check_schemas(items, offload=len(raw) > _INLINE_BYTES, cache=cache)
     return Response(orjson.dumps(result), media_type="application/json")

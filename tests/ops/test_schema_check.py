@@ -196,3 +196,15 @@ def test_no_model_call_and_the_shared_cache_warms(
     assert after[misses] == middle[misses]
     assert after[compiled] == middle[compiled]
     assert upstream.requests == []  # never a model call
+
+
+def test_counts_against_the_keys_request_limit(gw: GatewayProcess) -> None:
+    limited = gw.create_key("check-limited", "--rpm", "2")
+    body = {"tools": [openai_tool(STRICT)]}
+    headers = {"authorization": f"Bearer {limited}"}
+    statuses = [
+        httpx.post(gw.base_url + "/v1/schemas/check", json=body, headers=headers,
+                   timeout=20).status_code
+        for _ in range(3)
+    ]
+    assert statuses == [200, 200, 429]
