@@ -7,6 +7,11 @@
   const $ = (id) => document.getElementById(id);
   const PAGES = ["overview", "keys", "requests", "playground"];
   let keyNames = new Map();
+  // Each page load takes a ticket; a response arriving after a newer load started is dropped,
+  // so a slow unfiltered answer never overwrites a filtered one.
+  const tickets = { overview: 0, keys: 0, requests: 0 };
+  const ticket = (page) => ++tickets[page];
+  const current = (page, t) => tickets[page] === t;
 
   class ApiError extends Error {
     constructor(status, body) {
@@ -108,6 +113,7 @@
     const page = PAGES.includes(location.hash.slice(1)) ? location.hash.slice(1) : "overview";
     $("login").hidden = true; $("nav").hidden = false; $("logout").hidden = false;
     for (const p of PAGES) $("page-" + p).hidden = p !== page;
+    if (page !== "keys") { $("key-secret").hidden = true; $("key-secret-value").textContent = ""; }
     for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.dataset.page === page);
     const loaders = { overview: loadOverview, keys: loadKeys, requests: () => loadRequests(false), playground: () => {} };
     Promise.resolve(loaders[page]()).catch((e) => {
@@ -139,9 +145,11 @@
   }
 
   async function loadOverview() {
+    const t0 = ticket("overview");
     await loadKeyNames();
     const since = $("ov-window").value;
     const report = await api("GET", "/admin/usage?since=" + encodeURIComponent(since));
+    if (!current("overview", t0)) return;
     const t = report.totals;
     const tiles = [
       ["requests", fmtInt(t.requests)],
@@ -185,7 +193,9 @@
   // -- keys -----------------------------------------------------------------------------
 
   async function loadKeys() {
+    const t0 = ticket("keys");
     const keys = await loadKeyNames();
+    if (!current("keys", t0)) return;
     const shown = $("keys-revoked").checked ? keys : keys.filter((k) => !k.revoked);
     const limit = (v) => (v === null ? "unlimited" : fmtInt(v));
     table($("keys-table"), [
@@ -254,18 +264,21 @@
   let reqNext = null;
 
   async function loadRequests(more) {
+    const t0 = ticket("requests");
     const keys = await loadKeyNames();
+    if (!current("requests", t0)) return;
     const select = $("req-key");
-    const current = select.value;
+    const chosen = select.value;
     select.replaceChildren(el("option", { value: "" }, "any key"),
       ...keys.map((k) => el("option", { value: k.id }, k.name + " · " + k.id)));
-    select.value = current;
+    select.value = chosen;
     const q = new URLSearchParams({ limit: "100" });
     if (select.value) q.set("key_id", select.value);
     if ($("req-model").value.trim()) q.set("model", $("req-model").value.trim());
     if ($("req-code").value.trim()) q.set("error_code", $("req-code").value.trim());
     if (more && reqNext !== null) q.set("before", String(reqNext));
     const res = await api("GET", "/admin/requests?" + q.toString());
+    if (!current("requests", t0)) return;
     reqRows = more ? reqRows.concat(res.data) : res.data;
     reqNext = res.next_before;
     $("req-more").hidden = reqNext === null;

@@ -13,7 +13,7 @@
 
   function fmtTime(t, span) {
     const d = new Date(t * 1000).toISOString();
-    return span > 2 * 86400 ? d.slice(5, 10) + " " + d.slice(11, 16) : d.slice(11, 16);
+    return span > 12 * 3600 ? d.slice(5, 10) + " " + d.slice(11, 16) : d.slice(11, 16);
   }
 
   /**
@@ -27,7 +27,8 @@
     const h = document.createElement("h3");
     h.textContent = opts.title;
     box.append(h);
-    const fmt = opts.format || ((v) => String(Math.round(v)));
+    const fmt = opts.format ||
+      ((v) => (Number.isInteger(v) ? String(v) : v < 10 ? v.toFixed(1) : String(Math.round(v))));
     const times = opts.times;
     const all = opts.series.flatMap((s) => s.values);
     const max = Math.max(opts.minMax || 0, ...all, 0) || 1;
@@ -43,8 +44,10 @@
     }
     if (times.length) {
       const span = times[times.length - 1] - times[0];
-      for (const i of [0, Math.floor((times.length - 1) / 2), times.length - 1]) {
-        const label = svgEl("text", { x: x(i), y: H - 6, "text-anchor": "middle" });
+      const last = times.length - 1;
+      for (const i of new Set([0, Math.floor(last / 2), last])) {
+        const anchor = i === 0 && last > 0 ? "start" : i === last && last > 0 ? "end" : "middle";
+        const label = svgEl("text", { x: x(i), y: H - 6, "text-anchor": anchor });
         label.textContent = fmtTime(times[i], span);
         svg.append(label);
       }
