@@ -1,6 +1,6 @@
 /* Render JSON as text whose every node carries its issue path (the validator's `param`
    grammar: `.name` for simple names, `["..."]` otherwise, `[i]` for array items), so a lint
-   issue or a strictify change can be highlighted where it applies. No innerHTML: all text
+   issue or a strictify change can be highlighted where it applies. Never parses markup: all text
    goes through textContent. */
 "use strict";
 (function () {
