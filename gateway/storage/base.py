@@ -3,7 +3,8 @@
 SQL is written once with ``?`` placeholders; the PostgreSQL backend rewrites them to
 ``$1, $2, ...``. Rows come back as plain tuples in column order. Driver exceptions are
 translated here, at the boundary: ``StorageUnavailable`` when the database cannot be
-reached (callers degrade: cached keys, spooled ledger rows), ``StorageError`` otherwise.
+reached (callers degrade: cached keys, spooled ledger rows), ``StorageDataError`` when it
+refuses the values themselves, ``StorageError`` otherwise.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ class StorageError(Exception):
 
 class StorageUnavailable(StorageError):
     """The database cannot be reached right now; retrying later may succeed."""
+
+
+class StorageDataError(StorageError):
+    """The database refused these values (bad type, out of range, constraint): retrying
+    the same row will fail again, unlike a missing table or a lost connection."""
 
 
 class Database(Protocol):

@@ -13,7 +13,14 @@ from typing import Any
 
 import asyncpg
 
-from gateway.storage.base import Dialect, Params, Row, StorageError, StorageUnavailable
+from gateway.storage.base import (
+    Dialect,
+    Params,
+    Row,
+    StorageDataError,
+    StorageError,
+    StorageUnavailable,
+)
 
 # pg_advisory_lock key shared by every `syntic migrate` (an arbitrary constant: "SYNT").
 MIGRATION_LOCK_KEY = 0x53594E54
@@ -48,7 +55,11 @@ def _translate(exc: BaseException) -> StorageError:
         state = str(getattr(exc, "sqlstate", "") or "")
         if state[:2] in _UNAVAILABLE_CLASSES:
             return StorageUnavailable(f"postgresql: {exc}")
+        if state[:2] in ("22", "23"):  # data exception, integrity constraint violation
+            return StorageDataError(f"postgresql: {exc}")
         return StorageError(f"postgresql: {exc}")
+    if isinstance(exc, asyncpg.exceptions.DataError):  # client-side encoding of a value
+        return StorageDataError(f"postgresql: {exc}")
     return StorageUnavailable(f"postgresql: {type(exc).__name__}: {exc}")
 
 

@@ -14,7 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from gateway.storage.base import Dialect, Params, Row, StorageError, StorageUnavailable
+from gateway.storage.base import (
+    Dialect,
+    Params,
+    Row,
+    StorageDataError,
+    StorageError,
+    StorageUnavailable,
+)
 
 T = TypeVar("T")
 
@@ -34,6 +41,9 @@ _UNAVAILABLE = frozenset(
         sqlite3.SQLITE_READONLY,
     }
 )
+
+# The values themselves were refused (constraint, out of range, unbindable).
+_DATA_ERRORS = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceError)
 
 
 class SQLiteDatabase:
@@ -69,6 +79,8 @@ class SQLiteDatabase:
                 code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
                 if code in _UNAVAILABLE:
                     raise StorageUnavailable(f"sqlite: {exc}") from exc
+                if isinstance(exc, _DATA_ERRORS):
+                    raise StorageDataError(f"sqlite: {exc}") from exc
                 raise StorageError(f"sqlite: {exc}") from exc
 
         loop = asyncio.get_running_loop()

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from gateway.storage.base import Database, StorageError
+from gateway.storage.base import Database, StorageDataError, StorageError, StorageUnavailable
 from gateway.usage.base import UsageRecord
 
 log = logging.getLogger("syntic.usage")
@@ -37,8 +37,23 @@ INSERT_SQL = (
 )
 
 
+def _converter(type_name: str) -> Any:
+    base = type_name.replace(" | None", "")
+    convert: Any = {"str": str, "int": int, "float": float, "bool": bool}[base]
+    if "None" in type_name:
+        return lambda v: None if v is None else convert(v)
+    return convert
+
+
+# Normalise each value to its declared type, so a float token count or an int timestamp
+# from the request path can't become a row PostgreSQL refuses (asyncpg is strict).
+_CONVERTERS = tuple(_converter(str(f.type)) for f in dataclasses.fields(UsageRecord))
+
+
 def record_params(rec: UsageRecord) -> tuple[Any, ...]:
-    return tuple(getattr(rec, f) for f in FIELDS)
+    """The INSERT parameters for one record, in ``FIELDS`` order. Raises ``ValueError`` or
+    ``TypeError`` for a value that can't be coerced to its column type."""
+    return tuple(conv(getattr(rec, f)) for conv, f in zip(_CONVERTERS, FIELDS, strict=True))
 
 
 class DbLedger:
@@ -69,6 +84,8 @@ class DbLedger:
         self.written = 0
         self.spooled = 0
         self.replayed = 0
+        self.rejected = 0
+        self._rejects = self.spool_dir / f"usage-rejected-{os.getpid()}.jsonl"
 
     # -- hot path ---------------------------------------------------------------
 
@@ -150,14 +167,52 @@ class DbLedger:
 
     async def _write(self, batch: Sequence[UsageRecord]) -> None:
         if not self._db_down:
+            rows: list[tuple[Any, ...]] = []
+            for r in batch:
+                try:
+                    rows.append(record_params(r))
+                except (TypeError, ValueError) as exc:
+                    self._reject([dataclasses.asdict(r)], exc)
             try:
-                await self._db.executemany(INSERT_SQL, [record_params(r) for r in batch])
-                self.written += len(batch)
+                await self._insert(rows)
                 return
-            except StorageError as exc:
+            except StorageUnavailable as exc:
                 self._db_down = True
                 log.warning("ledger: database unavailable, spooling: %s", exc)
         self._spool(batch)
+
+    async def _insert(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert a batch. If the database refuses the values themselves, insert row by row
+        and set aside only the rows it refuses, so one bad row can't block the rest forever.
+        Any other failure (connection, missing table, ...) raises ``StorageUnavailable``:
+        the rows are kept (spooled) and retried, never discarded."""
+        if not rows:
+            return
+        try:
+            await self._db.executemany(INSERT_SQL, rows)
+            self.written += len(rows)
+            return
+        except StorageDataError as exc:
+            log.error("ledger: batch refused (%s); retrying row by row", exc)
+        except StorageError as exc:
+            raise _as_unavailable(exc) from exc
+        for row in rows:
+            try:
+                await self._db.executemany(INSERT_SQL, [row])
+                self.written += 1
+            except StorageDataError as exc:
+                self._reject([dict(zip(FIELDS, row, strict=True))], exc)
+            except StorageError as exc:
+                raise _as_unavailable(exc) from exc
+
+    def _reject(self, rows: list[dict[str, Any]], exc: BaseException) -> None:
+        """Keep refused rows aside (never replayed automatically) for an operator."""
+        self.rejected += len(rows)
+        log.error("ledger: %d row(s) refused, kept in %s: %s", len(rows), self._rejects, exc)
+        self.spool_dir.mkdir(parents=True, exist_ok=True)
+        with open(self._rejects, "ab") as fh:
+            for row in rows:
+                fh.write(orjson.dumps(row, default=str) + b"\n")
 
     def _spool(self, batch: Sequence[UsageRecord]) -> None:
         self.spool_dir.mkdir(parents=True, exist_ok=True)
@@ -227,16 +282,21 @@ class DbLedger:
                 continue
             try:
                 rows.append(record_params(UsageRecord(**orjson.loads(line))))
-            except (orjson.JSONDecodeError, TypeError) as exc:  # torn last line after a crash
+            except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
+                # e.g. a torn last line after a crash mid-append
                 log.error("ledger: skipping unreadable spool line in %s: %s", path, exc)
         try:
             for i in range(0, len(rows), self.batch_size):
-                await self._db.executemany(INSERT_SQL, rows[i : i + self.batch_size])
-        except StorageError:
+                await self._insert(rows[i : i + self.batch_size])
+        except StorageUnavailable:
             self._db_down = True
             return False
         self.replayed += len(rows)
         return True
+
+
+def _as_unavailable(exc: StorageError) -> StorageUnavailable:
+    return exc if isinstance(exc, StorageUnavailable) else StorageUnavailable(str(exc))
 
 
 def _alive(pid: int) -> bool:

@@ -134,3 +134,20 @@ def test_data_dir(url: str, env: dict[str, str], expected: str) -> None:
 def test_unknown_scheme_rejected() -> None:
     with pytest.raises(DatabaseUrlError, match="mysql"):
         open_database("mysql://x/y")
+
+
+async def test_refused_values_are_data_errors(empty_db_url: str) -> None:
+    from gateway.storage import StorageDataError
+
+    db = open_database(empty_db_url)
+    try:
+        await db.execute("CREATE TABLE d (id TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+        await db.execute("INSERT INTO d (id, n) VALUES (?, ?)", ("a", 1))
+        for params in [("b", None), ("a", 2)]:  # NOT NULL, then PRIMARY KEY
+            with pytest.raises(StorageDataError):
+                await db.execute("INSERT INTO d (id, n) VALUES (?, ?)", params)
+        with pytest.raises(StorageError) as info:
+            await db.execute("INSERT INTO missing (id) VALUES (?)", ("x",))
+        assert not isinstance(info.value, StorageDataError)  # schema problem, not the row
+    finally:
+        await db.aclose()

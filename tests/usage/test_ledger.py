@@ -265,3 +265,48 @@ async def test_close_during_a_large_write_loses_nothing(db: Database, tmp_path: 
     await ledger.aclose()
     assert ledger.queue_depth == 0
     assert await count(db, p) == 20_000
+
+
+async def test_loose_types_are_normalised_and_bad_rows_set_aside(
+    db: Database, tmp_path: Path
+) -> None:
+    """A float token count or int timestamp is coerced; a value no column accepts is kept
+    aside in a rejects file instead of blocking the rows around it."""
+    p = pfx()
+    ledger = DbLedger(db, tmp_path)
+    ledger.start()
+    ledger.record(rec(f"{p}loose", prompt_tokens=12.0, started_at=int(time.time()),  # type: ignore[arg-type]
+                      streamed=1))  # type: ignore[arg-type]
+    ledger.record(rec(f"{p}bad", prompt_tokens="lots"))  # type: ignore[arg-type]
+    ledger.record(rec(f"{p}fine"))
+    await ledger.aclose()
+    rows = await db.fetch(
+        "SELECT request_id, prompt_tokens, streamed FROM usage_records WHERE request_id LIKE ?"
+        " ORDER BY request_id",
+        (p + "%",),
+    )
+    assert [(r[0], int(r[1]), bool(r[2])) for r in rows] == [
+        (f"{p}fine", 10, False), (f"{p}loose", 12, True)
+    ]
+    assert ledger.rejected == 1
+    rejects = (tmp_path / f"usage-rejected-{os.getpid()}.jsonl").read_text()
+    assert f"{p}bad" in rejects and f"{p}fine" not in rejects
+    assert not ledger.spool_pending  # a bad row is not an outage
+
+
+async def test_missing_table_spools_instead_of_discarding(tmp_path: Path) -> None:
+    """An unmigrated database refuses every insert, but that's the environment, not the
+    rows: they are spooled for later, not set aside as bad."""
+    db = open_database(f"sqlite:///{tmp_path}/unmigrated.db")
+    ledger = DbLedger(db, tmp_path / "data")
+    ledger.start()
+    for i in range(5):
+        ledger.record(rec(f"u{i}"))
+    await ledger.aclose()
+    assert ledger.rejected == 0 and ledger.spooled == 5 and ledger.spool_pending
+    await apply_migrations(db)
+    again = DbLedger(db, tmp_path / "data")
+    again.start()
+    await again.aclose()
+    assert await count(db, "u") == 5
+    await db.aclose()
