@@ -19,7 +19,6 @@ a revoked key stops at once on this replica and within ``key_cache_ttl_s`` on th
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 import time
@@ -38,8 +37,8 @@ from gateway.admin.queries import (
     Aggregate,
     RequestFilter,
     Window,
-    aggregate,
     recent_requests,
+    usage_report,
 )
 from gateway.errors import InvalidRequest, NotFound, Overloaded
 from gateway.keys.secrets import KeyKind
@@ -233,16 +232,8 @@ async def usage(request: Request) -> Response:
     window = Window(since, until)
     key_id, model = _opt(request, "key_id"), _opt(request, "model")
 
-    async def agg(group_by: Any = None, bucket: int | None = None) -> list[Aggregate]:
-        return await aggregate(
-            db, window, group_by=group_by, bucket_s=bucket, key_id=key_id, model=model
-        )
-
     try:
-        totals, *groups = await asyncio.gather(agg(), *(agg(c) for c in GROUP_COLUMNS))
-        series_total, series_model, series_key = await asyncio.gather(
-            agg(None, bucket_s), agg("model", bucket_s), agg("key_id", bucket_s)
-        )
+        report = await usage_report(db, window, bucket_s=bucket_s, key_id=key_id, model=model)
     except StorageError as exc:
         raise Overloaded("The ledger database is unavailable.", code="ledger_unavailable") from exc
     payload: dict[str, Any] = {
@@ -251,14 +242,14 @@ async def usage(request: Request) -> Response:
         "bucket": bucket_name,
         "bucket_seconds": bucket_s,
         "filters": {"key_id": key_id, "model": model},
-        "totals": totals[0].to_json(),
+        "totals": report.totals.to_json(),
     }
-    for column, rows in zip(GROUP_COLUMNS, groups, strict=True):
-        payload[f"by_{column.removesuffix('_id')}"] = _rows(rows, column)
+    for column in GROUP_COLUMNS:
+        payload[f"by_{column.removesuffix('_id')}"] = _rows(report.by[column], column)
     payload["series"] = {
-        "total": _rows(series_total, "t"),
-        "by_model": _rows(series_model, "t", "model"),
-        "by_key": _rows(series_key, "t", "key_id"),
+        "total": _rows(report.series_total, "t"),
+        "by_model": _rows(report.series_by_model, "t", "model"),
+        "by_key": _rows(report.series_by_key, "t", "key_id"),
     }
     return _json(payload)
 

@@ -8,6 +8,7 @@ allow-lists and are the only text ever formatted into SQL; every value is a para
     totals = await aggregate(db, Window(since, until))                  # one row
     by_key = await aggregate(db, window, group_by="key_id")             # one row per key
     series = await aggregate(db, window, group_by="model", bucket_s=3600)
+    report = await usage_report(db, window, bucket_s=300)               # all of /admin/usage
     rows = await recent_requests(db, RequestFilter(key_id="key_..."), limit=50)
 
 The ledger holds no prompts or completions, so nothing here can leak one.
@@ -15,6 +16,8 @@ The ledger holds no prompts or completions, so nothing here can leak one.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -129,6 +132,7 @@ def _aggregate(row: Row, n_group: int, bucketed: bool) -> Aggregate:
 
 
 _INT_FIELDS = tuple(Aggregate.__dataclass_fields__)[: _N_SUMS - 1]
+_SUM_FIELDS = (*_INT_FIELDS, "latency_ms_total")
 
 
 def _bucket_expr(db: Database, bucket_s: int) -> str:
@@ -155,21 +159,22 @@ async def aggregate(
     db: Database,
     window: Window,
     *,
-    group_by: GroupColumn | None = None,
+    group_by: GroupColumn | tuple[GroupColumn, ...] | None = None,
     bucket_s: int | None = None,
     key_id: str | None = None,
     model: str | None = None,
 ) -> list[Aggregate]:
     """Aggregates over ``window`` (optionally one key / one model), grouped by time bucket
-    (``bucket_s``, the bucket's start in ``group[0]``) and/or a column (last in ``group``).
+    (``bucket_s``, the bucket's start in ``group[0]``) and/or columns (after it, in order).
     Without grouping, exactly one row (all zeros for an empty window)."""
-    if group_by is not None and group_by not in GROUP_COLUMNS:
-        raise ValueError(f"cannot group by {group_by!r}")
+    columns = (group_by,) if isinstance(group_by, str) else group_by or ()
+    for column in columns:
+        if column not in GROUP_COLUMNS:
+            raise ValueError(f"cannot group by {column!r}")
     cols: list[str] = []
     if bucket_s is not None:
         cols.append(_bucket_expr(db, bucket_s))
-    if group_by is not None:
-        cols.append(group_by)
+    cols.extend(columns)
     where, params = _where(window, key_id, model)
     select = ", ".join([*cols, _SUMS])
     sql = f"SELECT {select} FROM usage_records WHERE {where}"
@@ -178,6 +183,73 @@ async def aggregate(
         sql += f" GROUP BY {positions} ORDER BY {positions}"
     rows = await db.fetch(sql, params)
     return [_aggregate(r, len(cols), bucket_s is not None) for r in rows]
+
+
+def _sort_key(group: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    # NULL last on both backends (SQLite sorts it first, PostgreSQL last).
+    return tuple((v is None, "" if v is None else v) for v in group)
+
+
+def fold(aggs: list[Aggregate], positions: tuple[int, ...]) -> list[Aggregate]:
+    """Re-group finer aggregates by the group values at ``positions`` (summing the
+    counters), sorted by them with NULL last. ``positions=()`` gives the one total."""
+    sums: dict[tuple[Any, ...], list[Any]] = {}
+    for a in aggs:
+        key = tuple(a.group[i] for i in positions)
+        values = [getattr(a, f) for f in _SUM_FIELDS]
+        acc = sums.get(key)
+        if acc is None:
+            sums[key] = values
+        else:
+            for i, v in enumerate(values):
+                acc[i] += v
+    if not positions and not sums:
+        sums[()] = [0] * (len(_SUM_FIELDS) - 1) + [0.0]
+    return [
+        Aggregate(**dict(zip(_SUM_FIELDS, sums[k], strict=True)), group=k)
+        for k in sorted(sums, key=_sort_key)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    """Everything ``GET /admin/usage`` shows, from two scans of the window."""
+
+    totals: Aggregate
+    by: dict[GroupColumn, list[Aggregate]]  # group == (value,)
+    series_total: list[Aggregate]  # group == (bucket start,)
+    series_by_model: list[Aggregate]  # group == (bucket start, model)
+    series_by_key: list[Aggregate]  # group == (bucket start, key_id)
+
+
+async def usage_report(
+    db: Database,
+    window: Window,
+    *,
+    bucket_s: int,
+    key_id: str | None = None,
+    model: str | None = None,
+) -> UsageReport:
+    """Totals, one breakdown per ``GROUP_COLUMNS`` column, and time series in total, per
+    model and per key. The totals and breakdowns are folded here from one query grouped
+    by every column (few groups), rather than a scan each; the series are three queries
+    (a fold of bucket x model x key would mean far more rows). On PostgreSQL the queries
+    run concurrently on the pool."""
+
+    def agg(group_by: Any, bucket: int | None = None) -> Coroutine[Any, Any, list[Aggregate]]:
+        return aggregate(db, window, group_by=group_by, bucket_s=bucket, key_id=key_id,
+                         model=model)  # fmt: skip
+
+    combos, total, per_model, per_key = await asyncio.gather(
+        agg(GROUP_COLUMNS), agg(None, bucket_s), agg("model", bucket_s), agg("key_id", bucket_s)
+    )
+    return UsageReport(
+        totals=fold(combos, ())[0],
+        by={c: fold(combos, (i,)) for i, c in enumerate(GROUP_COLUMNS)},
+        series_total=total,
+        series_by_model=fold(per_model, (0, 1)),  # NULL-last order, like the breakdowns
+        series_by_key=fold(per_key, (0, 1)),
+    )
 
 
 # -- recent requests -------------------------------------------------------------------

@@ -9,11 +9,13 @@ from typing import Any
 import pytest
 
 from gateway.admin.queries import (
+    GROUP_COLUMNS,
     Aggregate,
     RequestFilter,
     Window,
     aggregate,
     recent_requests,
+    usage_report,
 )
 from gateway.storage import open_database
 from gateway.usage.base import UsageRecord
@@ -139,5 +141,33 @@ async def test_recent_requests_newest_first_with_filters(ledger_url: str) -> Non
         (row,) = await recent_requests(db, RequestFilter(key_id="key_b"))
         assert row["streamed"] is True and row["estimated"] is False
         assert row["correction_prompt_tokens"] == 7 and row["started_at"] == BASE + HOUR
+    finally:
+        await db.aclose()
+
+
+async def test_usage_report_folds_to_the_per_view_queries(ledger_url: str) -> None:
+    db = open_database(ledger_url)
+    try:
+        report = await usage_report(db, WINDOW, bucket_s=HOUR)
+        assert report.totals == (await aggregate(db, WINDOW))[0]
+        for column in GROUP_COLUMNS:
+            direct = await aggregate(db, WINDOW, group_by=column)
+            assert sorted(report.by[column], key=repr) == sorted(direct, key=repr)
+            values = [a.group[0] for a in report.by[column]]
+            assert None not in values[:-1]  # NULL sorts last on both backends
+        views: list[tuple[list[Aggregate], Any]] = [
+            (report.series_total, None),
+            (report.series_by_model, "model"),
+            (report.series_by_key, "key_id"),
+        ]
+        for folded, column in views:
+            direct = await aggregate(db, WINDOW, group_by=column, bucket_s=HOUR)
+            assert sorted(folded, key=repr) == sorted(direct, key=repr)
+        only = await usage_report(db, WINDOW, bucket_s=HOUR, key_id="key_a")
+        assert only.totals.requests == 2
+        assert [a.group for a in only.by["model"]] == [("m1",), ("m2",)]
+        empty = await usage_report(db, Window(0, 1), bucket_s=HOUR)
+        assert empty.totals.requests == 0 and empty.series_total == []
+        assert all(rows == [] for rows in empty.by.values())
     finally:
         await db.aclose()
