@@ -1,6 +1,8 @@
-"""``syntic keys create | list | revoke``: manage API keys (issue #6, admin keys #11).
+"""``syntic keys create | list | revoke | ensure-dev``: manage API keys (#6, admin keys #11).
 
 ``create`` prints the key once, on the last line of stdout; nothing else ever shows it.
+``ensure-dev`` (used by ``scripts/run``) creates a ``dev`` key only when the database holds
+no active key, printing it the same way; otherwise it says how to create one.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import argparse
 import time
 
 from gateway.commands.migrate import add_config_option, run_with_db
+from gateway.devkey import DEV_KEY_NAME
 from gateway.keys.secrets import KeyKind
 from gateway.keys.store import DbKeyStore, KeyInfo
 from gateway.settings import Settings
@@ -45,6 +48,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     revoke.add_argument("key_id")
     add_config_option(revoke)
     revoke.set_defaults(func=_revoke)
+
+    dev = sub.add_parser(
+        "ensure-dev", help="create a 'dev' key if no active key exists (printed once, last line)"
+    )
+    add_config_option(dev)
+    dev.set_defaults(func=_ensure_dev)
 
 
 def _store(settings: Settings, db: Database) -> DbKeyStore:
@@ -108,3 +117,23 @@ def _revoke(args: argparse.Namespace) -> int:
 
     code, ok = run_with_db("syntic keys revoke", args, body)
     return code if code else (0 if ok else 1)
+
+
+def _ensure_dev(args: argparse.Namespace) -> int:
+    # Same rule as gateway.devkey.ensure_dev_key, on the CLI's shared database handling.
+    async def body(settings: Settings, db: Database) -> None:
+        store = _store(settings, db)
+        active = await store.list(include_revoked=False)
+        if active:
+            print(
+                f"{len(active)} active key(s) already; no dev key created "
+                "(a new one: syntic keys create --name NAME)"
+            )
+            return
+        created = await store.create(DEV_KEY_NAME, kind="live")
+        print(f"created {created.info.id} (live) name={DEV_KEY_NAME!r} {_limits(created.info)}")
+        print("dev key, shown once (store it now):")
+        print(created.secret)
+
+    code, _ = run_with_db("syntic keys ensure-dev", args, body)
+    return code
