@@ -73,11 +73,12 @@ def test_real_template_renders_tools_and_prefill(upstream: LocalUpstream) -> Non
     engine = upstream.engine(FREE)
     request = _ask("Refund 123456", tools=(REFUND,), tool_choice=ForcedTool("create_refund"))
     with engine.lock:
-        prompt = engine.prompt_for(request)
-    assert "<tools>" in prompt.text and '"name": "create_refund"' in prompt.text
-    assert prompt.text.endswith(
-        '<|im_start|>assistant\n<tool_call>\n{"name": "create_refund", "arguments": '
-    )
+        free = engine.prompt_for(request)
+        constrained = engine.prompt_for(request, constrained=True)
+    assert "<tools>" in free.text and '"name": "create_refund"' in free.text
+    head = '<|im_start|>assistant\n<tool_call>\n{"name": "create_refund", "arguments": '
+    assert free.text.endswith(head + "{")  # free: the arguments object is opened for it
+    assert constrained.text.endswith(head)  # constrained: the grammar starts at the value
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -80,6 +81,17 @@ def test_tool_choice_prefill(choice: ToolChoice | None, prefill: str) -> None:
     prompt = render_prompt(TOOL_TEMPLATE, request)
     assert prompt.prefill == prefill
     assert prompt.text.endswith("[assistant]" + prefill)
+
+
+def test_open_object_prefill_for_a_forced_call() -> None:
+    forced = ChatRequest(
+        model="m", messages=(_user("x"),), tools=(LOOKUP,), tool_choice=ForcedTool("lookup")
+    )
+    required = dataclasses.replace(forced, tool_choice="required")
+    assert render_prompt(TOOL_TEMPLATE, forced, open_object=True).prefill.endswith(
+        '"arguments": {'
+    )
+    assert render_prompt(TOOL_TEMPLATE, required, open_object=True).prefill == "<tool_call>\n"
 
 
 def test_tool_choice_none_hides_tools() -> None:

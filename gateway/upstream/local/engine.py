@@ -86,7 +86,7 @@ class LocalEngine:
             self._template = self._llm.metadata.get("tokenizer.chat_template")
         return self._llm
 
-    def prompt_for(self, request: ChatRequest) -> Prompt:
+    def prompt_for(self, request: ChatRequest, *, constrained: bool = False) -> Prompt:
         """Render ``request`` with this model's template (loads the model). Lock held."""
         llm = self._ensure_loaded()
         special = {
@@ -97,7 +97,9 @@ class LocalEngine:
                 "utf-8", "replace"
             ) if llm.token_eos() >= 0 else "",
         }
-        return render_prompt(self._template, request, special=special)
+        return render_prompt(
+            self._template, request, special=special, open_object=not constrained
+        )
 
     def _grammar(self, request: ChatRequest, runtime: Any) -> Any:
         """The request's grammar, checked with llama.cpp's own parser first: handing it a
@@ -136,7 +138,7 @@ class LocalEngine:
         with self.lock:
             if cancel.is_set():
                 raise Cancelled()
-            prompt = self.prompt_for(request)
+            prompt = self.prompt_for(request, constrained=constrained)
             return self._generate_locked(request, prompt, constrained, on_text, cancel)
 
     def _generate_locked(

@@ -155,19 +155,27 @@ def offered_tools(request: ChatRequest) -> tuple[ToolSpec, ...]:
     return () if request.tool_choice == "none" else request.tools
 
 
-def prefill_for(request: ChatRequest) -> str:
+def prefill_for(request: ChatRequest, *, open_object: bool = False) -> str:
+    """The text that starts the answer. ``open_object`` also opens the arguments object
+    for a forced call: left at ``"arguments": ``, a small model often writes a bare value
+    (``35}``) instead of an object; a grammar needs no such help."""
     choice = request.tool_choice
     if not offered_tools(request):
         return ""
     if isinstance(choice, ForcedTool):
-        return f'{OPEN_TAG}\n{{"name": {json.dumps(choice.name)}, "arguments": '
+        head = f'{OPEN_TAG}\n{{"name": {json.dumps(choice.name)}, "arguments": '
+        return head + "{" if open_object else head
     if choice == "required":
         return f"{OPEN_TAG}\n"
     return ""
 
 
 def render_prompt(
-    template: str | None, request: ChatRequest, *, special: Mapping[str, str] | None = None
+    template: str | None,
+    request: ChatRequest,
+    *,
+    special: Mapping[str, str] | None = None,
+    open_object: bool = False,
 ) -> Prompt:
     """Render ``request`` with ``template`` (ChatML when the GGUF has none)."""
     source = template or CHATML_TEMPLATE
@@ -186,5 +194,5 @@ def render_prompt(
         )
     except (TemplateError, TypeError, KeyError) as exc:
         raise TemplateRenderError(f"chat template failed: {exc}") from exc
-    prefill = prefill_for(request)
+    prefill = prefill_for(request, open_object=open_object)
     return Prompt(text=text + prefill, prefill=prefill)
