@@ -53,9 +53,12 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         host = address[0] if isinstance(address, tuple) else None
         if isinstance(address, tuple) and host not in LOOPBACK:
             outbound.append(f"connect {address!r}")
-    elif event == "socket.getaddrinfo":
-        if args[0] not in LOOPBACK and not str(args[0]).startswith("127."):
-            outbound.append(f"getaddrinfo {args[0]!r}")
+    elif event == "socket.getaddrinfo" and not _loopback_name(args[0]):
+        outbound.append(f"getaddrinfo {args[0]!r}")
+
+
+def _loopback_name(host: Any) -> bool:
+    return host in LOOPBACK or str(host).startswith("127.")
 
 
 class Ticker:
