@@ -2,7 +2,8 @@
 
 Accepts ``Authorization: Bearer <key>`` (the openai SDK) and ``x-api-key: <key>`` (the
 anthropic SDK). A missing, malformed, unknown or revoked key raises
-``AuthenticationError`` (401 envelope via the outer middleware). The principal is stored
+``AuthenticationError`` (401 envelope via the outer middleware); an admin key
+(``sk_admin_``) is refused with ``PermissionDenied`` (403). The principal is stored
 on the request context; the secret itself is never kept.
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.errors import AuthenticationError
+from gateway.errors import AuthenticationError, PermissionDenied
 from gateway.http import request_context
 from gateway.keys.base import KeyStore
 
@@ -48,5 +49,10 @@ class AuthMiddleware:
             principal = await self.keys().authenticate(secret)
             if principal is None:
                 raise AuthenticationError("Invalid or revoked API key.")
+            if principal.admin:
+                # Least privilege: admin keys open /admin/* only (issue #11).
+                raise PermissionDenied(
+                    "Admin keys cannot call /v1 routes; use a customer key (sk_live_/sk_test_)."
+                )
             request_context(scope).principal = principal
         await self.app(scope, receive, send)

@@ -207,6 +207,7 @@ _ROUTE_PATHS = frozenset(
     {
         "/healthz", "/readyz", "/metrics", "/openapi.json", "/v1/models",
         "/v1/chat/completions", "/v1/messages", "/v1/schemas/check",
+        "/admin/keys", "/admin/usage", "/admin/requests", "/admin/schemas/check", "/console",
     }
 )  # fmt: skip
 

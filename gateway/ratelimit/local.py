@@ -6,7 +6,6 @@ times the limit; configure ``SYNTIC_REDIS_URL`` to share them.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
@@ -29,26 +28,31 @@ class LocalRateLimiter:
         self.fallback_count = 0  # always 0 here; the Redis limiter counts its fallbacks
         self._clock = clock
         self._max_keys = max_keys
-        # key_id -> [window index, requests, tokens]
-        self._windows: dict[str, list[int]] = {}
+        # key_id -> [window start, requests, tokens]
+        self._windows: dict[str, list[float]] = {}
 
-    def _slot(self, key_id: str) -> tuple[list[int], float]:
+    def _slot(self, key_id: str) -> tuple[list[float], float]:
+        # Windows are anchored at a key's first request (not at clock minutes), so a burst
+        # is never split across an arbitrary boundary: the same rule as the Redis script.
         now = self._clock()
-        win = math.floor(now / self.window_s)
         slot = self._windows.get(key_id)
-        if slot is None or slot[0] != win:
+        if slot is None or now - slot[0] >= self.window_s:
             if slot is None and len(self._windows) >= self._max_keys:
-                self._windows = {k: v for k, v in self._windows.items() if v[0] == win}
-            slot = [win, 0, 0]
+                self._windows = {
+                    k: v for k, v in self._windows.items() if now - v[0] < self.window_s
+                }
+            slot = [now, 0, 0]
             self._windows[key_id] = slot
-        return slot, (win + 1) * self.window_s - now
+        return slot, slot[0] + self.window_s - now
 
     async def check(self, principal: Principal, tokens: int) -> RateDecision:
         """Admit or refuse one request costing ``tokens``."""
         if principal.rpm is None and principal.tpm is None:
             return unlimited()
         slot, reset = self._slot(principal.key_id)
-        decision, charge = decide(principal.rpm, principal.tpm, slot[1], slot[2], tokens, reset)
+        decision, charge = decide(
+            principal.rpm, principal.tpm, int(slot[1]), int(slot[2]), tokens, reset
+        )
         if charge:
             slot[1] += 1
             slot[2] += tokens

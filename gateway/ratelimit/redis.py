@@ -1,7 +1,9 @@
 """Limits shared by every replica: one atomic Lua script per check, on Redis server time.
 
-The script reads the key's window (hash ``w``/``r``/``t``: window index, requests, tokens),
-resets it when the minute has turned (by Redis ``TIME``, so replica clocks don't matter),
+The script reads the key's window (hash ``w``/``r``/``t``: window start in microseconds,
+requests, tokens), starts a new one when a full window has passed since the current one
+began (by Redis ``TIME``, so replica clocks don't matter; windows are anchored at the key's
+first request, never split at clock minutes),
 and admits and charges in the same step: no read-modify-write race between replicas.
 
 Redis down: the same rule is applied per process (``LocalRateLimiter``), the outage is
@@ -33,25 +35,26 @@ CHECK_SCRIPT = """
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local win_us = tonumber(ARGV[4]) * 1000000
-local win = math.floor(now_us / win_us)
-local reset_ms = math.floor(((win + 1) * win_us - now_us) / 1000)
+local start = now_us
 local rpm = tonumber(ARGV[1])
 local tpm = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
 local v = redis.call('HMGET', KEYS[1], 'w', 'r', 't')
 local r = 0
 local tk = 0
-if v[1] and tonumber(v[1]) == win then
+if v[1] and now_us - tonumber(v[1]) < win_us then
+  start = tonumber(v[1])
   r = tonumber(v[2]) or 0
   tk = tonumber(v[3]) or 0
 end
+local reset_ms = math.floor((start + win_us - now_us) / 1000)
 local ok = 1
 if rpm >= 0 and r + 1 > rpm then ok = 0 end
 if ok == 1 and tpm >= 0 and tk > 0 and tk + cost > tpm then ok = 0 end
 if ok == 1 then
   r = r + 1
   tk = tk + cost
-  redis.call('HSET', KEYS[1], 'w', win, 'r', r, 't', tk)
+  redis.call('HSET', KEYS[1], 'w', start, 'r', r, 't', tk)
   redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]) * 2000)
 end
 return {ok, r, tk, reset_ms}
@@ -59,9 +62,9 @@ return {ok, r, tk, reset_ms}
 
 ADD_TOKENS_SCRIPT = """
 local t = redis.call('TIME')
-local win = math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2])) / (tonumber(ARGV[2]) * 1000000))
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local v = redis.call('HGET', KEYS[1], 'w')
-if v and tonumber(v) == win then
+if v and now_us - tonumber(v) < tonumber(ARGV[2]) * 1000000 then
   local tk = (tonumber(redis.call('HGET', KEYS[1], 't')) or 0) + tonumber(ARGV[1])
   if tk < 0 then tk = 0 end
   redis.call('HSET', KEYS[1], 't', tk)

@@ -1,9 +1,9 @@
 """The fixed-window rule shared by the local limiter and the Redis Lua script.
 
-Per key and per 60-second window: a request is admitted if the request count stays within
-``rpm`` and the token count within ``tpm``. A request larger than the whole token budget
-is still admitted into an empty window (otherwise it could never be served). ``None``
-means unlimited.
+Per key and per 60-second window (anchored at the window's first request, not at clock
+minutes): a request is admitted if the request count stays within ``rpm`` and the token
+count within ``tpm``. A request larger than the whole token budget is still admitted into
+an empty window (otherwise it could never be served). ``None`` means unlimited.
 """
 
 from __future__ import annotations

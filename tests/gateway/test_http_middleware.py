@@ -25,6 +25,8 @@ class RecordingLedger:
 
 class OneKey:
     async def authenticate(self, secret: str) -> Principal | None:
+        if secret == "admin":
+            return Principal(key_id="key_admin", name="ops", admin=True)
         return Principal(key_id="key_1", name="t") if secret == "good" else None
 
 
@@ -113,6 +115,15 @@ async def test_auth_failure_recorded_without_key(
     r = await client.post("/v1/echo", headers={"authorization": "Bearer bad"})
     assert r.status_code == 401
     assert (ledger.records[0].key_id, ledger.records[0].error_code) == (None, "invalid_api_key")
+
+
+async def test_admin_key_refused_on_v1(
+    client: httpx.AsyncClient, ledger: RecordingLedger
+) -> None:
+    r = await client.post("/v1/echo", headers={"authorization": "Bearer admin"})
+    assert r.status_code == 403
+    assert r.json()["error"]["code"] == "permission_denied"
+    assert ledger.records[0].error_code == "permission_denied"
 
 
 async def test_non_v1_paths_skip_auth_and_ledger(

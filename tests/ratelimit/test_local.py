@@ -37,15 +37,16 @@ async def test_admits_up_to_the_limits(
 
 
 async def test_decision_numbers_for_headers() -> None:
-    clock = Clock(6000.0 + 15.0)  # 15 s into a window
+    clock = Clock(6000.0 + 15.0)  # windows start at a key's first request
     limiter = LocalRateLimiter(clock=clock)
     p = Principal("key_h", "h", rpm=2, tpm=100)
     first = await limiter.check(p, 30)
     assert (first.allowed, first.limit_requests, first.remaining_requests) == (True, 2, 1)
     assert (first.limit_tokens, first.remaining_tokens) == (100, 70)
-    assert first.reset_s == pytest.approx(45.0)
+    assert first.reset_s == pytest.approx(60.0)
     assert first.retry_after_s == 0
     await limiter.check(p, 30)
+    clock.now += 15.0
     refused = await limiter.check(p, 30)
     assert not refused.allowed
     assert refused.remaining_requests == 0
@@ -59,7 +60,9 @@ async def test_window_turnover_and_key_isolation() -> None:
     assert (await limiter.check(a, 1)).allowed
     assert not (await limiter.check(a, 1)).allowed
     assert (await limiter.check(b, 1)).allowed  # another key has its own budget
-    clock.now += 60.0
+    clock.now += 59.0
+    assert not (await limiter.check(a, 1)).allowed  # same window, anchored at the first
+    clock.now += 1.0
     assert (await limiter.check(a, 1)).allowed  # next window
 
 
