@@ -18,7 +18,6 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Protocol
 
-import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -45,6 +44,7 @@ from gateway.service import ChatService
 from gateway.settings import Settings, load_settings
 from gateway.upstream.base import Upstream
 from gateway.upstream.registry import UpstreamRegistry
+from gateway.upstream.transport import pooled_client
 from gateway.usage.base import Ledger
 
 
@@ -95,10 +95,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         svc = services if services is not None else await _open_services(settings)
-        client = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=512, max_keepalive_connections=128),
-            timeout=httpx.Timeout(settings.request_timeout_s, connect=10.0),
-        )
+        # httpx API over aiohttp's pool (httpx's own pool degrades under concurrency, #8)
+        client = pooled_client(timeout_s=settings.request_timeout_s)
         registry = UpstreamRegistry.build(settings, client, upstreams).wrapped(
             ops.meter_upstream
         )

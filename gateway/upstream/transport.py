@@ -1,0 +1,191 @@
+"""The upstream HTTP client: httpx's API over an aiohttp connection pool (issue #8).
+
+httpx's own pool (httpcore) scans every pooled connection on each request and each
+release, asking each one whether it is idle, expired or readable (encode/httpx#3215); at a
+few dozen concurrent upstream calls that costs more CPU than the rest of the gateway. The
+adapters keep the httpx API (``client.stream``, ``httpx.Response``, httpx exceptions); this
+transport sends the requests through ``aiohttp``'s pool instead.
+
+aiohttp's exceptions are translated to the httpx exception a plain ``httpx.AsyncClient``
+would raise in the same situation, so the adapters' and the retry policy's
+classification holds: only a failure to connect (``ConnectError`` / ``ConnectTimeout``)
+means the request was never sent.
+
+Example::
+
+    client = pooled_client(max_connections=512, timeout_s=600)
+    async with client.stream("POST", url, content=body) as resp:
+        data = await resp.aread()
+    await client.aclose()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import aiohttp
+import httpx
+
+__all__ = ["AiohttpTransport", "pooled_client"]
+
+
+def _translate(exc: BaseException) -> httpx.TransportError | None:
+    """The httpx exception for an aiohttp/asyncio failure, or None if it is not one."""
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return httpx.ConnectTimeout(message)
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return httpx.ReadTimeout(message)
+    if isinstance(exc, TimeoutError):  # aiohttp's pool wait ("connect" timeout)
+        return httpx.PoolTimeout(message)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return httpx.ConnectError(message)
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        return httpx.RemoteProtocolError(message)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return httpx.RemoteProtocolError(message)
+    if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError):
+        return httpx.UnsupportedProtocol(message)
+    if isinstance(exc, aiohttp.ClientOSError):
+        return httpx.ReadError(message)
+    if isinstance(exc, aiohttp.ClientError):
+        return httpx.NetworkError(message)
+    return None
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        mapped = _translate(exc)
+        if mapped is None:  # pragma: no cover - every ClientError/TimeoutError maps
+            raise
+        raise mapped from exc
+
+
+class _Body(httpx.AsyncByteStream):
+    """The response body as it arrives; closing releases the connection to the pool."""
+
+    __slots__ = ("_response",)
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _translated():
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+
+    async def aclose(self) -> None:
+        # A fully read body returns the connection to the pool; a partly read one closes
+        # it, so the upstream sees the disconnect and stops generating.
+        if self._response.content.at_eof():
+            self._response.release()
+        else:
+            self._response.close()
+
+
+async def _request_body(request: httpx.Request) -> AsyncIterator[bytes]:
+    async for chunk in request.stream:  # type: ignore[union-attr]
+        yield chunk
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """An ``httpx.AsyncBaseTransport`` sending requests through one ``aiohttp`` pool.
+
+    HTTP/1.1 only. The session is created on first use, inside the running event loop.
+    Per-request timeouts come from httpx (``connect``, ``read``, ``pool``).
+    """
+
+    def __init__(
+        self,
+        *,
+        limits: httpx.Limits | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20)
+        self.ssl_context = ssl_context or httpx.create_ssl_context()
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        limits = self.limits
+        keepalive = limits.keepalive_expiry
+        connector = aiohttp.TCPConnector(
+            limit=limits.max_connections or 0,
+            keepalive_timeout=5.0 if keepalive is None else keepalive,
+            ssl=self.ssl_context,
+            ttl_dns_cache=60,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            auto_decompress=False,  # httpx decodes content-encoding itself
+            skip_auto_headers=("User-Agent", "Content-Type"),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=None),
+        )
+        return self._session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        session = self._session or self._open()
+        timeout: dict[str, Any] = request.extensions.get("timeout", {})
+        try:
+            data: Any = request.content or None
+        except httpx.RequestNotRead:
+            data = _request_body(request)
+        headers = [
+            (k.decode("latin-1"), v.decode("latin-1"))
+            for k, v in request.headers.raw
+            if k.lower() != b"transfer-encoding"  # aiohttp frames the body itself
+        ]
+        with _translated():
+            response = await session.request(
+                request.method,
+                str(request.url),
+                headers=headers,
+                data=data,
+                allow_redirects=False,
+                compress=False,
+                timeout=aiohttp.ClientTimeout(
+                    total=None,
+                    connect=timeout.get("pool"),
+                    sock_connect=timeout.get("connect"),
+                    sock_read=timeout.get("read"),
+                ),
+            )
+        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
+        if response.reason:
+            extensions["reason_phrase"] = response.reason.encode("latin-1", "replace")
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.raw_headers,
+            stream=_Body(response),
+            request=request,
+            extensions=extensions,
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def pooled_client(
+    *,
+    max_connections: int = 512,
+    max_keepalive_connections: int = 128,
+    timeout_s: float = 600.0,
+    connect_timeout_s: float = 10.0,
+) -> httpx.AsyncClient:
+    """The app's one upstream client: httpx API, aiohttp pool (see module docstring)."""
+    limits = httpx.Limits(
+        max_connections=max_connections, max_keepalive_connections=max_keepalive_connections
+    )
+    return httpx.AsyncClient(
+        transport=AiohttpTransport(limits=limits),
+        timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
+        limits=limits,
+    )

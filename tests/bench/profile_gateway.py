@@ -1,0 +1,111 @@
+"""Profile the gateway's request path under load (issue #8). A script, not collected::
+
+    .venv/bin/python tests/bench/profile_gateway.py [--duration 8] [--conns 32]
+        [--model bench|bench-fix] [--stream] [--top 40] [--no-profile]
+
+The app runs in this process (uvicorn, uvloop + httptools, the production app from
+``create_app`` with Redis limits, a real key and the SQLite ledger) under ``cProfile`` with a
+CPU-time clock (``time.thread_time``: the event loop thread only, so time spent waiting
+for a core on a busy machine is not charged), while ``wrk`` drives it from core 1 against
+the mock upstream. Prints the top functions by own time and by cumulative time, and
+the CPU per request measured without the profiler's overhead when ``--no-profile``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import uvicorn  # noqa: E402
+
+from gateway.app import create_app  # noqa: E402
+from gateway.settings import load_settings  # noqa: E402
+from tests.bench.gateway_bench import Mock, _headers, _models, body  # noqa: E402
+from tests.bench.loadgen import WrkResult, run_wrk, wrk_script  # noqa: E402
+from tests.support.gateway_proc import toml_config  # noqa: E402
+
+
+def _syntic(config: Path, env: dict[str, str], *args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "gateway", *args, "--config", str(config)],
+                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         check=True)
+    return out.stdout.strip().splitlines()[-1].strip()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="profile the gateway under wrk load")
+    parser.add_argument("--duration", type=float, default=8.0)
+    parser.add_argument("--conns", type=int, default=32)
+    parser.add_argument("--model", default="bench")
+    parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--redis-db", type=int, default=0)
+    ns = parser.parse_args()
+    mock = Mock()
+    try:
+        workdir = Path(tempfile.mkdtemp(prefix="syntic-prof-"))
+        config = workdir / "gateway.toml"
+        config.write_text(toml_config(_models(mock.url)))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTIC_")}
+        env["SYNTIC_DATABASE_URL"] = f"sqlite:///{workdir / 'syntic.db'}"
+        env["SYNTIC_REDIS_URL"] = f"redis://127.0.0.1:6379/{ns.redis_db}"
+        env["PYTHONPATH"] = str(ROOT)
+        _syntic(config, env, "migrate")
+        key = _syntic(config, env, "keys", "create", "--name", "prof",
+                      "--rpm", "1000000000", "--tpm", "1000000000000")
+        app = create_app(load_settings(config, env))
+        server = uvicorn.Server(uvicorn.Config(
+            app, host="127.0.0.1", port=0, loop="uvloop", http="httptools",
+            log_level="warning", access_log=False, lifespan="on"))
+        result: list[WrkResult] = []
+        cpu: list[float] = []
+
+        def drive() -> None:
+            while not server.started:
+                time.sleep(0.05)
+            port = server.servers[0].sockets[0].getsockname()[1]
+            script = wrk_script(_headers(key), body(ns.model, stream=ns.stream))
+            url = f"http://127.0.0.1:{port}/v1/chat/completions"
+            run_wrk(url, script, connections=ns.conns, duration_s=1, cpu=1)  # warm up
+            before = time.process_time()
+            result.append(run_wrk(url, script, connections=ns.conns,
+                                  duration_s=ns.duration, cpu=1))
+            cpu.append(time.process_time() - before)
+            server.should_exit = True
+
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {0})
+        threading.Thread(target=drive, daemon=True).start()
+        prof = None if ns.no_profile else cProfile.Profile(time.thread_time)
+        if prof is not None:
+            prof.enable()
+        server.run()
+        if prof is not None:
+            prof.disable()
+        w = result[0]
+        print(f"{w.requests} requests, {w.rps:.0f} req/s, p50 {w.p50_us / 1000:.2f} ms, "
+              f"errors {w.errors}, process CPU {cpu[0] * 1e6 / max(w.requests, 1):.0f} us/req"
+              + (" (profiled)" if prof is not None else ""))
+        if prof is not None:
+            stats = pstats.Stats(prof)
+            stats.sort_stats("tottime").print_stats(ns.top)
+            stats.sort_stats("cumulative").print_stats(ns.top)
+    finally:
+        mock.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
