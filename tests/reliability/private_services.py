@@ -3,7 +3,7 @@
 Stopping the shared servers on 5432/6379 would break every other test running on this
 machine, so outage tests start their own, on free loopback ports, in a temp directory:
 
-    with PrivatePostgres(tmp_path / "pg") as pg:    # initdb + pg_ctl, as the postgres user
+    with PrivatePostgres() as pg:                   # initdb + pg_ctl, as the postgres user
         pg.url                                      # postgresql://postgres@127.0.0.1:PORT/postgres
         pg.stop(); pg.start()                       # an outage and the recovery
 
@@ -18,6 +18,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -52,11 +53,12 @@ def _wait_port(port: int, up: bool, timeout: float = 15.0) -> None:
 
 
 class PrivatePostgres:
-    """A throwaway PostgreSQL cluster (trust auth, loopback only, fsync off)."""
+    """A throwaway PostgreSQL cluster (trust auth, loopback only, fsync off) in its own
+    temp directory (pytest's tmp_path is not reachable by the postgres user)."""
 
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.datadir = workdir / "data"
+    def __init__(self) -> None:
+        self.workdir = Path(tempfile.mkdtemp(prefix="syntic-pg-"))
+        self.datadir = self.workdir / "data"
         self.port = free_port()
 
     @property
@@ -94,7 +96,10 @@ class PrivatePostgres:
         _wait_port(self.port, up=False)
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        try:
+            self.stop()
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class PrivateRedis:
