@@ -1,0 +1,200 @@
+"""README.md checked against the code, so it cannot rot (issue #7).
+
+Every ``syntic`` command and flag written in code exists in the real parser (also
+``python -m gateway``, ``python -m validator`` and the serve flags passed through
+``scripts/run``); every ``scripts/...`` exists; every ``SYNTIC_*`` variable named is read
+by the code, and every one the gateway reads is documented; the configuration example
+loads and lists every ``[[models]]`` and ``[server]`` key; the error table lists every code
+the gateway can emit and no other; the endpoint tables list every route.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from starlette.routing import Route
+
+from gateway.app import create_app
+from gateway.cli import build_parser
+from gateway.settings import _TUNABLES, ModelConfig, Settings, load_settings
+from tests.readme.readme_text import (
+    code_blocks,
+    code_lines,
+    invocations,
+    sections,
+    table_rows,
+)
+from validator.__main__ import _parser as validator_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = (ROOT / "README.md").read_text()
+# [server] keys whose example value is not the default (there is none to show)
+SHOWN_NOT_DEFAULT = {"redis_url"}
+ENV_NAME = re.compile(r"\bSYNTIC_[A-Z0-9_]*[A-Z0-9]\b")
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _options(parser: argparse.ArgumentParser) -> set[str]:
+    return {s for a in parser._actions for s in a.option_strings}
+
+
+def _check_args(root: argparse.ArgumentParser, prog: str, args: list[str]) -> str | None:
+    """None if ``args`` name real subcommands and flags of ``root``, else what is wrong."""
+    parser, path = root, [prog]
+    for arg in args:
+        subs = _subparsers(parser)
+        if arg.startswith("-"):
+            flag = arg.split("=", 1)[0]
+            if flag.startswith("--") and flag not in _options(parser):
+                return f"{' '.join(path)} has no option {flag}"
+        elif subs:
+            if arg not in subs:
+                return f"{' '.join(path)} has no subcommand {arg!r}"
+            parser = subs[arg]
+            path.append(arg)
+    return None
+
+
+def test_parsing_helpers_see_commands_in_blocks_and_spans() -> None:
+    text = "x `syntic keys create --name a` y\n\n```sh\n.venv/bin/syntic migrate  # c\n```\n"
+    assert invocations(text, "syntic") == [["migrate"], ["keys", "create", "--name", "a"]]
+    assert _check_args(build_parser(), "syntic", ["keys", "create", "--nope"]) is not None
+    assert _check_args(build_parser(), "syntic", ["kys"]) is not None
+    assert _check_args(build_parser(), "syntic", ["serve", "--port", "1"]) is None
+
+
+@pytest.mark.parametrize(("program", "parser"), [
+    ("syntic", build_parser()),
+    ("-m gateway", build_parser()),
+    ("-m validator", validator_parser()),
+])
+def test_every_command_and_flag_written_exists(
+    program: str, parser: argparse.ArgumentParser
+) -> None:
+    found = invocations(TEXT, program)
+    assert found or program == "-m gateway", f"README shows no {program} command"
+    problems = [p for args in found if (p := _check_args(parser, program, args))]
+    assert not problems, problems
+    if program == "syntic":  # the documented CLI covers every subcommand
+        written = {args[0] for args in found if args}
+        assert set(_subparsers(parser)) <= written
+
+
+def test_run_command_flags_are_serve_flags_and_scripts_exist() -> None:
+    serve = _subparsers(build_parser())["serve"]
+    for args in invocations(TEXT, "scripts/run"):
+        for arg in args:
+            if arg.startswith("--"):
+                assert arg.split("=", 1)[0] in _options(serve), f"scripts/run {arg}"
+    named = set(re.findall(r"\bscripts/[\w.-]+", "\n".join(code_lines(TEXT))))
+    assert {"scripts/run", "scripts/test"} <= named
+    for script in named:
+        assert (ROOT / script).is_file(), f"README names {script}, which does not exist"
+
+
+def _env_names_read() -> tuple[set[str], set[str]]:
+    """(names the gateway package reads, names the scripts and entrypoint read)."""
+    gateway = {f"SYNTIC_{name.upper()}" for name in _TUNABLES}  # built as SYNTIC_ + name
+    for path in (ROOT / "gateway").rglob("*.py"):
+        gateway.update(ENV_NAME.findall(path.read_text()))
+    scripts: set[str] = set()
+    for path in [*(ROOT / "scripts").iterdir(), ROOT / "deploy" / "docker-entrypoint.sh"]:
+        if path.is_file():
+            scripts.update(ENV_NAME.findall(path.read_text()))
+    return gateway, scripts
+
+
+def test_environment_variables_documented_both_ways() -> None:
+    gateway, scripts = _env_names_read()
+    written = set(ENV_NAME.findall(TEXT))
+    assert {"SYNTIC_CONFIG", "SYNTIC_DATABASE_URL", "SYNTIC_REQUEST_TIMEOUT_S"} <= gateway
+    unread, undocumented = written - gateway - scripts, (gateway | scripts) - written
+    assert not unread, f"nothing reads {sorted(unread)}"
+    assert not undocumented, f"undocumented: {sorted(undocumented)}"
+
+
+def _config_example() -> dict[str, object]:
+    blocks = [b for b in code_blocks(sections(TEXT)["Configuration"]) if b.lang == "toml"]
+    assert len(blocks) == 1, "the Configuration section has one toml example"
+    return tomllib.loads(blocks[0].body)
+
+
+def _server_keys_read() -> set[str]:
+    source = (ROOT / "gateway" / "settings.py").read_text()
+    return set(re.findall(r"server\.get\(\s*\"(\w+)\"", source)) | set(_TUNABLES)
+
+
+def test_config_example_loads_and_lists_every_key(tmp_path: Path) -> None:
+    example = _config_example()
+    models = example["models"]
+    assert isinstance(models, list) and models
+    written = {k for table in models for k in table}
+    assert written == {f.name for f in dataclasses.fields(ModelConfig)}
+    server = example["server"]
+    assert isinstance(server, dict)
+    assert set(server) == _server_keys_read()
+    assert "host" in server and "max_inflight" in server
+
+    path = tmp_path / "readme.toml"
+    block = next(b for b in code_blocks(sections(TEXT)["Configuration"]) if b.lang == "toml")
+    path.write_text(block.body)
+    settings = load_settings(path, env={})
+    defaults = Settings(models=())
+    for key, value in server.items():
+        assert getattr(settings, key) == value, f"[server] {key} is not read as written"
+        if key not in SHOWN_NOT_DEFAULT:  # elsewhere the example shows the defaults
+            assert value == getattr(defaults, key), f"[server] {key}: default is not {value!r}"
+
+
+def _codes_emitted() -> set[str]:
+    codes = {"schema_not_strict", "invalid_tool_schema"}  # validator.IssueCode (lint issues)
+    patterns = (
+        r"\bcode=\"([a-z_]+)\"",
+        r"default_code(?::\s*str)?\s*=\s*\"([a-z_]+)\"",
+        r"_refusal\(\s*\d+,\s*\"[^\"]*\",\s*\"([a-z_]+)\"",
+    )
+    for path in (ROOT / "gateway").rglob("*.py"):
+        source = path.read_text()
+        for pattern in patterns:
+            codes.update(re.findall(pattern, source))
+    return codes
+
+
+def test_error_table_lists_exactly_the_codes_the_gateway_emits() -> None:
+    emitted = _codes_emitted()
+    assert {"tool_arguments_invalid", "upstream_timeout", "headers_too_large"} <= emitted
+    rows = table_rows(sections(TEXT)["Errors"])
+    listed: set[str] = set()
+    for row in rows:
+        assert re.fullmatch(r"\d{3}", row[0]), row
+        listed.update(re.findall(r"`([a-z_]+)`", row[1]))
+    assert not emitted - listed, f"missing from the error table: {sorted(emitted - listed)}"
+    assert not listed - emitted, f"the gateway never emits: {sorted(listed - emitted)}"
+
+
+def test_endpoint_tables_list_every_route() -> None:
+    app = create_app(Settings(models=()))
+    routes = {
+        (method, route.path)
+        for route in app.routes
+        if isinstance(route, Route)
+        for method in (route.methods or set()) - {"HEAD"}
+    }
+    listed = {
+        (row[0], path)
+        for row in table_rows(sections(TEXT)["Endpoints"])
+        if re.fullmatch(r"GET|POST|DELETE|PUT|PATCH", row[0])
+        for path in re.findall(r"`(/[^`]*)`", row[1])
+    }
+    assert listed == routes
