@@ -30,7 +30,10 @@ Steps:
   these byte strings verbatim (broken framing, bad chunks), then the end of the body, or
   silence until the client leaves (``stall``), or a reset (``drop``).
 
-An empty script answers 500 ``script exhausted`` (so a test sees the unexpected call).
+An empty script answers 500 ``script exhausted`` (so a test sees the unexpected call),
+unless a ``responder`` is set (``ScriptedUpstream(responder=fn)`` or ``up.responder = fn``):
+then ``fn(request) -> Step`` picks each step from the request itself, for concurrent tests
+where a queue's order can't be relied on.
 
 Every request is recorded as ``RecordedRequest(method, path, headers, body, raw)`` (and
 ``received_at``, ``time.monotonic()``), with
@@ -54,7 +57,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -245,8 +248,13 @@ class ScriptedUpstream:
     """The server (see module docstring). Runs its own event loop in a daemon thread, so
     sync and async tests can both use it."""
 
-    def __init__(self, renderers: Mapping[str, Renderer] | None = None) -> None:
+    def __init__(
+        self,
+        renderers: Mapping[str, Renderer] | None = None,
+        responder: Callable[[RecordedRequest], Step] | None = None,
+    ) -> None:
         self.renderers: dict[str, Renderer] = dict(renderers or OPENAI_RENDERERS)
+        self.responder = responder
         self.requests: list[RecordedRequest] = []
         self._steps: deque[Step] = deque()
         self._lock = threading.Lock()
@@ -263,10 +271,11 @@ class ScriptedUpstream:
             self._steps.extend(steps)
 
     def reset(self) -> None:
-        """Forget queued steps and recorded requests (between tests)."""
+        """Forget queued steps, recorded requests and the responder (between tests)."""
         with self._lock:
             self._steps.clear()
             self.requests.clear()
+            self.responder = None
 
     @property
     def pending(self) -> int:
@@ -340,7 +349,11 @@ class ScriptedUpstream:
         with self._lock:
             self.requests.append(request)
             self._seq += 1
-            return (self._steps.popleft() if self._steps else None), self._seq
+            seq = self._seq
+            if self._steps:
+                return self._steps.popleft(), seq
+            responder = self.responder
+        return (responder(request) if responder is not None else None), seq
 
     def _renderer(self, path: str) -> Renderer | None:
         for suffix, renderer in self.renderers.items():
@@ -409,7 +422,9 @@ class ScriptedUpstream:
     ) -> bool:
         head = (
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
-            "transfer-encoding: chunked\r\n\r\n"
+            # one stream per connection (see below): say so, or a pooled client may reuse
+            # the connection as this side closes it (a spurious reset on the next call)
+            "transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
         )
         writer.write(head.encode())
         gone = asyncio.ensure_future(reader.read(1))
@@ -457,7 +472,7 @@ async def _raw_stream(
     writer: asyncio.StreamWriter,
 ) -> bool:
     writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                 b"transfer-encoding: chunked\r\n\r\n")
+                 b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n")
     try:
         for event in step.events:
             writer.write(b"%x\r\n%s\r\n" % (len(event), event))
