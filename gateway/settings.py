@@ -68,7 +68,7 @@ class Settings:
     keepalive_timeout_s: float = 5.0  # idle keep-alive connections closed after this
     max_header_bytes: int = 32 * 1024  # request line + headers (h11/httptools cap)
     upstream_retries: int = 2  # extra attempts for safe failures (connect, 429/502/503)
-    max_argument_bytes: int = 1024 * 1024  # one tool call's arguments from the model
+    max_argument_bytes: int = 512 * 1024  # one tool call's arguments (validated on the loop)
     max_upstream_body_bytes: int = 16 * 1024 * 1024  # one non-streaming upstream answer
     idempotency_ttl_s: float = 24 * 3600.0
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
