@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from gateway.keys.base import Principal
 from gateway.ratelimit.base import RateDecision
 from gateway.ratelimit.local import LocalRateLimiter
+from gateway.ratelimit.resp import RespClient, supports
 from gateway.ratelimit.window import WINDOW_S, unlimited
 
 log = logging.getLogger("syntic.ratelimit")
@@ -106,6 +107,9 @@ class RedisRateLimiter:
         self._redis: Any = aioredis.Redis(connection_pool=pool)
         self._check = self._redis.register_script(CHECK_SCRIPT)
         self._add = self._redis.register_script(ADD_TOKENS_SCRIPT)
+        # redis:// goes through the pipelined client (~20 us a script instead of ~100 us
+        # through redis-py, #8); other schemes (rediss://, unix://) through redis-py.
+        self._resp = RespClient.from_url(url, timeout_s=timeout_s) if supports(url) else None
         self.prefix = prefix
         self.window_s = window_s
         self.local = LocalRateLimiter(window_s=window_s)
@@ -158,7 +162,8 @@ class RedisRateLimiter:
                     # to local limits instead of each waiter timing out in turn.
                     res = None
                     if self._use_redis():
-                        res = await self._check(
+                        res = await self._script(
+                            self._check,
                             keys=[self._key(principal)],
                             args=[
                                 -1 if principal.rpm is None else principal.rpm,
@@ -183,8 +188,8 @@ class RedisRateLimiter:
         if self._use_redis():
             try:
                 async with self._slots:
-                    await self._add(
-                        keys=[self._key(principal)], args=[int(tokens), self.window_s]
+                    await self._script(
+                        self._add, keys=[self._key(principal)], args=[int(tokens), self.window_s]
                     )
             except _FAILURES as exc:
                 self._failed(exc)
@@ -193,8 +198,15 @@ class RedisRateLimiter:
                 return
         await self.local.add_tokens(principal, tokens)
 
+    async def _script(self, script: Any, *, keys: list[str], args: list[int]) -> Any:
+        if self._resp is not None:
+            return await self._resp.evalsha(script.sha, script.script, keys=keys, args=args)
+        return await script(keys=keys, args=args)
+
     async def aclose(self) -> None:
         """Close the connection pool."""
+        if self._resp is not None:
+            await self._resp.aclose()
         await self._redis.aclose()
         await self._pool.disconnect()
 

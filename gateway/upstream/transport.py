@@ -29,7 +29,7 @@ from typing import Any
 import aiohttp
 import httpx
 
-__all__ = ["AiohttpTransport", "pooled_client"]
+__all__ = ["AiohttpTransport", "UpstreamClient", "pooled_client"]
 
 
 def _translate(exc: BaseException) -> httpx.TransportError | None:
@@ -173,6 +173,54 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             self._session = None
 
 
+class UpstreamClient(httpx.AsyncClient):
+    """``httpx.AsyncClient`` whose ``send`` goes straight to the transport.
+
+    The gateway's upstream calls carry their credentials as explicit headers, never follow
+    redirects and keep no cookies, so the client's auth flow, redirect loop and cookie jar
+    (which builds an ``email.message`` per response to look for ``Set-Cookie``) are
+    skipped: together they cost more CPU per call than the transport itself (#8).
+    Parsed URLs are cached by their text (a handful of upstream endpoints; parsing one
+    costs more than the rest of ``build_request``). Everything else (``stream``, ``post``,
+    timeouts, headers, ``Response``) is httpx's own.
+    """
+
+    _MAX_URLS = 256
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._urls: dict[str, httpx.URL] = {}
+
+    def build_request(self, method: str, url: Any, **kwargs: Any) -> httpx.Request:
+        if isinstance(url, str) and not kwargs.get("params"):
+            parsed = self._urls.get(url)
+            if parsed is None:
+                if len(self._urls) >= self._MAX_URLS:
+                    self._urls.clear()
+                parsed = self._urls[url] = httpx.URL(url)
+            url = parsed
+        return super().build_request(method, url, **kwargs)
+
+    async def send(
+        self,
+        request: httpx.Request,
+        *,
+        stream: bool = False,
+        auth: Any = httpx.USE_CLIENT_DEFAULT,
+        follow_redirects: Any = httpx.USE_CLIENT_DEFAULT,
+    ) -> httpx.Response:
+        if self.is_closed:
+            raise RuntimeError("Cannot send a request, as the client has been closed.")
+        response = await self._transport.handle_async_request(request)
+        response.request = request
+        if not stream:
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+        return response
+
+
 def pooled_client(
     *,
     max_connections: int = 512,
@@ -184,7 +232,7 @@ def pooled_client(
     limits = httpx.Limits(
         max_connections=max_connections, max_keepalive_connections=max_keepalive_connections
     )
-    return httpx.AsyncClient(
+    return UpstreamClient(
         transport=AiohttpTransport(limits=limits),
         timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
         limits=limits,

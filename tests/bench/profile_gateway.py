@@ -43,6 +43,11 @@ def _syntic(config: Path, env: dict[str, str], *args: str) -> str:
     return out.stdout.strip().splitlines()[-1].strip()
 
 
+def _thread_cpu(tid: int) -> float:
+    fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="profile the gateway under wrk load")
     parser.add_argument("--duration", type=float, default=8.0)
@@ -71,6 +76,7 @@ def main() -> int:
             log_level="warning", access_log=False, lifespan="on"))
         result: list[WrkResult] = []
         cpu: list[float] = []
+        main_tid = threading.get_native_id()
 
         def drive() -> None:
             while not server.started:
@@ -79,10 +85,11 @@ def main() -> int:
             script = wrk_script(_headers(key), body(ns.model, stream=ns.stream))
             url = f"http://127.0.0.1:{port}/v1/chat/completions"
             run_wrk(url, script, connections=ns.conns, duration_s=1, cpu=1)  # warm up
-            before = time.process_time()
+            before, loop_before = time.process_time(), _thread_cpu(main_tid)
             result.append(run_wrk(url, script, connections=ns.conns,
                                   duration_s=ns.duration, cpu=1))
             cpu.append(time.process_time() - before)
+            cpu.append(_thread_cpu(main_tid) - loop_before)
             server.should_exit = True
 
         if hasattr(os, "sched_setaffinity"):
@@ -97,6 +104,7 @@ def main() -> int:
         w = result[0]
         print(f"{w.requests} requests, {w.rps:.0f} req/s, p50 {w.p50_us / 1000:.2f} ms, "
               f"errors {w.errors}, process CPU {cpu[0] * 1e6 / max(w.requests, 1):.0f} us/req"
+              f" (event loop thread {cpu[1] * 1e6 / max(w.requests, 1):.0f})"
               + (" (profiled)" if prof is not None else ""))
         if prof is not None:
             stats = pstats.Stats(prof)
