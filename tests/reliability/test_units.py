@@ -1,0 +1,124 @@
+"""Unit tests for the #9 building blocks: edge settings, the retry policy, the in-flight
+gate, the body deadline and the in-process idempotency store."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from gateway.errors import Overloaded, UpstreamError, UpstreamTimeout
+from gateway.idempotency import MemoryStore, Pending, StoredResponse
+from gateway.limits import (
+    InflightGate,
+    RequestTimeout,
+    body_deadline,
+    reset_request_deadline,
+    set_request_deadline,
+)
+from gateway.settings import ConfigError, load_settings
+from gateway.upstream.redact import scrub
+from gateway.upstream.retry import (
+    RetryPolicy,
+    UpstreamConnectError,
+    UpstreamStatusError,
+    parse_retry_after,
+)
+
+
+def test_edge_settings_from_file_and_env(tmp_path: Path) -> None:
+    config = tmp_path / "gw.toml"
+    config.write_text('[server]\nmax_inflight = 7\nbody_timeout_s = 2.5\n'
+                      'request_timeout_s = 9\n[[models]]\nname = "m"\nprovider = "openai"\n')
+    s = load_settings(config, env={"SYNTIC_MAX_INFLIGHT": "11", "SYNTIC_UPSTREAM_RETRIES": "0"})
+    assert (s.max_inflight, s.body_timeout_s, s.request_timeout_s, s.upstream_retries) == (
+        11, 2.5, 9.0, 0)
+    with pytest.raises(ConfigError, match="max_header_bytes"):
+        load_settings(config, env={"SYNTIC_MAX_HEADER_BYTES": "lots"})
+    with pytest.raises(ConfigError, match="negative"):
+        load_settings(config, env={"SYNTIC_MAX_INFLIGHT": "-1"})
+
+
+@pytest.mark.parametrize(
+    "exc, attempt, retried",
+    [
+        (UpstreamConnectError("refused"), 0, True),
+        (UpstreamStatusError("x", upstream_status=429), 0, True),
+        (UpstreamStatusError("x", upstream_status=502), 1, True),
+        (UpstreamStatusError("x", upstream_status=503), 2, False),  # retries exhausted
+        (UpstreamStatusError("x", upstream_status=500), 0, False),
+        (UpstreamStatusError("x", upstream_status=400), 0, False),
+        (UpstreamTimeout("read timeout"), 0, False),  # the request may have run
+        (UpstreamError("reset mid-response"), 0, False),
+    ],
+)
+def test_retry_only_safe_failures(exc: UpstreamError, attempt: int, retried: bool) -> None:
+    assert (RetryPolicy(retries=2).delay(attempt, exc) is not None) is retried
+
+
+def test_retry_after_is_honoured_within_the_deadline() -> None:
+    policy = RetryPolicy(retries=2)
+    hinted = UpstreamStatusError("x", upstream_status=429, retry_after_s=0.7)
+    token = set_request_deadline(None)
+    try:
+        assert policy.delay(0, hinted) == 0.7
+    finally:
+        reset_request_deadline(token)
+    import time
+
+    token = set_request_deadline(time.monotonic() + 0.5)  # less time left than asked for
+    try:
+        assert policy.delay(0, hinted) is None
+    finally:
+        reset_request_deadline(token)
+
+
+@pytest.mark.parametrize("value, seconds", [("2", 2.0), (" 0.5 ", 0.5), ("-1", None),
+                                            ("Wed, 21 Oct 2015 07:28:00 GMT", None),
+                                            (None, None)])
+def test_parse_retry_after(value: str | None, seconds: float | None) -> None:
+    assert parse_retry_after(value) == seconds
+
+
+def test_inflight_gate_refuses_past_its_limit_and_frees_on_exit() -> None:
+    gate = InflightGate(2)
+    with gate.admit(), gate.admit():
+        with pytest.raises(Overloaded) as info, gate.admit():
+            pass
+        assert info.value.headers["retry-after"] == "1"
+    with gate.admit():
+        assert gate.inflight == 1
+    assert (gate.inflight, gate.refused) == (0, 1)
+
+
+async def test_body_deadline_times_out_a_trickle() -> None:
+    async def trickle() -> dict[str, object]:
+        await asyncio.sleep(0.1)
+        return {"type": "http.request", "body": b"x", "more_body": True}
+
+    receive = body_deadline(trickle, 0.35)
+    with pytest.raises(RequestTimeout):
+        for _ in range(10):
+            await receive()
+
+
+async def test_memory_store_claims_replays_and_stays_bounded() -> None:
+    store = MemoryStore(max_entries=2)
+    assert await store.claim("a", "fp", 10) is None
+    assert await store.claim("a", "fp", 10) == Pending("fp")
+    done = StoredResponse("fp", 200, (("content-type", "application/json"),), b"{}")
+    await store.complete("a", done, 10)
+    assert await store.claim("a", "other", 10) == done
+    for key in ("b", "c"):
+        assert await store.claim(key, "fp", 10) is None
+    assert await store.claim("a", "fp", 10) is None  # evicted: claimable again
+    await store.release("a")
+    assert await store.claim("a", "fp", 10) is None
+
+
+def test_scrub_masks_credentials() -> None:
+    text = "Incorrect API key provided: sk-proj-abcdefghijklmnop1234 (Bearer abc.def)"
+    out = scrub(text + " secret-xyz", "secret-xyz")
+    assert "abcdefghijklmnop" not in out and "abc.def" not in out and "secret-xyz" not in out
+    assert out.startswith("Incorrect API key provided: [REDACTED]")
