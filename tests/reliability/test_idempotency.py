@@ -172,3 +172,17 @@ def test_two_gateways_sharing_redis_replay_each_others_responses(
     finally:
         one.stop()
         two.stop()
+
+
+def test_messages_endpoint_replays_too(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
+    upstream.queue(Reply(content="hello"), Reply(content="hello"))
+    key = str(uuid.uuid4())
+    body = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+    headers = {"x-api-key": gw.api_key, "anthropic-version": "2023-06-01",
+               "idempotency-key": key}
+    first, again = (httpx.post(gw.base_url + "/v1/messages", json=body, headers=headers,
+                               timeout=20) for _ in range(2))
+    assert first.status_code == again.status_code == 200
+    assert again.content == first.content and first.json()["type"] == "message"
+    assert again.headers["idempotent-replayed"] == "true"
+    assert len(upstream.requests) == 1
