@@ -11,6 +11,7 @@ and the request list, revokes the key, and checks a non-strict schema in the pla
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -28,6 +29,9 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 
 if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+    if os.environ.get("SYNTIC_REQUIRE_BROWSER") == "1":  # CI must not skip these
+        pytest.fail("SYNTIC_REQUIRE_BROWSER=1 but chromium/chromedriver are missing",
+                    pytrace=False)
     pytest.skip(
         "headless browser tests need Debian's chromium and chromium-driver "
         "(apt-get install -y chromium chromium-driver)",

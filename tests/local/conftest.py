@@ -31,6 +31,8 @@ def missing_runtime() -> str | None:
 def local_runtime() -> None:
     reason = missing_runtime()
     if reason is not None:
+        if os.environ.get("SYNTIC_REQUIRE_LOCAL_MODEL") == "1":  # CI must not skip these
+            pytest.fail(f"SYNTIC_REQUIRE_LOCAL_MODEL=1 but {reason}")
         pytest.skip(reason)
 
 
