@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -163,7 +164,7 @@ def _models(mock_url: str) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def litellm_proxy(mock_url: str, budget_s: float) -> Iterator[tuple[int, str] | None]:
+def litellm_proxy(mock_url: str, budget_s: float) -> Iterator[tuple[int, str, str] | None]:
     """LiteLLM's proxy in its own venv (installed on first use), or None if unavailable."""
     venv = CACHE / "litellm-venv"
     exe = venv / "bin" / "litellm"
@@ -181,6 +182,7 @@ def litellm_proxy(mock_url: str, budget_s: float) -> Iterator[tuple[int, str] | 
         yield None
         return
     workdir = Path(tempfile.mkdtemp(prefix="litellm-bench-"))
+    master = "sk-bench-" + secrets.token_hex(16)  # auth on, as for the gateway
     config = workdir / "config.yaml"
     config.write_text(
         "model_list:\n"
@@ -191,6 +193,8 @@ def litellm_proxy(mock_url: str, budget_s: float) -> Iterator[tuple[int, str] | 
         "      api_key: sk-mock\n"
         "litellm_settings:\n"
         "  telemetry: false\n"
+        "general_settings:\n"
+        f"  master_key: {master}\n"
     )
     port = free_port()
     env = {**os.environ, "LITELLM_TELEMETRY": "False", "LITELLM_LOG": "ERROR"}
@@ -206,7 +210,7 @@ def litellm_proxy(mock_url: str, budget_s: float) -> Iterator[tuple[int, str] | 
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(url + "/health/liveliness", timeout=1).status_code == 200:
                     pin(proc.pid, SERVER_CPU)
-                    yield proc.pid, url
+                    yield proc.pid, url, master
                     return
             time.sleep(0.5)
         print(f"LiteLLM did not start; see {workdir / 'litellm.log'}", file=sys.stderr)
@@ -361,9 +365,7 @@ def main() -> int:
             with litellm_proxy(mock.url, ns.litellm_budget) as lite:
                 if lite is not None:
                     print("litellm proxy:", file=sys.stderr)
-                    lite_rows = [(s, c, b.replace('"strict":true', '"strict":false'))
-                                 for s, c, b in base]
-                    run_target("litellm", lite[0], lite[1], None, lite_rows, d, floor, rows)
+                    run_target("litellm", lite[0], lite[1], lite[2], base, d, floor, rows)
                     ours = next(r for r in rows if r.target == "syntic" and r.scenario == "json"
                                 and r.conns == 32)
                     theirs = next(r for r in rows if r.target == "litellm"
