@@ -1,8 +1,8 @@
-"""A dev key on first start, so ``syntic serve`` with no config just works (issue #10).
+"""A dev key on first start, so ``scripts/run`` with no config just works (issue #10).
 
 ``ensure_dev_key`` migrates the database, and when it holds no active key creates one named
 ``dev`` and returns its secret (shown once; only its hash is stored). Otherwise it returns
-None and changes nothing. ``syntic serve`` calls it only when no config file was given.
+None and changes nothing. ``syntic keys ensure-dev`` (run by ``scripts/run``) calls it.
 
 Example::
 
