@@ -50,6 +50,7 @@ from gateway.upstream.retry import (
     UpstreamStatusError,
     parse_retry_after,
 )
+from gateway.upstream.transport import Reply, UpstreamClient
 
 # Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
 PASSTHROUGH_KEY = "openai.passthrough"
@@ -204,7 +205,7 @@ def decode_response(
 
 
 def _error_from_status(
-    status: int, body: bytes, headers: httpx.Headers, secret: str | None = None
+    status: int, body: bytes, headers: Mapping[str, str], secret: str | None = None
 ) -> UpstreamError:
     snippet = scrub(body[:300].decode("utf-8", "replace"), secret)
     return UpstreamStatusError(
@@ -212,6 +213,9 @@ def _error_from_status(
         upstream_status=status,
         retry_after_s=parse_retry_after(headers.get("retry-after")),
     )
+
+
+_ERROR_BODY_BYTES = 64 * 1024  # of an error answer, enough for its message
 
 
 async def _read_capped(resp: httpx.Response, limit: int | None) -> bytes:
@@ -258,26 +262,13 @@ class OpenAIUpstream:
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         body = orjson.dumps(encode_request(request, model, stream=False))
         try:
-            async with self.client.stream(
-                "POST",
-                self._url(model),
-                content=body,
-                headers=self._headers(model),
-                timeout=self._timeout(model),
-            ) as resp:
-                if resp.status_code >= 400:
-                    raise _error_from_status(
-                        resp.status_code,
-                        await _read_capped(resp, 64 * 1024),
-                        resp.headers,
-                        model.api_key(self.env),
-                    )
-                content = await _read_capped(resp, self.max_body_bytes)
-        except OutputTooLarge as exc:
-            # _read_capped reports an oversized error body too; keep the status visible
-            if resp.status_code >= 400:
-                raise _error_from_status(resp.status_code, b"", resp.headers) from exc
-            raise
+            if isinstance(self.client, UpstreamClient):  # the app's client: no httpx objects
+                reply = await self.client.post_capped(
+                    self._url(model), body, self._headers(model), self._timeout(model),
+                    limit=self.max_body_bytes, error_limit=_ERROR_BODY_BYTES,
+                )
+            else:
+                reply = await self._post(body, model)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise UpstreamConnectError(
                 f"Could not connect to the upstream: {type(exc).__name__}."
@@ -286,11 +277,36 @@ class OpenAIUpstream:
             raise UpstreamTimeout(f"Upstream timed out after {model.timeout_s:g}s.") from exc
         except httpx.HTTPError as exc:
             raise UpstreamError(f"Upstream request failed: {type(exc).__name__}.") from exc
+        content = reply.body
+        if reply.status_code >= 400:
+            raise _error_from_status(
+                reply.status_code, content or b"", reply.headers, model.api_key(self.env)
+            )
+        if content is None:
+            raise OutputTooLarge(
+                f"The upstream answer exceeds the {self.max_body_bytes} byte limit."
+            )
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError as exc:
             raise UpstreamError("Upstream returned invalid JSON.") from exc
         return decode_response(data, model, max_argument_bytes=self.max_argument_bytes)
+
+    async def _post(self, body: bytes, model: ModelConfig) -> Reply:
+        """``UpstreamClient.post_capped`` for any other httpx client."""
+        async with self.client.stream(
+            "POST",
+            self._url(model),
+            content=body,
+            headers=self._headers(model),
+            timeout=self._timeout(model),
+        ) as resp:
+            limit = _ERROR_BODY_BYTES if resp.status_code >= 400 else self.max_body_bytes
+            try:
+                content: bytes | None = await _read_capped(resp, limit)
+            except OutputTooLarge:
+                content = None
+        return Reply(resp.status_code, resp.headers, content)
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         body = orjson.dumps(encode_request(request, model, stream=True))

@@ -8,6 +8,7 @@ adapter over the transport end to end (JSON, SSE, errors, cancellation).
 from __future__ import annotations
 
 import asyncio
+import gzip
 from collections.abc import AsyncIterator
 
 import httpx
@@ -17,10 +18,10 @@ from gateway.canonical import ChatRequest, Message, StreamEvent, TextDelta, Text
 from gateway.errors import UpstreamError, UpstreamTimeout
 from gateway.settings import ModelConfig
 from gateway.upstream.openai import OpenAIUpstream
-from gateway.upstream.retry import UpstreamConnectError
+from gateway.upstream.retry import UpstreamConnectError, UpstreamStatusError
 from gateway.upstream.transport import pooled_client
 from tests.support.gateway_proc import free_port
-from tests.support.scripted_upstream import Call, Drop, HttpError, Reply, ScriptedUpstream
+from tests.support.scripted_upstream import Call, Drop, HttpError, Raw, Reply, ScriptedUpstream
 
 REQUEST = ChatRequest(model="m", messages=(Message("user", (TextPart("hi"),)),))
 
@@ -128,3 +129,35 @@ async def test_closing_a_stream_disconnects_upstream(
     await stream.aclose()  # type: ignore[attr-defined]
     # Wait off the loop: asyncio closes the socket in a callback on this loop.
     assert await asyncio.to_thread(upstream.wait_for_disconnect, 0, 5)
+
+
+COMPLETION = (
+    b'{"id":"x","created":1,"model":"served","choices":[{"index":0,"message":'
+    b'{"role":"assistant","content":"hello"},"finish_reason":"stop"}],'
+    b'"usage":{"prompt_tokens":3,"completion_tokens":1}}'
+)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["post_capped", "httpx-stream"])
+async def test_complete_paths_agree(upstream: ScriptedUpstream, fast: bool) -> None:
+    """The app's client (``post_capped``) and any other httpx client give the same
+    outcomes: a gzip answer decoded, an error status with retry-after, a body over the cap."""
+    client = pooled_client(timeout_s=5.0) if fast else httpx.AsyncClient()
+    adapter = OpenAIUpstream(client, {}, max_body_bytes=len(COMPLETION) + 10)
+    model = _model(upstream.base_url)
+    try:
+        upstream.queue(
+            Raw(gzip.compress(COMPLETION), headers={"content-encoding": "gzip"}),
+            Raw(b'{"error": {"message": "slow down"}}', status=429,
+                headers={"retry-after": "7"}),
+            Raw(COMPLETION + b" " * 64),
+        )
+        assert (await adapter.complete(REQUEST, model)).content == "hello"
+        with pytest.raises(UpstreamStatusError) as info:
+            await adapter.complete(REQUEST, model)
+        assert (info.value.upstream_status, info.value.retry_after_s) == (429, 7.0)
+        assert "slow down" in str(info.value)
+        with pytest.raises(UpstreamError, match="byte limit"):
+            await adapter.complete(REQUEST, model)
+    finally:
+        await client.aclose()
