@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import os
 from typing import Any
@@ -56,5 +57,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         from gateway.app import create_app
 
-        uvicorn.run(create_app(settings), **options)
+        app = create_app(settings)
+        freeze_startup_heap()
+        uvicorn.run(app, **options)
     return 0
+
+
+def freeze_startup_heap() -> None:
+    """Move everything allocated so far (modules, settings, the app) out of the cyclic
+    GC's reach: a full collection then walks only what requests allocate. Measured (#9):
+    ~30 ms of event-loop time per full collection otherwise."""
+    gc.collect()
+    gc.freeze()
