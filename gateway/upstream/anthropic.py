@@ -36,6 +36,7 @@ from gateway.upstream.anthropic_codec import (
     usage_of,
 )
 from gateway.upstream.redact import scrub
+from gateway.upstream.retry import UpstreamStatusError, parse_retry_after
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicUpstream", "create", "decode_response"]
 
@@ -82,6 +83,15 @@ def _error_message(response: httpx.Response, text: str) -> str:
         pass  # not JSON: keep the raw text (truncated) as the detail
     # scrub: upstreams echo credentials in error text (#9)
     return scrub(f"Upstream returned HTTP {response.status_code}: {detail}")
+
+
+def _status_error(response: httpx.Response, text: str) -> UpstreamStatusError:
+    # status-aware, so 429/529/502/503 are retried (gateway.upstream.retry, #9)
+    return UpstreamStatusError(
+        _error_message(response, text),
+        upstream_status=response.status_code,
+        retry_after_s=parse_retry_after(response.headers.get("retry-after")),
+    )
 
 
 class AnthropicUpstream:
@@ -131,7 +141,7 @@ class AnthropicUpstream:
         except httpx.HTTPError as exc:
             raise UpstreamError(f"Could not reach the upstream model: {exc}") from exc
         if response.status_code >= 400:
-            raise UpstreamError(_error_message(response, response.text))
+            raise _status_error(response, response.text)
         try:
             body: Any = orjson.loads(response.content)
         except orjson.JSONDecodeError as exc:
@@ -156,7 +166,7 @@ class AnthropicUpstream:
         try:
             if response.status_code >= 400:
                 text = (await response.aread()).decode("utf-8", "replace")
-                raise UpstreamError(_error_message(response, text))
+                raise _status_error(response, text)
             decoder = StreamDecoder()
             async for name, data in iter_sse(response.aiter_lines()):
                 for event in decoder.feed(name, data):

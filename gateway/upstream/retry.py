@@ -4,7 +4,7 @@ Safe means the upstream cannot have acted on the request, or said it did not:
 
 - the connection could not be made (``UpstreamConnectError``, or any adapter's error
   caused by ``httpx.ConnectError`` / ``httpx.ConnectTimeout``);
-- the upstream answered 429, 502 or 503 (``UpstreamStatusError``), honouring its
+- the upstream answered 429, 502, 503 or 529 (``UpstreamStatusError``), honouring its
   ``retry-after`` when it sends one.
 
 A reset or timeout after the request was sent, any other status and malformed answers
@@ -34,7 +34,7 @@ from gateway.limits import remaining_s
 from gateway.settings import ModelConfig
 from gateway.upstream.base import Upstream
 
-RETRY_STATUSES = frozenset({429, 502, 503})
+RETRY_STATUSES = frozenset({429, 502, 503, 529})  # 529: Anthropic's "overloaded"
 
 
 class UpstreamConnectError(UpstreamError):

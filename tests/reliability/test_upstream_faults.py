@@ -15,6 +15,7 @@ import pytest
 
 from tests.gateway.openai_helpers import GOOD_ARGS
 from tests.reliability.helpers import all_rows, chat_body, ledger_rows
+from tests.support.anthropic_wire import AnthropicRenderer
 from tests.support.gateway_proc import GatewayProcess, free_port, model_table, start_gateway
 from tests.support.scripted_upstream import (
     Call,
@@ -74,6 +75,11 @@ CASES: dict[str, Case] = {
     "choices-of-wrong-type": Case(
         [Raw(b'{"choices": [{"message": {"tool_calls": [{"function": 7}]}}]}')],
         502, "upstream_error", 1),
+    "anthropic-529-then-ok": Case([HttpError(529), OK], 200, None, 2, model="an"),
+    "anthropic-429-retry-after": Case([_retry_after(429, "0.3"), OK], 200, None, 2,
+                                      model="an", min_gap_s=0.3),
+    "anthropic-500-not-retried": Case([HttpError(500)], 502, "upstream_error", 1,
+                                      model="an"),
     "stream-503-then-ok": Case([HttpError(503), TEXT], 200, None, 2, stream=True),
     "stream-stall": Case([Reply(content="a b c d e f", fragment=2, stall_after=3)],
                          504, "upstream_timeout", 1, model="slow", stream=True),
@@ -103,8 +109,10 @@ def gw(
 ) -> Iterator[GatewayProcess]:
     workdir: Path = tmp_path_factory.mktemp("faults")
     base = scripted_upstream_server.base_url
+    scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
     models = [
         model_table("m", base),
+        model_table("an", base, provider="anthropic"),
         model_table("slow", base, timeout_s=0.5),
         model_table("dead", f"http://127.0.0.1:{free_port()}/v1"),
     ]
