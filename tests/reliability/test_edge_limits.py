@@ -104,6 +104,13 @@ def test_slow_headers_get_408_and_the_connection_closes(gw: GatewayProcess) -> N
     assert took < 4.0  # header timeout (keepalive_timeout_s) is 1 s
 
 
+def test_a_silent_connection_is_closed(gw: GatewayProcess) -> None:
+    raw, took = raw_http(gw.port, [])
+    status, _, body = parse_response(raw)
+    assert (status, body["error"]["code"]) == (408, "request_timeout")
+    assert took < 4.0
+
+
 def test_oversized_headers_get_431(gw: GatewayProcess) -> None:
     raw, _ = raw_http(gw.port, [_head(gw, "x-padding: " + "a" * 20_000, length=2), b"{}"])
     status, _, body = parse_response(raw)
