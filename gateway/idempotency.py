@@ -15,7 +15,8 @@ A client that retries a request (a timeout, a dropped connection) with the same
   next attempt runs afresh.
 
 Storage is Redis when ``redis_url`` is set (``SET NX`` for the claim, the result with a
-TTL), else in process (bounded LRU). If Redis fails the in-process store takes over for
+TTL), else in process (bounded LRU, per worker process: use Redis for a fleet or
+``--workers``). If Redis fails the in-process store takes over for
 that request (counted in ``fallbacks``). Streaming requests pass through unchanged.
 
 Example::
