@@ -126,11 +126,12 @@ def create_app(
 
     ops = Ops(settings)
     routes = [
+        # The hot routes first: the router tries routes in order (#8).
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/messages", messages, methods=["POST"]),
         *ops_routes(),  # /healthz /readyz /metrics (no auth)
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/v1/models", list_models, methods=["GET"]),
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/messages", messages, methods=["POST"]),
         Route("/v1/schemas/check", schemas_check, methods=["POST"]),
         *admin_routes(),  # /admin/* (admin keys only, see AdminAuthMiddleware)
         *console_routes(),  # /console (static, no data)

@@ -83,7 +83,9 @@ class LintCache:
 
     __slots__ = ("_entries", "hits", "maxsize", "misses")
 
-    def __init__(self, maxsize: int = 4096) -> None:
+    # As many as the validator's compiled-schema cache: a clean verdict keeps its compiled
+    # schema alive, so a bigger bound would hold evicted compilations in memory (#8: RSS).
+    def __init__(self, maxsize: int = 1024) -> None:
         self._entries: OrderedDict[tuple[str, str], _Verdict] = OrderedDict()
         self.maxsize = maxsize
         self.hits = 0

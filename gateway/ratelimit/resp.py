@@ -57,6 +57,24 @@ def pack(args: Sequence[Any]) -> bytes:
     return b"".join(out)
 
 
+_evalsha_heads: dict[tuple[str, int], bytes] = {}
+
+
+def pack_evalsha(sha: str, keys: Sequence[Any], args: Sequence[Any]) -> bytes:
+    """``pack(("EVALSHA", sha, len(keys), *keys, *args))``, the constant head cached."""
+    head = _evalsha_heads.get((sha, len(keys)))
+    if head is None:
+        head = _evalsha_heads.setdefault(
+            (sha, len(keys)), pack(("EVALSHA", sha, len(keys)))[4:]
+        )
+    n = 3 + len(keys) + len(args)
+    parts = [b"*%d\r\n" % n, head]
+    for arg in (*keys, *args):
+        data = arg if isinstance(arg, bytes) else str(arg).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
 def parse(buf: bytes | bytearray, pos: int) -> tuple[Any, int]:
     """One RESP2 reply at ``pos``: (value, next position), or (_INCOMPLETE, pos).
     An error reply is returned as a ``ResponseError`` instance."""
@@ -227,8 +245,11 @@ class RespClient:
 
     async def execute(self, *args: Any) -> Any:
         """Send one command and return its reply (``ResponseError`` raised)."""
+        return await self._send(pack(args))
+
+    async def _send(self, packed: bytes) -> Any:
         conn = await self._connection()
-        fut = conn.send(pack(args))
+        fut = conn.send(packed)
         try:
             async with asyncio.timeout(self.timeout_s):
                 return await fut
@@ -242,7 +263,7 @@ class RespClient:
     ) -> Any:
         """Run a Lua script by hash, loading it with ``EVAL`` if the server lacks it."""
         try:
-            return await self.execute("EVALSHA", sha, len(keys), *keys, *args)
+            return await self._send(pack_evalsha(sha, keys, args))
         except ResponseError as exc:
             if not str(exc).startswith("NOSCRIPT"):
                 raise

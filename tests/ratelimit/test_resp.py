@@ -13,7 +13,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.ratelimit.resp import RespClient, pack, parse, script_sha, supports
+from gateway.ratelimit.resp import (
+    RespClient,
+    pack,
+    pack_evalsha,
+    parse,
+    script_sha,
+    supports,
+)
 
 REDIS = "redis://127.0.0.1:6379"
 
@@ -45,6 +52,9 @@ def test_parse_error_reply_and_pack() -> None:
     assert isinstance(err, ResponseError) and str(err).startswith("NOSCRIPT") and pos == 30
     assert pack(("GET", "k", 12)) == b"*3\r\n$3\r\nGET\r\n$1\r\nk\r\n$2\r\n12\r\n"
     assert supports("redis://h:1/0") and not supports("rediss://h:1/0")
+    for keys, args in ((["k"], [1, -1, 30, 60]), ([], []), (["a", b"b"], ["x" * 20])):
+        assert pack_evalsha("f" * 40, keys, args) == pack(
+            ("EVALSHA", "f" * 40, len(keys), *keys, *args))
 
 
 async def test_evalsha_loads_unknown_script_then_pipelines_in_order() -> None:
