@@ -7,6 +7,14 @@ enforcement loop only ever sees these.
 
 from __future__ import annotations
 
+from gateway.canonical.events import (
+    Finish,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    UsageReport,
+)
 from gateway.canonical.model import (
     ChatRequest,
     ChatResponse,
@@ -23,14 +31,6 @@ from gateway.canonical.model import (
     ToolChoice,
     ToolSpec,
     Usage,
-)
-from gateway.canonical.events import (
-    Finish,
-    StreamEvent,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallStart,
-    UsageReport,
 )
 
 __all__ = [
