@@ -16,9 +16,11 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import time
 from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx
@@ -50,7 +52,7 @@ from gateway.upstream.retry import (
     UpstreamStatusError,
     parse_retry_after,
 )
-from gateway.upstream.transport import Reply, UpstreamClient
+from gateway.upstream.transport import LineStream, Reply, UpstreamClient
 
 # Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
 PASSTHROUGH_KEY = "openai.passthrough"
@@ -229,6 +231,34 @@ async def _read_capped(resp: httpx.Response, limit: int | None) -> bytes:
     return b"".join(parts)
 
 
+class _HttpxLines:
+    """``LineStream``'s interface over a streamed ``httpx.Response`` (any other client)."""
+
+    def __init__(self, resp: httpx.Response) -> None:
+        self._resp = resp
+        self.status_code = resp.status_code
+        self.headers: Mapping[str, str] = resp.headers
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls, client: httpx.AsyncClient, url: str, body: bytes, headers: Mapping[str, str],
+        timeout: httpx.Timeout,  # noqa: ASYNC109 - per request, as in httpx
+    ) -> AsyncIterator[_HttpxLines]:
+        async with client.stream("POST", url, content=body, headers=headers,
+                                 timeout=timeout) as resp:
+            yield cls(resp)
+
+    async def read_capped(self, cap: int | None) -> bytes | None:
+        try:
+            return await _read_capped(self._resp, cap)
+        except OutputTooLarge:
+            return None
+
+    def lines(self) -> AsyncIterator[str]:
+        return self._resp.aiter_lines()
+
+
 class OpenAIUpstream:
     """The ``Upstream`` adapter for OpenAI-compatible servers."""
 
@@ -308,27 +338,31 @@ class OpenAIUpstream:
                 content = None
         return Reply(resp.status_code, resp.headers, content)
 
+    def _open_stream(
+        self, body: bytes, model: ModelConfig
+    ) -> AbstractAsyncContextManager[LineStream | _HttpxLines]:
+        if isinstance(self.client, UpstreamClient):  # the app's client: no httpx objects
+            return self.client.open_stream(
+                self._url(model), body, self._headers(model), self._timeout(model)
+            )
+        return _HttpxLines.open(self.client, self._url(model), body, self._headers(model),
+                                self._timeout(model))
+
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         body = orjson.dumps(encode_request(request, model, stream=True))
         try:
-            async with self.client.stream(
-                "POST",
-                self._url(model),
-                content=body,
-                headers=self._headers(model),
-                timeout=self._timeout(model),
-            ) as resp:
+            async with self._open_stream(body, model) as resp:
                 if resp.status_code >= 400:
                     raise _error_from_status(
                         resp.status_code,
-                        await _read_capped(resp, 64 * 1024),
+                        await resp.read_capped(_ERROR_BODY_BYTES) or b"",
                         resp.headers,
                         model.api_key(self.env),
                     )
                 parser = ChunkParser(
                     max_argument_bytes=self.max_argument_bytes, secret=model.api_key(self.env)
                 )
-                async for line in resp.aiter_lines():
+                async for line in resp.lines():
                     for event in parser.feed_line(line):
                         yield event
                     if parser.done:

@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import ssl
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -30,7 +31,9 @@ from typing import Any
 import aiohttp
 import httpx
 
-__all__ = ["AiohttpTransport", "Reply", "UpstreamClient", "pooled_client"]
+from gateway.upstream.lines import LineSplitter
+
+__all__ = ["AiohttpTransport", "LineStream", "Reply", "UpstreamClient", "pooled_client"]
 
 
 def _translate(exc: BaseException) -> httpx.TransportError | None:
@@ -260,29 +263,97 @@ class UpstreamClient(httpx.AsyncClient):
             raise TypeError("post_capped needs the AiohttpTransport")
         if self.is_closed:
             raise RuntimeError("Cannot send a request, as the client has been closed.")
+        response = await self._post(url, content, headers, timeout)
+        try:
+            cap = error_limit if response.status >= 400 else limit
+            body = await _read_upto(response, cap)
+        finally:
+            _finish(response)
+        return Reply(response.status, response.headers, body)
+
+    @contextlib.asynccontextmanager
+    async def open_stream(
+        self,
+        url: str,
+        content: bytes,
+        headers: Mapping[str, str],
+        timeout: httpx.Timeout,  # noqa: ASYNC109 - per request, as in httpx
+    ) -> AsyncIterator[LineStream]:
+        """POST and hold the streamed answer open (``LineStream``), on the aiohttp pool
+        like ``post_capped``; leaving the block early closes the connection."""
+        response = await self._post(url, content, headers, timeout)
+        try:
+            yield LineStream(response)
+        finally:
+            _finish(response)
+
+    async def _post(
+        self,
+        url: str,
+        content: bytes,
+        headers: Mapping[str, str],
+        timeout: httpx.Timeout,  # noqa: ASYNC109 - per request, as in httpx
+    ) -> aiohttp.ClientResponse:
+        transport = self._transport
+        if not isinstance(transport, AiohttpTransport):
+            raise TypeError("UpstreamClient's direct calls need the AiohttpTransport")
+        if self.is_closed:
+            raise RuntimeError("Cannot send a request, as the client has been closed.")
         with _translated():
-            response = await transport.session.request(
+            return await transport.session.request(
                 "POST", url, data=content, headers=headers, allow_redirects=False,
                 compress=False, auto_decompress=True,
                 timeout=_client_timeout(timeout.as_dict()),
             )
-            try:
-                cap = error_limit if response.status >= 400 else limit
-                parts: list[bytes] = []
-                size = 0
-                over = False
-                async for chunk in response.content.iter_any():
-                    size += len(chunk)
-                    if cap is not None and size > cap:
-                        over = True
-                        break
-                    parts.append(chunk)
-            finally:
-                if response.content.at_eof():
-                    response.release()
-                else:
-                    response.close()
-        return Reply(response.status, response.headers, None if over else b"".join(parts))
+
+
+async def _read_upto(response: aiohttp.ClientResponse, cap: int | None) -> bytes | None:
+    """The whole body, or None past ``cap`` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    with _translated():
+        async for chunk in response.content.iter_any():
+            size += len(chunk)
+            if cap is not None and size > cap:
+                return None
+            parts.append(chunk)
+    return b"".join(parts)
+
+
+def _finish(response: aiohttp.ClientResponse) -> None:
+    # A fully read body returns the connection to the pool; anything else closes it.
+    if response.content.at_eof():
+        response.release()
+    else:
+        response.close()
+
+
+class LineStream:
+    """A streamed answer held open by ``UpstreamClient.open_stream``."""
+
+    __slots__ = ("_response", "headers", "status_code")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status_code = response.status
+        self.headers: Mapping[str, str] = response.headers
+
+    async def read_capped(self, cap: int | None) -> bytes | None:
+        """The rest of the body, or None past ``cap`` bytes."""
+        return await _read_upto(self._response, cap)
+
+    async def lines(self) -> AsyncIterator[str]:
+        """The body as text lines, split like ``httpx.Response.aiter_lines``."""
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        splitter = LineSplitter()
+        with _translated():
+            async for chunk in self._response.content.iter_any():
+                for line in splitter.feed(decoder.decode(chunk)):
+                    yield line
+        for line in splitter.feed(decoder.decode(b"", final=True)):
+            yield line
+        for line in splitter.flush():
+            yield line
 
 
 def pooled_client(
