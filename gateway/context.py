@@ -8,6 +8,7 @@ for the ledger, whatever the outcome.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from dataclasses import dataclass
 
@@ -23,13 +24,17 @@ class Tally:
     concurrent corrections (all on one event loop, so no locking is needed).
     """
 
-    __slots__ = ("correction_usage", "first_usage", "retries", "upstream_calls")
+    __slots__ = (
+        "correction_usage", "first_usage", "retried_attempts", "retries", "upstream_calls",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.first_usage = Usage()
         self.correction_usage = Usage()
         self.retries = 0
         self.upstream_calls = 0
+        # (reason, count) of attempts that failed safely and were retried; None: none yet
+        self.retried_attempts: dict[str, int] | None = None
 
     def add_first(self, usage: Usage) -> None:
         self.first_usage = self.first_usage + usage
@@ -39,6 +44,15 @@ class Tally:
         self.correction_usage = self.correction_usage + usage
         self.retries += 1
         self.upstream_calls += 1
+
+    def add_retried_attempt(self, reason: str) -> None:
+        """An upstream attempt that failed safely and is being retried
+        (``gateway.upstream.retry``): it reached, or tried to reach, the upstream, so it
+        counts in ``upstream_calls``; the final attempt is counted by the caller."""
+        self.upstream_calls += 1
+        if self.retried_attempts is None:
+            self.retried_attempts = {}
+        self.retried_attempts[reason] = self.retried_attempts.get(reason, 0) + 1
 
     @property
     def total(self) -> Usage:
@@ -65,7 +79,11 @@ class RequestContext:
 
     @classmethod
     def start(cls, request_id: str, endpoint: str) -> RequestContext:
-        return cls(request_id, endpoint, time.time(), time.perf_counter(), tally=Tally())
+        """A new context, also made this task's ``current_request()`` (the ASGI server runs
+        each request in its own task, and child tasks inherit it)."""
+        ctx = cls(request_id, endpoint, time.time(), time.perf_counter(), tally=Tally())
+        _CURRENT.set(ctx)
+        return ctx
 
     def add_header(self, name: str, value: str) -> None:
         if self.extra_headers is None:
@@ -103,3 +121,14 @@ class RequestContext:
             finished_at=now,
             estimated=self.estimated,
         )
+
+
+_CURRENT: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar(
+    "syntic_request_context", default=None
+)
+
+
+def current_request() -> RequestContext | None:
+    """The context of the request this task serves (None outside a request), for layers
+    that are shared across requests, such as the upstream retry wrapper."""
+    return _CURRENT.get()

@@ -19,7 +19,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -60,6 +60,8 @@ class GatewayMetrics:
     requests: Counter
     upstream_latency: Histogram
     upstream_calls: Counter
+    upstream_retries: Counter
+    inflight_refused: Counter
     schema_corrections: Counter
     tool_arguments_invalid: Counter
     ratelimit_decisions: Counter
@@ -94,8 +96,19 @@ class GatewayMetrics:
             ),
             upstream_calls=r.counter(
                 "syntic_upstream_calls_total",
-                "Upstream model calls; kind=correction for schema correction calls.",
+                "Upstream model calls (attempts): kind=first, correction (schema "
+                "correction calls) or retry (attempts that failed safely and were retried).",
                 ("model", "kind"),
+            ),
+            upstream_retries=r.counter(
+                "syntic_upstream_retries_total",
+                "Upstream attempts retried after a safe failure; reason=connect or the "
+                "upstream status (429, 502, 503, 529).",
+                ("model", "reason"),
+            ),
+            inflight_refused=r.counter(
+                "syntic_inflight_refused_total",
+                "Requests refused with 503 overloaded: max_inflight already in flight.",
             ),
             schema_corrections=r.counter(
                 "syntic_schema_corrections_total",
@@ -184,13 +197,25 @@ class GatewayMetrics:
         """One upstream call's duration."""
         self.upstream_latency.labels(model).observe(seconds)
 
-    def count_upstream_calls(self, model: str, first: int, corrections: int) -> None:
-        """Upstream calls of one finished request (from its usage record)."""
+    def count_upstream_calls(
+        self,
+        model: str,
+        first: int,
+        corrections: int,
+        retried: Mapping[str, int] | None = None,
+    ) -> None:
+        """Upstream calls of one finished request (from its tally): ``first`` and
+        ``corrections`` are final attempts, ``retried`` maps a retry reason to the number
+        of attempts retried for it."""
         if first:
             self.upstream_calls.labels(model, "first").inc(first)
         if corrections:
             self.upstream_calls.labels(model, "correction").inc(corrections)
             self.schema_corrections.inc(corrections)
+        if retried:
+            for reason, n in retried.items():
+                self.upstream_calls.labels(model, "retry").inc(n)
+                self.upstream_retries.labels(model, reason).inc(n)
 
     def count_rate_decision(self, allowed: bool) -> None:
         self.ratelimit_decisions.labels("allowed" if allowed else "limited").inc()

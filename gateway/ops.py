@@ -4,8 +4,11 @@
 and the request observer. Its routes take no authentication (they live outside ``/v1``):
 
 - ``GET /healthz``: the process is alive and its event loop answers. No I/O.
-- ``GET /readyz``: the database answers, Redis answers (when configured), at least one
-  model is configured; 503 with the failing checks otherwise.
+- ``GET /readyz``: the database answers and at least one model is configured, else 503
+  with the failing checks. Redis (when configured) is checked too, but an unreachable
+  Redis only *degrades* readiness (200, ``"redis": "degraded"``, ``syntic_redis_up`` 0):
+  the gateway keeps serving with per-process limits, and a Redis outage must not take
+  every replica of a fleet out of rotation at once.
 - ``GET /metrics``: Prometheus text. Unauthenticated: keep it off the public listener
   (deploy/nginx.conf returns 404 for it).
 
@@ -24,6 +27,7 @@ Wiring (in ``create_app``)::
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -61,15 +65,19 @@ class CheckResult:
     ok: bool
     ms: float
     reason: str | None = None
+    fatal: bool = True  # False: a failure degrades readiness but does not fail it
 
 
 class Readiness:
-    """Database, Redis and model-catalogue checks, each bounded by ``timeout_s``."""
+    """Database, Redis and model-catalogue checks, each bounded by ``timeout_s``.
+    Only the database and models checks are fatal; ``redis_ok`` keeps the last Redis
+    result (None: not configured or not probed yet)."""
 
     def __init__(self, settings: Settings, timeout_s: float = 2.0) -> None:
         self.settings = settings
         self.timeout_s = timeout_s
         self.database: Any = None  # gateway.storage.Database, set by Ops.bind
+        self.redis_ok: bool | None = None
         self._redis: Any = None
         if settings.redis_url:
             self._redis = aioredis.Redis.from_url(
@@ -103,7 +111,12 @@ class Readiness:
         n = len(self.settings.models)
         models = CheckResult("models", n > 0, 0.0, None if n else "no model configured")
         probes.append(_result(models))
-        return list(await asyncio.gather(*probes))
+        results = list(await asyncio.gather(*probes))
+        for i, r in enumerate(results):
+            if r.name == "redis":
+                self.redis_ok = r.ok
+                results[i] = dataclasses.replace(r, fatal=False)  # limits fall back locally
+        return results
 
     async def aclose(self) -> None:
         if self._redis is not None:
@@ -183,9 +196,15 @@ class RequestObserver:
         tally = ctx.tally
         retries = tally.retries if tally is not None else 0
         if tally is not None and tally.upstream_calls:
+            retried = tally.retried_attempts
             self.metrics.count_upstream_calls(
-                ctx.model or "", first=tally.upstream_calls - retries, corrections=retries
+                ctx.model or "",
+                first=tally.upstream_calls - retries - (sum(retried.values()) if retried else 0),
+                corrections=retries,
+                retried=retried,
             )
+        if ctx.error_code == "overloaded":  # only the in-flight gate uses this code
+            self.metrics.inflight_refused.inc()
         if path in QUIET_PATHS:
             return
         log_request(
@@ -220,12 +239,25 @@ class Ops:
         self.metrics = metrics or GatewayMetrics.create()
         self.readiness = Readiness(settings)
         self.observer = RequestObserver(self.metrics, _ROUTE_PATHS)
+        self._limiter: Any = None
+        if settings.redis_url:  # exported only when Redis is configured
+            self.metrics.registry.gauge(
+                "syntic_redis_up",
+                "1 when Redis answers; 0 when the last readiness probe or rate-limit call "
+                "found it unreachable (limits are then per process).",
+                callback=self._redis_up,
+            )
+
+    def _redis_up(self) -> float:
+        limiter_down = bool(getattr(self._limiter, "redis_down", False))
+        return 0.0 if limiter_down or self.readiness.redis_ok is False else 1.0
 
     def bind(self, services: Any, lint_cache: Any = None) -> None:
         """Read values owned by the services (and the request path's lint cache) at scrape
         time, and probe the services' database."""
         self.readiness.database = getattr(services, "db", None)
         ledger, limiter = services.ledger, services.limiter
+        self._limiter = limiter
         if lint_cache is not None:
             self.metrics.bind(
                 lint_cache_hits=lambda: lint_cache.hits,
@@ -261,16 +293,22 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """Readiness: 200 when every check passes, else 503 with the reasons."""
+    """Readiness: 200 unless a fatal check (database, models) fails, then 503 with the
+    reasons. A failing non-fatal check (Redis) is listed in ``degraded`` and, for Redis,
+    reported as ``"redis": "degraded"`` (``"ok"`` when it answers)."""
     results = await _ops(request).readiness.check()
-    ready = all(r.ok for r in results)
-    body = {
+    ready = all(r.ok or not r.fatal for r in results)
+    body: dict[str, Any] = {
         "status": "ready" if ready else "unavailable",
         "checks": {
             r.name: {"ok": r.ok, "ms": round(r.ms, 2), "reason": r.reason} for r in results
         },
-        "reasons": [r.reason for r in results if not r.ok],
+        "reasons": [r.reason for r in results if not r.ok and r.fatal],
+        "degraded": [r.reason for r in results if not r.ok and not r.fatal],
     }
+    for r in results:
+        if r.name == "redis":
+            body["redis"] = "ok" if r.ok else "degraded"
     return Response(
         orjson.dumps(body), status_code=200 if ready else 503, media_type="application/json"
     )

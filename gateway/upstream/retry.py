@@ -14,6 +14,11 @@ Retries are bounded (``Settings.upstream_retries``), back off exponentially with
 and never sleep past the request deadline (``gateway.limits.remaining_s``): a
 ``retry-after`` longer than what is left fails at once.
 
+Every retried attempt is billed: it is added to the current request's tally
+(``Tally.add_retried_attempt``, so the ledger's ``upstream_calls`` counts every attempt that
+reached or tried to reach the upstream) with its ``retry_reason`` (``connect`` or the
+upstream status), which ``/metrics`` exports as ``syntic_upstream_retries_total``.
+
 Example::
 
     registry = registry.wrapped(lambda u: RetryingUpstream(u, RetryPolicy(retries=2)))
@@ -29,6 +34,7 @@ from dataclasses import dataclass
 import httpx
 
 from gateway.canonical import ChatRequest, ChatResponse, StreamEvent
+from gateway.context import current_request
 from gateway.errors import UpstreamError
 from gateway.limits import remaining_s
 from gateway.settings import ModelConfig
@@ -74,6 +80,20 @@ def retryable(exc: BaseException) -> bool:
     return isinstance(exc.__cause__, httpx.ConnectError | httpx.ConnectTimeout)
 
 
+def retry_reason(exc: BaseException) -> str:
+    """A bounded label for why a retryable attempt failed: the upstream's status
+    (``"429"``, ``"502"``, ``"503"``, ``"529"``) or ``"connect"``."""
+    if isinstance(exc, UpstreamStatusError):
+        return str(exc.upstream_status)
+    return "connect"
+
+
+def _record_retry(exc: BaseException) -> None:
+    ctx = current_request()
+    if ctx is not None and ctx.tally is not None:
+        ctx.tally.add_retried_attempt(retry_reason(exc))
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """At most ``retries`` extra attempts, ``base_delay_s * 2**n`` (jittered, capped)."""
@@ -116,6 +136,7 @@ class RetryingUpstream:
                 wait = self.policy.delay(attempt, exc)
                 if wait is None:
                     raise
+                _record_retry(exc)
             attempt += 1
             self.retried += 1
             await asyncio.sleep(wait)
@@ -136,6 +157,7 @@ class RetryingUpstream:
                 wait = None if yielded else self.policy.delay(attempt, exc)
                 if wait is None:
                     raise
+                _record_retry(exc)
             finally:
                 aclose = getattr(events, "aclose", None)
                 if aclose is not None:

@@ -13,6 +13,7 @@ import httpx
 import orjson
 import pytest
 
+from tests.ops.helpers import scrape
 from tests.reliability.helpers import chat_body, ledger_rows, parse_response, raw_http
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.scripted_upstream import Call, Raw, Reply, ScriptedUpstream
@@ -122,6 +123,8 @@ def test_in_flight_bound_refuses_with_503_and_retry_after(
 ) -> None:
     upstream.queue(*[Reply(content="slow", delay=1.0) for _ in range(3)])
     body = orjson.dumps(chat_body(tools=[]))
+    refusals = ("syntic_inflight_refused_total", ())
+    before = scrape(gw.base_url).get(refusals, 0)
 
     def post(i: int) -> httpx.Response:
         time.sleep(0.3 * (i >= 3))  # the first three are in flight first
@@ -138,6 +141,7 @@ def test_in_flight_bound_refuses_with_503_and_retry_after(
     assert len(upstream.requests) == 3  # refused requests never reached the upstream
     rows = ledger_rows(gw, [r.headers["x-request-id"] for r in responses])
     assert sorted(r["status"] for r in rows.values()) == statuses
+    assert scrape(gw.base_url)[refusals] - before == 2  # /metrics counts the refusals
 
 
 def test_request_deadline_bounds_a_hanging_upstream(

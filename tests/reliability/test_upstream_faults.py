@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from tests.gateway.openai_helpers import GOOD_ARGS
+from tests.ops.helpers import scrape
 from tests.reliability.helpers import all_rows, chat_body, ledger_rows
 from tests.support.anthropic_wire import AnthropicRenderer
 from tests.support.gateway_proc import GatewayProcess, free_port, model_table, start_gateway
@@ -55,14 +56,18 @@ class Case:
     max_s: float = 3.0
     min_gap_s: float = 0.0  # least time between the first two upstream calls
     extra: dict[str, object] = field(default_factory=dict)
+    attempts: int | None = None  # ledger upstream_calls when not `calls` (connect errors)
+    retried: dict[str, int] = field(default_factory=dict)  # retry reason -> attempts
 
 
 CASES: dict[str, Case] = {
-    "connect-refused": Case([], 502, "upstream_unavailable", 0, model="dead", max_s=1.5),
+    "connect-refused": Case([], 502, "upstream_unavailable", 0, model="dead", max_s=1.5,
+                            attempts=3, retried={"connect": 2}),
     "429-then-ok-honours-retry-after": Case(
-        [_retry_after(429, "0.3"), OK], 200, None, 2, min_gap_s=0.3),
-    "503-then-ok": Case([HttpError(503), OK], 200, None, 2),
-    "502-every-time-bounded": Case([HttpError(502)] * 3, 502, "upstream_error", 3),
+        [_retry_after(429, "0.3"), OK], 200, None, 2, min_gap_s=0.3, retried={"429": 1}),
+    "503-then-ok": Case([HttpError(503), OK], 200, None, 2, retried={"503": 1}),
+    "502-every-time-bounded": Case([HttpError(502)] * 3, 502, "upstream_error", 3,
+                                   retried={"502": 2}),
     "retry-after-past-deadline-fails-fast": Case(
         [_retry_after(503, "60")], 502, "upstream_error", 1, max_s=1.0),
     "500-not-retried": Case([HttpError(500)], 502, "upstream_error", 1),
@@ -75,12 +80,14 @@ CASES: dict[str, Case] = {
     "choices-of-wrong-type": Case(
         [Raw(b'{"choices": [{"message": {"tool_calls": [{"function": 7}]}}]}')],
         502, "upstream_error", 1),
-    "anthropic-529-then-ok": Case([HttpError(529), OK], 200, None, 2, model="an"),
+    "anthropic-529-then-ok": Case([HttpError(529), OK], 200, None, 2, model="an",
+                                  retried={"529": 1}),
     "anthropic-429-retry-after": Case([_retry_after(429, "0.3"), OK], 200, None, 2,
-                                      model="an", min_gap_s=0.3),
+                                      model="an", min_gap_s=0.3, retried={"429": 1}),
     "anthropic-500-not-retried": Case([HttpError(500)], 502, "upstream_error", 1,
                                       model="an"),
-    "stream-503-then-ok": Case([HttpError(503), TEXT], 200, None, 2, stream=True),
+    "stream-503-then-ok": Case([HttpError(503), TEXT], 200, None, 2, stream=True,
+                               retried={"503": 1}),
     "stream-stall": Case([Reply(content="a b c d e f", fragment=2, stall_after=3)],
                          504, "upstream_timeout", 1, model="slow", stream=True),
     "stream-reset": Case([Reply(content="a b c d e f", fragment=2, drop_after=3)],
@@ -143,6 +150,7 @@ def test_fault(name: str, gw: GatewayProcess, upstream: ScriptedUpstream) -> Non
     body = chat_body(case.model, stream=case.stream)
     if case.stream or case.steps[:1] == [TEXT]:
         body["tools"] = []
+    before = scrape(gw.base_url)
     started = time.monotonic()
     r = httpx.post(gw.base_url + "/v1/chat/completions", json=body, timeout=20,
                    headers={"authorization": f"Bearer {gw.api_key}"})
@@ -160,6 +168,12 @@ def test_fault(name: str, gw: GatewayProcess, upstream: ScriptedUpstream) -> Non
     row = ledger_rows(gw, [rid])[rid]
     assert (row["status"], row["error_code"]) == (case.status, case.code)
     assert row["streamed"] == int(case.stream)
+    # every attempt that reached (or tried to reach) the upstream is billed
+    assert row["upstream_calls"] == (case.calls if case.attempts is None else case.attempts)
+    after = scrape(gw.base_url)
+    for reason in ("connect", "429", "502", "503", "529"):
+        series = ("syntic_upstream_retries_total", (("model", case.model), ("reason", reason)))
+        assert after.get(series, 0) - before.get(series, 0) == case.retried.get(reason, 0)
 
 
 def test_each_request_has_exactly_one_ledger_row(gw: GatewayProcess) -> None:
