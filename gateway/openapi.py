@@ -360,7 +360,13 @@ _SCHEMAS: dict[str, Any] = {
                     },
                 },
             },
-            "reasons": {"type": "array", "items": {"type": "string"}},
+            "reasons": {"type": "array", "items": {"type": "string"},
+                        "description": "Failed fatal checks (database, models): 503."},
+            "degraded": {"type": "array", "items": {"type": "string"},
+                         "description": "Failed non-fatal checks (Redis): still 200."},
+            "redis": {"enum": ["ok", "degraded"],
+                      "description": "Present when Redis is configured; degraded: "
+                                     "unreachable, limits are per process."},
         },
     },
 }
@@ -435,7 +441,7 @@ def openapi_document() -> dict[str, Any]:
             auth=False,
         ),
         "/readyz": _get(
-            "readyz", "Readiness: database, Redis (when configured), models (no auth)",
+            "readyz", "Readiness: database, models; Redis when configured (non-fatal) (no auth)",
             {"200": _json(_ref("Readiness"), "Ready."),
              "503": _json(_ref("Readiness"), "Not ready; `reasons` says why.")},
             auth=False,

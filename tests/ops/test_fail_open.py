@@ -1,5 +1,7 @@
 """Redis configured but unreachable: requests are still served (per-process limits), each
-one counted in ``syntic_ratelimit_fail_open_total``, and ``/readyz`` says why."""
+one counted in ``syntic_ratelimit_fail_open_total``, ``syntic_redis_up`` is 0, and
+``/readyz`` says why but stays 200 (``"redis": "degraded"``): a Redis outage must not take
+every replica of a fleet out of rotation."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.ops.helpers import scrape
+from tests.ops.helpers import conforms, scrape
 from tests.support.gateway_proc import free_port, model_table, start_gateway
 from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
@@ -36,5 +38,10 @@ def test_redis_down_is_served_and_counted(upstream: ScriptedUpstream, tmp_path: 
     assert after[fail_open] - before.get(fail_open, 0) == 3
     allowed = ("syntic_ratelimit_decisions_total", (("decision", "allowed"),))
     assert after[allowed] - before.get(allowed, 0) == 3
-    assert ready.status_code == 503
-    assert [n for n, c in ready.json()["checks"].items() if not c["ok"]] == ["redis"]
+    assert after[("syntic_redis_up", ())] == 0  # the limiter saw it down
+    assert ready.status_code == 200, ready.text
+    body = ready.json()
+    conforms(body, "Readiness")
+    assert (body["status"], body["redis"], body["reasons"]) == ("ready", "degraded", [])
+    assert [n for n, c in body["checks"].items() if not c["ok"]] == ["redis"]
+    assert body["degraded"] == [body["checks"]["redis"]["reason"]]
