@@ -73,7 +73,7 @@ def decode_response(body: object, model: ModelConfig) -> ChatResponse:
     )
 
 
-def _error_message(response: httpx.Response, text: str) -> str:
+def _error_message(response: httpx.Response, text: str, secret: str | None = None) -> str:
     detail = text[:500]
     try:
         body = orjson.loads(text)
@@ -82,13 +82,15 @@ def _error_message(response: httpx.Response, text: str) -> str:
     except orjson.JSONDecodeError:
         pass  # not JSON: keep the raw text (truncated) as the detail
     # scrub: upstreams echo credentials in error text (#9)
-    return scrub(f"Upstream returned HTTP {response.status_code}: {detail}")
+    return scrub(f"Upstream returned HTTP {response.status_code}: {detail}", secret)
 
 
-def _status_error(response: httpx.Response, text: str) -> UpstreamStatusError:
+def _status_error(
+    response: httpx.Response, text: str, secret: str | None = None
+) -> UpstreamStatusError:
     # status-aware, so 429/529/502/503 are retried (gateway.upstream.retry, #9)
     return UpstreamStatusError(
-        _error_message(response, text),
+        _error_message(response, text, secret),
         upstream_status=response.status_code,
         retry_after_s=parse_retry_after(response.headers.get("retry-after")),
     )
@@ -141,7 +143,7 @@ class AnthropicUpstream:
         except httpx.HTTPError as exc:
             raise UpstreamError(f"Could not reach the upstream model: {exc}") from exc
         if response.status_code >= 400:
-            raise _status_error(response, response.text)
+            raise _status_error(response, response.text, model.api_key(self._env))
         try:
             body: Any = orjson.loads(response.content)
         except orjson.JSONDecodeError as exc:
@@ -166,8 +168,8 @@ class AnthropicUpstream:
         try:
             if response.status_code >= 400:
                 text = (await response.aread()).decode("utf-8", "replace")
-                raise _status_error(response, text)
-            decoder = StreamDecoder()
+                raise _status_error(response, text, model.api_key(self._env))
+            decoder = StreamDecoder(model.api_key(self._env))
             async for name, data in iter_sse(response.aiter_lines()):
                 for event in decoder.feed(name, data):
                     yield event

@@ -28,6 +28,7 @@ from gateway.canonical import (
 )
 from gateway.errors import UpstreamError
 from gateway.settings import ModelConfig
+from gateway.upstream.redact import scrub
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -202,11 +203,17 @@ async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
 
 class StreamDecoder:
     """Messages SSE events -> canonical events. Tool calls are numbered by their order
-    among tool_use blocks (the canonical ``index``)."""
+    among tool_use blocks (the canonical ``index``). An in-band ``error`` event becomes an
+    ``UpstreamError`` whose text is scrubbed (``secret``: the upstream key, and anything
+    shaped like a credential), since it reaches the client, the logs and the ledger (#9)."""
 
-    __slots__ = ("_blocks", "_done", "_got_input", "_reason", "_stop_seq", "_tools", "_usage")
+    __slots__ = (
+        "_blocks", "_done", "_got_input", "_reason", "_secret", "_stop_seq", "_tools",
+        "_usage",
+    )  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, secret: str | None = None) -> None:
+        self._secret = secret
         self._blocks: dict[int, int | None] = {}  # block index -> tool ordinal (None: text)
         self._got_input: set[int] = set()
         self._tools = 0
@@ -226,7 +233,8 @@ class StreamDecoder:
         if kind == "error":
             err = event.get("error") if isinstance(event, dict) else None
             message = err.get("message") if isinstance(err, dict) else None
-            raise UpstreamError(f"The upstream stream failed: {message or 'error event'}")
+            detail = scrub(str(message)[:500], self._secret) if message else "error event"
+            raise UpstreamError(f"The upstream stream failed: {detail}")
         handler = getattr(self, "_on_" + str(kind), None)
         return handler(event) if handler is not None else []
 

@@ -122,3 +122,52 @@ def test_canary_keys_reach_no_sink(
 def _wal(db: Path) -> bytes:
     wal = db.with_name(db.name + "-wal")
     return wal.read_bytes() if wal.exists() else b""
+
+
+def test_anthropic_in_band_error_never_echoes_the_upstream_key(
+    scripted_upstream_server: ScriptedUpstream, upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    """An Anthropic upstream's ``event: error`` (and its error status body) quoting the
+    upstream key: the key is not shaped like one (no ``sk-``), so only scrubbing the
+    configured secret itself keeps it out of the stream, the log and the ledger."""
+    canary = f"CANARYplain{uuid.uuid4().hex}"
+    scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
+    models = [model_table("an", scripted_upstream_server.base_url, provider="anthropic",
+                          api_key_env="CANARY_UPSTREAM_KEY")]
+    gw = start_gateway(tmp_path, models, env={"CANARY_UPSTREAM_KEY": canary})
+    error = {"type": "error", "error": {"type": "authentication_error",
+                                        "message": f"invalid x-api-key {canary}"}}
+    start = {"type": "message_start", "message": {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "an-served",
+        "content": [], "stop_reason": None, "usage": {"input_tokens": 3, "output_tokens": 0}}}
+    in_band = RawStream([b"event: message_start\ndata: " + orjson.dumps(start) + b"\n\n",
+                         b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"])
+    seen: list[bytes] = []
+    ids: list[str] = []
+    try:
+        upstream.queue(in_band, in_band, HttpError(401, body=error))
+        for path, body in (
+            ("/v1/messages", {"model": "an", "max_tokens": 50, "stream": True,
+                              "messages": [{"role": "user", "content": "hi"}]}),
+            ("/v1/chat/completions", chat_body("an", stream=True, tools=[])),
+            ("/v1/messages", {"model": "an", "max_tokens": 50,
+                              "messages": [{"role": "user", "content": "hi"}]}),
+        ):
+            r = httpx.post(gw.base_url + path, json=body, timeout=20,
+                           headers={"authorization": f"Bearer {gw.api_key}"})
+            seen.append(r.content + repr(sorted(r.headers.items())).encode())
+            ids.append(r.headers["x-request-id"])
+        assert len(upstream.requests) == 3
+        assert all(req.headers["x-api-key"] == canary for req in upstream.requests)
+        rows = ledger_rows(gw, ids)
+        metrics = httpx.get(gw.base_url + "/metrics", timeout=10).content
+    finally:
+        gw.stop()
+    responses = b"".join(seen)
+    assert responses.count(b"invalid x-api-key [REDACTED]") == 3  # the errors did arrive
+    assert all(row["status"] >= 400 or row["error_code"] for row in rows.values())
+    sinks = {"log": gw.log().encode(), "responses": responses, "metrics": metrics,
+             "ledger": orjson.dumps(list(rows.values())),
+             "database": db_path(gw).read_bytes() + _wal(db_path(gw))}
+    for name, data in sinks.items():
+        assert canary.encode() not in data, f"the upstream key leaked into {name}"
