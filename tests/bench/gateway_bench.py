@@ -52,6 +52,7 @@ from tests.bench.loadgen import (  # noqa: E402
     measure,
     pin,
     rss_mb,
+    ttfb,
     wrk_script,
 )
 from tests.bench.mock_upstream import GOOD_ARGS  # noqa: E402
@@ -100,7 +101,7 @@ def body(model: str, *, stream: bool = False, tools: bool = True,
 
 
 def miss_schema() -> dict[str, Any]:
-    schema = orjson.loads(orjson.dumps(REFUND_SCHEMA))
+    schema: dict[str, Any] = orjson.loads(orjson.dumps(REFUND_SCHEMA))
     schema["properties"]["note"]["maxLength"] = MARK
     return schema
 
@@ -286,6 +287,24 @@ def stall(pid: int, url: str, key: str, duration: float) -> tuple[Measured, Meas
     return quiet, busy, slowest[0]
 
 
+def first_bytes(mock_url: str, gw_url: str, key: str, n: int = 300) -> str:
+    """Median time to the first body byte at 1 connection, mock alone vs. the gateway."""
+    path = "/v1/chat/completions"
+    cases = [
+        ("strict tool call, SSE", body("mock-good", stream=True), body("bench", stream=True)),
+        ("text, SSE", body("mock-text10", stream=True, tools=False),
+         body("bench-text10", stream=True, tools=False)),
+        ("strict tool call, JSON", body("mock-good"), body("bench")),
+    ]
+    lines = [f"time to first byte (median of {n}, 1 connection):"]
+    for name, direct, through in cases:
+        floor = ttfb(mock_url + path, _headers(None), direct, n=n, cpu=LOAD_CPU)
+        ours = ttfb(gw_url + path, _headers(key), through, n=n, cpu=LOAD_CPU)
+        lines.append(f"  {name}: mock {floor * 1000:.2f} ms, syntic {ours * 1000:.2f} ms "
+                     f"(added {(ours - floor) * 1000:+.2f} ms)")
+    return "\n" + "\n".join(lines)
+
+
 def table(rows: list[Row]) -> str:
     out = ["| target | scenario | conns | req/s | p50 ms | p99 ms | added p50 ms "
            "| CPU us/req | RSS MB | errors |",
@@ -350,11 +369,12 @@ def main() -> int:
         run_target("syntic", gw.proc.pid, gw.base_url, key, gw_rows, d, floor, rows)
         extra = ""
         if not ns.quick:
+            extra += first_bytes(mock.url, gw.base_url, key)
             quiet, busy, slowest = stall(gw.proc.pid, gw.base_url, key, d)
             t10 = next(r for r in rows if r.target == "syntic" and r.scenario == "sse-text10")
             t100 = next(r for r in rows if r.target == "syntic" and r.scenario == "sse-text100")
             per_event = (t100.m.cpu_us_per_req - t10.m.cpu_us_per_req) / 90
-            extra = (
+            extra += (
                 f"\nCPU per extra SSE event (text100 - text10) / 90: {per_event:.1f} us\n"
                 f"stall: hot p99/max {quiet.wrk.p99_us / 1000:.2f}/{quiet.wrk.max_us / 1000:.2f}"
                 f" ms alone, {busy.wrk.p99_us / 1000:.2f}/{busy.wrk.max_us / 1000:.2f} ms while"

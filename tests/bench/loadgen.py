@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import statistics
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -191,3 +195,59 @@ def measure(
     spent = cpu_seconds(server_pid) - before
     per = spent * 1e6 / result.requests if result.requests else float("nan")
     return Measured(result, per, rss_mb(server_pid))
+
+
+def _read_response(sock: socket.socket, started: float) -> tuple[float, float]:
+    """Read one HTTP/1.1 response; (seconds to its first body byte, to its end)."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        data = sock.recv(65536)
+        if not data:
+            raise ConnectionError("server closed the connection")
+        buf += data
+    head, _, body = buf.partition(b"\r\n\r\n")
+    lower = head.lower()
+    while not body:
+        body = sock.recv(65536)
+        if not body:
+            raise ConnectionError("server closed the connection")
+    first = time.perf_counter() - started
+    if b"transfer-encoding: chunked" in lower:
+        while not body.endswith(b"0\r\n\r\n"):
+            data = sock.recv(65536)
+            if not data:
+                raise ConnectionError("server closed the connection")
+            body += data
+    else:
+        i = lower.index(b"content-length:")
+        length = int(lower[i + 15 :].split(b"\r\n", 1)[0])
+        while len(body) < length:
+            body += sock.recv(65536)
+    return first, time.perf_counter() - started
+
+
+def ttfb(url: str, headers: dict[str, str], body: str, *, n: int, cpu: int | None) -> float:
+    """Median seconds to the first response-body byte over ``n`` sequential requests on
+    one keep-alive connection (run in this process; pinned to ``cpu``)."""
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {cpu})
+    try:
+        parts = urlsplit(url)
+        payload = body.encode()
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        request = (f"POST {parts.path} HTTP/1.1\r\nhost: {parts.netloc}\r\n{head}"
+                   f"content-length: {len(payload)}\r\n\r\n").encode() + payload
+        firsts = []
+        with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for i in range(n + 20):
+                started = time.perf_counter()
+                sock.sendall(request)
+                first, _ = _read_response(sock, started)
+                if i >= 20:  # warm-up
+                    firsts.append(first)
+        return statistics.median(firsts)
+    finally:
+        if cpu is not None and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, before)
