@@ -161,7 +161,12 @@ def create_app(
 
 def create_app_from_env() -> Starlette:
     """Factory for ``uvicorn --factory`` / multi-worker serving: config from ``SYNTIC_CONFIG``.
-    Each worker process configures its own logging (``SYNTIC_LOG_LEVEL``, set by serve)."""
+    Each worker process configures its own logging (``SYNTIC_LOG_LEVEL``, set by serve)
+    and, once its app is built, freezes its startup heap as a single ``syntic serve`` does."""
+    from gateway.commands.serve import freeze_startup_heap
+
     env = os.environ
     configure_logging(env.get("SYNTIC_LOG_LEVEL", "info"), log_format_from_env(env))
-    return create_app(load_settings())
+    app = create_app(load_settings())
+    freeze_startup_heap()
+    return app

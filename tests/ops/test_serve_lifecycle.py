@@ -4,6 +4,7 @@ requests and flushing the ledger before the process exits."""
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import sqlite3
 import subprocess
@@ -85,6 +86,7 @@ def test_sigterm_drains_in_flight_and_flushes_the_ledger(
     assert sorted(rows) == sorted(ids)
     assert {r["status"] for r in rows.values()} == {200}
     assert "Traceback" not in gw.log()
+    assert gw.log().count("startup heap frozen") == 1  # one process, frozen once
 
 
 @pytest.fixture
@@ -121,3 +123,7 @@ def test_workers_serve_and_stop_cleanly(workers: GatewayProcess) -> None:
     assert "Traceback" not in log
     # each worker process configured the JSON request log itself
     assert log.count('"route":"/v1/models"') == 20
+    # ... and froze its startup heap, as a single-process serve does
+    frozen = set(re.findall(r"startup heap frozen: [1-9][0-9]* objects \(pid ([0-9]+)\)", log))
+    assert len(frozen) == 2, log[-2000:]
+    assert str(workers.proc.pid) not in frozen  # the workers, not the supervisor
