@@ -4,7 +4,7 @@ key made by ``syntic keys create --admin``; helpers to read the ledger behind it
 from __future__ import annotations
 
 import asyncio
-import secrets
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,18 +14,9 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.support.databases import migrate, pg_database
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.scripted_upstream import ScriptedUpstream
-
-PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
-
-
-async def _pg_admin(sql: str) -> None:
-    conn = await asyncpg.connect(f"{PG_SERVER}/postgres")
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
 
 
 @dataclass
@@ -78,18 +69,22 @@ def admin_gw(
 ) -> Iterator[AdminGateway]:
     workdir = tmp_path_factory.mktemp(f"admin-{request.param}")
     env: dict[str, str] = {}
-    pg_name: str | None = None
     db_file: Path | None = workdir / "syntic.db"
-    if request.param == "postgresql":
-        pg_name = f"syntic_admin_{secrets.token_hex(6)}"
-        asyncio.run(_pg_admin(f'CREATE DATABASE "{pg_name}"'))
-        env["SYNTIC_DATABASE_URL"] = f"{PG_SERVER}/{pg_name}"
-        db_file = None
+    with contextlib.ExitStack() as stack:
+        if request.param == "postgresql":
+            env["SYNTIC_DATABASE_URL"] = stack.enter_context(pg_database("syntic_admin"))
+            db_file = None
+        yield from _admin_gateway(workdir, scripted_upstream_server, env, db_file)
+
+
+def _admin_gateway(
+    workdir: Path, upstream: ScriptedUpstream, env: dict[str, str], db_file: Path | None
+) -> Iterator[AdminGateway]:
     gw = start_gateway(
         workdir,
         [
-            model_table("admin-model", scripted_upstream_server.base_url),
-            model_table("other-model", scripted_upstream_server.base_url),
+            model_table("admin-model", upstream.base_url),
+            model_table("other-model", upstream.base_url),
         ],
         env=env,
         key_name="customer",
@@ -101,8 +96,6 @@ def admin_gw(
         yield AdminGateway(gw, admin_key, url, db_file)
     finally:
         gw.stop()
-        if pg_name is not None:
-            asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)'))
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -110,26 +103,10 @@ def empty_db_url(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """A migrated, empty database of each backend, one per module."""
-    from gateway.storage import open_database
-    from gateway.storage.migrate import apply_migrations
-
-    async def migrate(url: str) -> None:
-        db = open_database(url)
-        try:
-            await apply_migrations(db)
-        finally:
-            await db.aclose()
-
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path_factory.mktemp('adminq')}/syntic.db"
-        asyncio.run(migrate(url))
+        migrate(url)
         yield url
         return
-    name = f"syntic_adminq_{secrets.token_hex(6)}"
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
-    url = f"{PG_SERVER}/{name}"
-    try:
-        asyncio.run(migrate(url))
+    with pg_database("syntic_adminq", migrated=True) as url:
         yield url
-    finally:
-        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

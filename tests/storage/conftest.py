@@ -3,31 +3,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import asyncpg
 import pytest
 
-PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
-
-
-async def _admin_async(sql: str) -> None:
-    conn = await asyncpg.connect(f"{PG_SERVER}/postgres")
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
-def _admin(sql: str) -> None:
-    """Run one admin statement on its own loop in a thread, so it works from sync and
-    async tests alike."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(asyncio.run, _admin_async(sql)).result(timeout=60)
+from tests.support.databases import PG_SERVER, pg_admin
 
 
 @pytest.fixture(scope="module")
@@ -37,13 +19,13 @@ def pg_factory() -> Iterator[Callable[[], str]]:
 
     def make() -> str:
         name = f"syntic_t_{secrets.token_hex(6)}"
-        _admin(f'CREATE DATABASE "{name}"')
+        pg_admin(f'CREATE DATABASE "{name}"')
         made.append(name)
         return f"{PG_SERVER}/{name}"
 
     yield make
     for name in made:
-        _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
