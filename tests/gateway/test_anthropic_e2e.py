@@ -11,7 +11,6 @@ import asyncio
 import copy
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -20,8 +19,7 @@ import openai
 import pydantic
 import pytest
 
-from tests.support.anthropic_wire import AnthropicRenderer, anthropic_e2e_models
-from tests.support.gateway_proc import GatewayProcess, start_gateway
+from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, HttpError, Reply, ScriptedUpstream, without
 
 REFUND_SCHEMA: dict[str, Any] = {
@@ -52,16 +50,8 @@ def refund_tool(strict: bool = True, schema: dict[str, Any] | None = None) -> di
 
 
 @pytest.fixture(scope="module")
-def gw(
-    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
-    workdir: Path = tmp_path_factory.mktemp("anthropic-gw")
-    proc = start_gateway(workdir, anthropic_e2e_models(scripted_upstream_server.base_url))
-    try:
-        yield proc
-    finally:
-        proc.stop()
+def gw(anthropic_gateway: GatewayProcess) -> GatewayProcess:
+    return anthropic_gateway  # shared: tests/support/fixtures.py
 
 
 @pytest.fixture

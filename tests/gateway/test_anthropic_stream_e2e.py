@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
 import httpx
 import pytest
 
-from tests.support.anthropic_wire import AnthropicRenderer, anthropic_e2e_models
-from tests.support.gateway_proc import GatewayProcess, start_gateway
+from tests.support.fixtures import STREAM_KEEPALIVE_S as KEEPALIVE_S
+from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, HttpError, Reply, ScriptedUpstream
 
 SCHEMA: dict[str, Any] = {
@@ -33,24 +31,11 @@ BAD_ARGS = '{"order_number": "582131", "amount_pence": "12.50"}'
 BAD_MARK = "12.50"  # appears in the invalid arguments only
 MESSAGES: list[Any] = [{"role": "user", "content": "Refund order 582131."}]
 PROVIDERS = ["oa", "an"]
-KEEPALIVE_S = 0.2
 
 
 @pytest.fixture(scope="module")
-def gw(
-    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
-    workdir: Path = tmp_path_factory.mktemp("anthropic-stream-gw")
-    proc = start_gateway(
-        workdir,
-        anthropic_e2e_models(scripted_upstream_server.base_url),
-        server={"stream_keepalive_s": KEEPALIVE_S},
-    )
-    try:
-        yield proc
-    finally:
-        proc.stop()
+def gw(stream_gateway: GatewayProcess) -> GatewayProcess:
+    return stream_gateway  # shared: tests/support/fixtures.py
 
 
 def sdk(gw: GatewayProcess) -> anthropic.Anthropic:

@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import anthropic
 import openai
 import pytest
 
-from tests.support.anthropic_wire import AnthropicRenderer, anthropic_e2e_models
-from tests.support.gateway_proc import GatewayProcess, start_gateway
+from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream, Step
 
 SCHEMA: dict[str, Any] = {
@@ -325,16 +323,8 @@ DIALECTS: dict[str, tuple[Runner, dict[str, str]]] = {
 
 
 @pytest.fixture(scope="module")
-def gw(
-    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
-    workdir: Path = tmp_path_factory.mktemp("conformance-gw")
-    proc = start_gateway(workdir, anthropic_e2e_models(scripted_upstream_server.base_url))
-    try:
-        yield proc
-    finally:
-        proc.stop()
+def gw(anthropic_gateway: GatewayProcess) -> GatewayProcess:
+    return anthropic_gateway  # shared: tests/support/fixtures.py
 
 
 def expected(s: Scenario, paths: dict[str, str], stream: bool) -> Outcome:

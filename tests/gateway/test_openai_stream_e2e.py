@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,27 +24,14 @@ from openai.types.chat import (
 )
 
 from tests.gateway.openai_helpers import BAD_ARGS, GOOD_ARGS, MESSAGES, lookup_tool, refund_tool
-from tests.support.fixtures import e2e_models
-from tests.support.gateway_proc import GatewayProcess, start_gateway
+from tests.support.fixtures import STREAM_KEEPALIVE_S as KEEPALIVE_S
+from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, HttpError, Reply, ScriptedUpstream
-
-KEEPALIVE_S = 0.25
 
 
 @pytest.fixture(scope="module")
-def gw(
-    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    """Our own gateway process: short keep-alive interval."""
-    proc = start_gateway(
-        tmp_path_factory.mktemp("gw-stream"),
-        e2e_models(scripted_upstream_server.base_url),
-        server={"stream_keepalive_s": KEEPALIVE_S},
-    )
-    try:
-        yield proc
-    finally:
-        proc.stop()
+def gw(stream_gateway: GatewayProcess) -> GatewayProcess:
+    return stream_gateway  # shared: tests/support/fixtures.py
 
 
 @dataclass

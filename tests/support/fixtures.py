@@ -6,7 +6,13 @@
   catalogue ``E2E_MODELS`` (all pointing at the scripted upstream):
   ``strict-model`` (gateway enforces), ``constrained-model`` (strict passed through),
   ``plain-model`` (``strict_tools = false``), ``slow-model`` (``timeout_s = 0.5``).
+- ``anthropic_gateway`` (session): the same with ``anthropic_e2e_models`` (``oa-*`` and
+  ``an-*``, both upstream wire formats), for the Messages end-to-end and conformance tests.
+- ``stream_gateway`` (session): both catalogues, ``stream_keepalive_s =
+  STREAM_KEEPALIVE_S`` (short, so keep-alives can be tested), for the streaming tests.
 - ``openai_client`` / ``async_openai_client``: SDK clients on the gateway, no retries.
+
+Modules that need a differently configured server start their own (``start_gateway``).
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ from pathlib import Path
 import openai
 import pytest
 
+from tests.support.anthropic_wire import AnthropicRenderer, anthropic_e2e_models
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.scripted_upstream import ScriptedUpstream
 
 E2E_BODY_LIMIT = 256 * 1024
+STREAM_KEEPALIVE_S = 0.2
 
 
 def e2e_models(base_url: str) -> list[dict[str, object]]:
@@ -45,20 +53,50 @@ def upstream(scripted_upstream_server: ScriptedUpstream) -> Iterator[ScriptedUps
     scripted_upstream_server.reset()
 
 
-@pytest.fixture(scope="session")
-def gateway(
-    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+def _serving(
+    workdir: Path, models: list[dict[str, object]], server: dict[str, object]
 ) -> Iterator[GatewayProcess]:
-    workdir: Path = tmp_path_factory.mktemp("gateway")
-    gw = start_gateway(
-        workdir,
-        e2e_models(scripted_upstream_server.base_url),
-        server={"max_body_bytes": E2E_BODY_LIMIT},
-    )
+    gw = start_gateway(workdir, models, server=server)
     try:
         yield gw
     finally:
         gw.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway(
+    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    yield from _serving(
+        tmp_path_factory.mktemp("gateway"),
+        e2e_models(scripted_upstream_server.base_url),
+        {"max_body_bytes": E2E_BODY_LIMIT},
+    )
+
+
+@pytest.fixture(scope="session")
+def anthropic_gateway(
+    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
+    yield from _serving(
+        tmp_path_factory.mktemp("anthropic-gw"),
+        anthropic_e2e_models(scripted_upstream_server.base_url),
+        {},
+    )
+
+
+@pytest.fixture(scope="session")
+def stream_gateway(
+    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
+    base = scripted_upstream_server.base_url
+    yield from _serving(
+        tmp_path_factory.mktemp("stream-gw"),
+        [*e2e_models(base), *anthropic_e2e_models(base)],
+        {"stream_keepalive_s": STREAM_KEEPALIVE_S},
+    )
 
 
 @pytest.fixture
