@@ -30,6 +30,7 @@ from gateway.auth import AuthMiddleware
 from gateway.dialects.anthropic.endpoint import messages
 from gateway.dialects.openai import chat_completions
 from gateway.errors import GatewayError, NotFound
+from gateway.hotpath import HotRoutes
 from gateway.http import GatewayMiddleware, error_body, request_context
 from gateway.idempotency import IdempotencyMiddleware
 from gateway.keys.base import KeyStore
@@ -150,6 +151,9 @@ def create_app(
             Middleware(AuthMiddleware, keys=keys),
             Middleware(IdempotencyMiddleware, settings=settings),  # #9 (needs the principal)
             Middleware(AdminAuthMiddleware, keys=keys),
+            # #8: POST to the two chat routes skips the router (they stay registered there)
+            Middleware(HotRoutes, routes={
+                "/v1/chat/completions": chat_completions, "/v1/messages": messages}),
         ],
         exception_handlers={HTTPException: _http_exception},
         lifespan=lifespan,
