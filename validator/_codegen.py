@@ -13,6 +13,15 @@ node table from ``_ir``, which already refused anything outside the subset.
 The function answers only valid/invalid; ``_interp`` explains failures. If generation is
 refused (e.g. Python's own nesting limits), ``generate`` raises ``CodegenError`` and the
 caller falls back to the interpreter.
+
+Large schemas are generated as many small functions, compiled in small batches (issues
+#8/#9: a cache miss must not stall other requests). CPython's ``compile()`` holds the GIL
+for the whole call and its cost grows faster than linearly with a function's size: one
+~640 KB function for a 240 KiB schema held it ~250 ms, so the event loop (waiting on a
+worker thread's compile) stalled that long. A function that reaches ``_FUNCTION_LINES``
+hands the rest of an object's properties (or its next child schema) to a new function,
+and ``_BATCH_LINES`` bounds each ``compile()`` call to about a millisecond; between calls
+the interpreter lets other threads run. Small schemas stay one function, as fast as before.
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ _MAX_INDENT = 24  # past this, a child schema becomes its own function
 _MAX_LOOPS = 6  # nested ``for`` blocks per function (CPython allows 20)
 _UNROLL_REQUIRED = 32
 _MAX_SOURCE = 4 << 20
+_FUNCTION_LINES = 160  # past this, the rest of an object (or the next child) is a new function
+_BATCH_LINES = 200  # lines per compile() call (several small functions share one)
 
 _BUILTINS = {
     "isinstance": isinstance, "len": len, "any": any, "str": str, "dict": dict,
@@ -61,9 +72,10 @@ class _Gen:
             "_is_number": is_number, "_json_equal": json_equal,
         }  # fmt: skip
         self.lines: list[str] = []
-        self.functions: dict[tuple[int, bool], str] = {}
-        self.queue: list[tuple[int, bool, str]] = []
+        self.functions: dict[tuple[int, int], str] = {}
+        self.queue: list[tuple[int, int, str]] = []
         self.counter = 0
+        self.fn_start = 0
 
     def const(self, value: Any) -> str:
         self.counter += 1
@@ -75,41 +87,64 @@ class _Gen:
         self.counter += 1
         return f"v{self.counter}"
 
-    def function(self, nid: int, checked_depth: bool) -> str:
-        """Name of the function validating node ``nid``; generated once per node."""
-        key = (nid, checked_depth)
+    def function(self, nid: int, start: int = -1) -> str:
+        """Name of the function validating node ``nid`` (``start`` -1), or only the
+        properties of object node ``nid`` from index ``start`` on; generated once each."""
+        key = (nid, start)
         if key not in self.functions:
             self.counter += 1
             name = f"_f{self.counter}"
             self.functions[key] = name
-            self.queue.append((nid, checked_depth, name))
+            self.queue.append((nid, start, name))
         return self.functions[key]
 
+    def full(self) -> bool:
+        """True when the function being generated has reached its size budget."""
+        return len(self.lines) - self.fn_start >= _FUNCTION_LINES
+
     def run(self) -> Callable[[Any], bool]:
-        root = self.function(0, False)
+        root = self.function(0)
+        bounds: list[int] = []  # where each function's lines end
         while self.queue:
-            nid, _, name = self.queue.pop()
+            nid, start, name = self.queue.pop()
+            self.fn_start = len(self.lines)
             self.lines.append(f"def {name}(x, d):")
-            self.emit(nid, "x", 0, 1, 0)
+            if start < 0:
+                self.emit(nid, "x", 0, 1, 0)
+            else:
+                self.emit_properties(nid, "x", 0, 1, 0, start)
             self.lines.append("    return True")
+            bounds.append(len(self.lines))
         self.lines.append("def is_valid(x):")
         self.lines.append(f"    return {root}(x, 0)")
-        source = "\n".join(self.lines) + "\n"
-        if len(source) > _MAX_SOURCE:
+        bounds[-1] = len(self.lines)
+        if sum(len(line) + 1 for line in self.lines) > _MAX_SOURCE:
             raise CodegenError("generated source too large")
-        try:
-            code = compile(source, "<syntic-validator>", "exec")
-            exec(code, self.ns)
-        except (SyntaxError, RecursionError, MemoryError, ValueError) as exc:
-            raise CodegenError(str(exc)) from exc
+        for batch in self.batches(bounds):
+            try:
+                code = compile(batch, "<syntic-validator>", "exec")
+                exec(code, self.ns)
+            except (SyntaxError, RecursionError, MemoryError, ValueError) as exc:
+                raise CodegenError(str(exc)) from exc
         fn: Callable[[Any], bool] = self.ns["is_valid"]
         return fn
+
+    def batches(self, bounds: list[int]) -> list[str]:
+        """Whole functions grouped into sources of about ``_BATCH_LINES`` lines each."""
+        out: list[str] = []
+        begin = 0
+        for index, end in enumerate(bounds):
+            last = index == len(bounds) - 1
+            if last or bounds[index + 1] - begin > _BATCH_LINES:
+                out.append("\n".join(self.lines[begin:end]) + "\n")
+                begin = end
+        return out
 
     def out(self, indent: int, text: str) -> None:
         self.lines.append("    " * indent + text)
 
     def call(self, nid: int, v: str, k: int, indent: int, check_depth: bool) -> None:
-        name = self.function(nid, False)
+        name = self.function(nid)
         depth = f"d + {k}" if k else "d"
         if check_depth:
             limit = self.const(MAX_INSTANCE_DEPTH)
@@ -121,7 +156,7 @@ class _Gen:
         node = self.nodes[nid]
         if node.trivial:
             return
-        if indent > _MAX_INDENT or loops >= _MAX_LOOPS:
+        if indent > _MAX_INDENT or loops >= _MAX_LOOPS or self.full():
             self.call(nid, v, k, indent, False)
         else:
             self.emit(nid, v, k, indent, loops)
@@ -148,11 +183,11 @@ class _Gen:
         self.guarded(node, "string", known, v, indent, lambda i: self.emit_string(node, v, i))
         self.guarded(node, "number", known, v, indent, lambda i: self.emit_number(node, v, i))
         self.guarded(node, "object", known, v, indent,
-                     lambda i: self.emit_object(node, v, k, i, loops))  # fmt: skip
+                     lambda i: self.emit_object(nid, v, k, i, loops))  # fmt: skip
         self.guarded(node, "array", known, v, indent,
                      lambda i: self.emit_array(node, v, k, i, loops))  # fmt: skip
         if node.any_of is not None:
-            names = [self.function(b, False) for b in node.any_of]
+            names = [self.function(b) for b in node.any_of]
             depth = f"d + {k}" if k else "d"
             calls = " or ".join(f"{n}({v}, {depth})" for n in names)
             self.out(indent, f"if not ({calls}): return False")
@@ -209,7 +244,8 @@ class _Gen:
             fn = self.const(multiple_of)
             self.out(indent, f"if not {fn}({v}, {self.const(node.multiple_of)}): return False")
 
-    def emit_object(self, node: Node, v: str, k: int, indent: int, loops: int) -> None:
+    def emit_object(self, nid: int, v: str, k: int, indent: int, loops: int) -> None:
+        node = self.nodes[nid]
         required = set(node.required)
         if node.required:
             if len(node.required) <= _UNROLL_REQUIRED:
@@ -219,19 +255,7 @@ class _Gen:
             else:
                 self.out(indent, f"if not {v}.keys() >= {self.const(frozenset(node.required))}:"
                                  " return False")  # fmt: skip
-        for name, child in node.properties:
-            if self.nodes[child].trivial:
-                continue
-            item = self.var()
-            key = self.const(name)
-            if name in required:
-                self.out(indent, f"{item} = {v}[{key}]")
-                self.child(child, item, k + 1, indent, loops)
-            else:
-                self.out(indent, f"{item} = {v}.get({key}, _M)")
-                self.out(indent, f"if {item} is not _M:")
-                self.child(child, item, k + 1, indent + 1, loops)
-                self.out(indent + 1, "pass")
+        self.emit_properties(nid, v, k, indent, loops, 0)
         if node.additional is None or self.nodes[node.additional].trivial:
             return
         names = frozenset(n for n, _ in node.properties)
@@ -250,6 +274,33 @@ class _Gen:
         self.out(indent + 1, f"if {key_var} not in {known}:")
         self.child(node.additional, item, k + 1, indent + 2, loops + 1)
         self.out(indent + 2, "pass")
+
+    def emit_properties(
+        self, nid: int, v: str, k: int, indent: int, loops: int, start: int
+    ) -> None:
+        """Checks of the declared properties ``start:`` of object node ``nid`` (``v`` is a
+        dict); past the function's size budget, the rest moves to a function of its own."""
+        node = self.nodes[nid]
+        required = frozenset(node.required)
+        for index in range(start, len(node.properties)):
+            name, child = node.properties[index]
+            if self.nodes[child].trivial:
+                continue
+            if self.full():
+                rest = self.function(nid, index)
+                depth = f"d + {k}" if k else "d"
+                self.out(indent, f"if not {rest}({v}, {depth}): return False")
+                return
+            item = self.var()
+            key = self.const(name)
+            if name in required:
+                self.out(indent, f"{item} = {v}[{key}]")
+                self.child(child, item, k + 1, indent, loops)
+            else:
+                self.out(indent, f"{item} = {v}.get({key}, _M)")
+                self.out(indent, f"if {item} is not _M:")
+                self.child(child, item, k + 1, indent + 1, loops)
+                self.out(indent + 1, "pass")
 
     def emit_array(self, node: Node, v: str, k: int, indent: int, loops: int) -> None:
         if node.min_items is not None:

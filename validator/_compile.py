@@ -28,7 +28,7 @@ import orjson
 from validator._codegen import CodegenError, generate
 from validator._errors import ValidationError
 from validator._interp import Interpreter
-from validator._ir import BuildError, build
+from validator._ir import BuildError, Node, build
 from validator._issues import Issue, SchemaError
 
 __all__ = [
@@ -96,6 +96,15 @@ class CompiledSchema:
     _canonical: bytes
     _fast: Callable[[Any], bool]
     _interp: Interpreter
+    _namespace: dict[str, Any] | None = None
+
+    def __del__(self) -> None:
+        # The generated functions and their globals form a reference cycle (they call each
+        # other by name), which only the cyclic GC could free. Nothing else holds them, so
+        # break it when this object goes: an evicted schema is freed by refcounting at once
+        # and never adds to a full collection (issues #8/#9).
+        if self._namespace is not None:
+            self._namespace.clear()
 
     @property
     def schema(self) -> Any:
@@ -207,13 +216,20 @@ def _subset_issues(schema: Any) -> list[Issue]:
 
 def engine(schema: Any) -> tuple[Callable[[Any], bool], Interpreter]:
     """Both back ends for ``schema``, without lint or cache (BuildError if refused)."""
-    nodes = build(schema)
+    fast, interp, _namespace = _engine(build(schema))
+    return fast, interp
+
+
+def _engine(nodes: list[Node]) -> tuple[Callable[[Any], bool], Interpreter, dict[str, Any] | None]:
+    """Both back ends for a node table, and the generated code's namespace (None when the
+    interpreter is used)."""
     interp = Interpreter(nodes)
     try:
         fast, _source = generate(nodes)
     except CodegenError:
-        fast = interp.is_valid
-    return fast, interp
+        return interp.is_valid, interp, None
+    namespace: dict[str, Any] = fast.__globals__
+    return fast, interp, namespace
 
 
 def _build(key: str, text: bytes) -> CompiledSchema:
@@ -226,13 +242,17 @@ def _build(key: str, text: bytes) -> CompiledSchema:
     if issues:
         raise SchemaError(issues)
     try:
-        fast, interp = engine(schema)
+        nodes = build(schema)
+        # The node table holds every value it needs: drop the private copy of the schema
+        # (thousands of containers for a large one) before the longer code generation.
+        del schema
+        fast, interp, namespace = _engine(nodes)
     except BuildError as exc:
         raise SchemaError([Issue("invalid_tool_schema", exc.param, exc.message)]) from exc
     except RecursionError as exc:  # pragma: no cover - build bounds its own recursion
         issue = Issue("invalid_tool_schema", "", "schema is nested too deeply")
         raise SchemaError([issue]) from exc
-    return CompiledSchema(key, text, fast, interp)
+    return CompiledSchema(key, text, fast, interp, namespace)
 
 
 def compile(schema: Mapping[str, Any] | bool) -> CompiledSchema:

@@ -5,6 +5,13 @@ refused), so it favours clear, complete, deterministically ordered errors over s
 Order, per schema location: depth, false, type, enum, const, string keywords, number
 keywords, required (schema order), properties (schema order), additional properties
 (instance order), array sizes, items (index order), anyOf, then the ``$ref`` target.
+
+The interpreter keeps the node table packed as plain tuples of strings, numbers and
+tuples (``_pack``), not ``Node`` objects: the cyclic garbage collector stops tracking
+such tuples after one pass, so a cached 240 KiB schema adds a few dozen objects to every
+full collection instead of ~10,000 (issues #8/#9: a full collection with a dozen large
+schemas cached took 100-250 ms, stalling the event loop). Compiled ``pattern`` searchers
+(functions, always tracked) live in one side table.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from validator._errors import ValidationError, error, pointer, show, show_enum
 from validator._formats import FORMATS
 from validator._ir import Node
 from validator._jsonvalue import is_number, json_equal, multiple_of, type_matches
+from validator._regex import Searcher
 
 __all__ = ["MAX_INSTANCE_DEPTH", "Interpreter"]
 
@@ -26,13 +34,44 @@ _TYPE_ORDER = ("object", "array", "string", "integer", "number", "boolean", "nul
 _Path = tuple[str | int, ...]
 
 
+_Packed = tuple[Any, ...]
+# Field positions in a packed node; absent groups are None.
+_FALSE, _TYPES, _REF, _OBJECT, _ARRAY, _ANY_OF, _ENUM, _CONST, _STRING, _NUMBER = range(10)
+
+
+def _pack(node: Node) -> _Packed:
+    """One node as a tuple of untracked values (a const/enum may hold JSON containers)."""
+    types = None if node.types is None else tuple(t for t in _TYPE_ORDER if t in node.types)
+    has_object = bool(node.properties or node.required) or node.additional is not None
+    has_array = node.items is not None or node.min_items is not None or node.max_items is not None
+    strings = (node.min_length, node.max_length, node.pattern, node.format)
+    numbers = (node.minimum, node.maximum, node.exclusive_minimum, node.exclusive_maximum,
+               node.multiple_of)  # fmt: skip
+    return (
+        node.false,
+        types,
+        node.ref,
+        (node.properties, node.required, node.additional) if has_object else None,
+        (node.min_items, node.max_items, node.items) if has_array else None,
+        node.any_of,
+        node.enum,
+        (node.const,) if node.has_const else None,
+        strings if any(v is not None for v in strings) else None,
+        numbers if any(v is not None for v in numbers) else None,
+    )
+
+
 class Interpreter:
     """Collects all ``ValidationError`` s of an instance against a node table."""
 
-    __slots__ = ("_nodes",)
+    __slots__ = ("_false", "_nodes", "_regex")
 
     def __init__(self, nodes: list[Node]) -> None:
-        self._nodes = nodes
+        self._nodes: tuple[_Packed, ...] = tuple(_pack(n) for n in nodes)
+        self._regex: dict[int, Searcher] = {
+            i: n.regex for i, n in enumerate(nodes) if n.regex is not None
+        }
+        self._false = frozenset(i for i, n in enumerate(nodes) if n.false)
 
     def errors(self, instance: Any) -> list[ValidationError]:
         out: list[ValidationError] = []
@@ -48,92 +87,89 @@ class Interpreter:
 
     def _check(self, nid: int, x: Any, path: _Path, depth: int, out: list[ValidationError]) -> None:
         node = self._nodes[nid]
-        if node.false:
+        if node[_FALSE]:
             out.append(error(path, "false", "is not allowed"))
             return
-        if node.types is not None and not any(type_matches(t, x) for t in node.types):
-            names = [t for t in _TYPE_ORDER if t in node.types]
-            out.append(error(path, "type", "must be " + " or ".join(names)))
-        if node.enum is not None and not any(json_equal(x, v) for v in node.enum):
-            out.append(error(path, "enum", "must be one of " + show_enum(node.enum)))
-        if node.has_const and not json_equal(x, node.const):
-            out.append(error(path, "const", "must be equal to " + show(node.const)))
+        types = node[_TYPES]
+        if types is not None and not any(type_matches(t, x) for t in types):
+            out.append(error(path, "type", "must be " + " or ".join(types)))
+        enum = node[_ENUM]
+        if enum is not None and not any(json_equal(x, v) for v in enum):
+            out.append(error(path, "enum", "must be one of " + show_enum(enum)))
+        const = node[_CONST]
+        if const is not None and not json_equal(x, const[0]):
+            out.append(error(path, "const", "must be equal to " + show(const[0])))
         if isinstance(x, str):
-            self._string(node, x, path, out)
+            if node[_STRING] is not None:
+                self._string(nid, node[_STRING], x, path, out)
         elif is_number(x):
-            self._number(node, x, path, out)
+            if node[_NUMBER] is not None:
+                _number(node[_NUMBER], x, path, out)
         elif isinstance(x, dict):
-            self._object(node, x, path, depth, out)
-        elif isinstance(x, list):
-            self._array(node, x, path, depth, out)
-        if node.any_of is not None:
-            self._any_of(node.any_of, x, path, depth, out)
-        if node.ref is not None:
+            if node[_OBJECT] is not None:
+                self._object(node[_OBJECT], x, path, depth, out)
+        elif isinstance(x, list) and node[_ARRAY] is not None:
+            self._array(node[_ARRAY], x, path, depth, out)
+        if node[_ANY_OF] is not None:
+            self._any_of(node[_ANY_OF], x, path, depth, out)
+        ref = node[_REF]
+        if ref is not None:
             if depth > MAX_INSTANCE_DEPTH:
                 out.append(error(path, "depth", f"exceeds maximum depth {MAX_INSTANCE_DEPTH}"))
             else:
-                self._check(node.ref, x, path, depth, out)
+                self._check(ref, x, path, depth, out)
 
-    def _string(self, node: Node, x: str, path: _Path, out: list[ValidationError]) -> None:
-        if node.min_length is not None and len(x) < node.min_length:
-            out.append(error(path, "minLength", f"must be at least {node.min_length} characters"))
-        if node.max_length is not None and len(x) > node.max_length:
-            out.append(error(path, "maxLength", f"must be at most {node.max_length} characters"))
-        if node.regex is not None and node.regex(x) is None:
-            out.append(error(path, "pattern", f"must match pattern {node.pattern}"))
-        if node.format is not None and not FORMATS[node.format](x):
-            out.append(error(path, "format", f"must be a valid {node.format}"))
-
-    def _number(self, node: Node, x: int | float, path: _Path, out: list[ValidationError]) -> None:
-        if node.minimum is not None and x < node.minimum:
-            out.append(error(path, "minimum", f"must be >= {show(node.minimum)}"))
-        if node.maximum is not None and x > node.maximum:
-            out.append(error(path, "maximum", f"must be <= {show(node.maximum)}"))
-        if node.exclusive_minimum is not None and x <= node.exclusive_minimum:
-            out.append(error(path, "exclusiveMinimum", f"must be > {show(node.exclusive_minimum)}"))
-        if node.exclusive_maximum is not None and x >= node.exclusive_maximum:
-            out.append(error(path, "exclusiveMaximum", f"must be < {show(node.exclusive_maximum)}"))
-        if node.multiple_of is not None and not multiple_of(x, node.multiple_of):
-            out.append(error(path, "multipleOf", f"must be a multiple of {show(node.multiple_of)}"))
+    def _string(
+        self, nid: int, spec: _Packed, x: str, path: _Path, out: list[ValidationError]
+    ) -> None:
+        min_length, max_length, pattern, fmt = spec
+        if min_length is not None and len(x) < min_length:
+            out.append(error(path, "minLength", f"must be at least {min_length} characters"))
+        if max_length is not None and len(x) > max_length:
+            out.append(error(path, "maxLength", f"must be at most {max_length} characters"))
+        if pattern is not None and self._regex[nid](x) is None:
+            out.append(error(path, "pattern", f"must match pattern {pattern}"))
+        if fmt is not None and not FORMATS[fmt](x):
+            out.append(error(path, "format", f"must be a valid {fmt}"))
 
     def _object(
-        self, node: Node, x: dict[str, Any], path: _Path, depth: int, out: list[ValidationError]
-    ) -> None:
-        for name in node.required:
+        self, spec: _Packed, x: dict[str, Any], path: _Path, depth: int,
+        out: list[ValidationError],
+    ) -> None:  # fmt: skip
+        properties, required, additional = spec
+        for name in required:
             if name not in x:
                 out.append(error(path, "required", f"must have required property {show(name)}"))
         known: set[str] = set()
-        for name, child in node.properties:
+        for name, child in properties:
             known.add(name)
             if name in x:
                 self._check(child, x[name], (*path, name), depth + 1, out)
-        if node.additional is None:
+        if additional is None:
             return
-        extra = self._nodes[node.additional]
+        closed = additional in self._false
         for name, value in x.items():
             if name in known:
                 continue
-            if extra.false:
+            if closed:
                 out.append(
-                    error(
-                        path,
-                        "additionalProperties",
-                        f"must not have additional property {show(name)}",
-                    )
-                )
+                    error(path, "additionalProperties",
+                          f"must not have additional property {show(name)}")
+                )  # fmt: skip
             else:
-                self._check(node.additional, value, (*path, name), depth + 1, out)
+                self._check(additional, value, (*path, name), depth + 1, out)
 
     def _array(
-        self, node: Node, x: list[Any], path: _Path, depth: int, out: list[ValidationError]
+        self, spec: _Packed, x: list[Any], path: _Path, depth: int, out: list[ValidationError]
     ) -> None:
-        if node.min_items is not None and len(x) < node.min_items:
-            out.append(error(path, "minItems", f"must have at least {node.min_items} items"))
-        if node.max_items is not None and len(x) > node.max_items:
-            out.append(error(path, "maxItems", f"must have at most {node.max_items} items"))
-        if node.items is not None:
+        min_items, max_items, items = spec
+        if min_items is not None and len(x) < min_items:
+            out.append(error(path, "minItems", f"must have at least {min_items} items"))
+        if max_items is not None and len(x) > max_items:
+            out.append(error(path, "maxItems", f"must have at most {max_items} items"))
+        if items is not None:
             for index, item in enumerate(x):
-                self._check(node.items, item, (*path, index), depth + 1, out)
+                self._check(items, item, (*path, index), depth + 1, out)
 
     def _any_of(
         self, branches: tuple[int, ...], x: Any, path: _Path, depth: int, out: list[ValidationError]
@@ -155,3 +191,17 @@ class Interpreter:
             out.extend(typed[0])
         else:
             out.append(error(path, "anyOf", "must match at least one schema in anyOf"))
+
+
+def _number(spec: _Packed, x: int | float, path: _Path, out: list[ValidationError]) -> None:
+    minimum, maximum, exclusive_minimum, exclusive_maximum, multiple = spec
+    if minimum is not None and x < minimum:
+        out.append(error(path, "minimum", f"must be >= {show(minimum)}"))
+    if maximum is not None and x > maximum:
+        out.append(error(path, "maximum", f"must be <= {show(maximum)}"))
+    if exclusive_minimum is not None and x <= exclusive_minimum:
+        out.append(error(path, "exclusiveMinimum", f"must be > {show(exclusive_minimum)}"))
+    if exclusive_maximum is not None and x >= exclusive_maximum:
+        out.append(error(path, "exclusiveMaximum", f"must be < {show(exclusive_maximum)}"))
+    if multiple is not None and not multiple_of(x, multiple):
+        out.append(error(path, "multipleOf", f"must be a multiple of {show(multiple)}"))

@@ -104,6 +104,27 @@ def _number(value: Any, param: str, keyword: str) -> int | float:
     return value
 
 
+def _at(loc: str, *tokens: str) -> str:
+    """``loc`` extended by ``tokens``, as a JSON pointer string.
+
+    Locations are strings, not tuples, because tuples are objects the cyclic GC visits
+    (until a pass untracks them) and a large schema has thousands (issues #8/#9).
+    """
+    return loc + "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens)
+
+
+_TYPE_SETS: dict[tuple[str, ...], frozenset[str]] = {}
+
+
+def _type_set(names: list[str]) -> frozenset[str]:
+    # Shared: at most 127 distinct sets, instead of one (GC-tracked) frozenset per node.
+    key = tuple(sorted(names))
+    found = _TYPE_SETS.get(key)
+    if found is None:
+        found = _TYPE_SETS.setdefault(key, frozenset(names))
+    return found
+
+
 def _pointer_tokens(ref: str, param: str) -> list[str]:
     if not ref.startswith("#"):
         raise BuildError(param, f"$ref must be local (start with #), got {ref[:80]!r}")
@@ -124,10 +145,10 @@ class _Builder:
     def __init__(self, root: Any) -> None:
         self.root = root
         self.nodes: list[Node | None] = []
-        self.by_location: dict[tuple[str, ...], int] = {}
-        self.pending: list[tuple[int, Any, tuple[str, ...], str]] = []
+        self.by_location: dict[str, int] = {}
+        self.pending: list[tuple[int, Any, str, str]] = []
 
-    def _reserve(self, location: tuple[str, ...]) -> int | None:
+    def _reserve(self, location: str) -> int | None:
         if location in self.by_location:
             return self.by_location[location]
         if len(self.nodes) >= MAX_NODES:
@@ -136,7 +157,7 @@ class _Builder:
         self.nodes.append(None)
         return None
 
-    def build(self, schema: Any, location: tuple[str, ...], param: str, depth: int) -> int:
+    def build(self, schema: Any, location: str, param: str, depth: int) -> int:
         existing = self._reserve(location)
         if existing is not None:
             return existing
@@ -154,7 +175,7 @@ class _Builder:
                 target = target[int(token)]
             else:
                 raise BuildError(param, f"$ref target {ref[:80]!r} does not exist")
-        location = tuple(tokens)
+        location = _at("", *tokens)
         existing = self._reserve(location)
         if existing is not None:
             return existing
@@ -168,12 +189,12 @@ class _Builder:
             node_id, target, location, param = self.pending.pop()
             self.nodes[node_id] = self._node(target, location, param, 0)
 
-    def _child(self, schema: Any, location: tuple[str, ...], param: str, depth: int) -> int:
+    def _child(self, schema: Any, location: str, param: str, depth: int) -> int:
         if depth >= MAX_SCHEMA_DEPTH:
             raise BuildError(param, f"schema is nested deeper than {MAX_SCHEMA_DEPTH} levels")
         return self.build(schema, location, param, depth + 1)
 
-    def _node(self, schema: Any, loc: tuple[str, ...], param: str, depth: int) -> Node:
+    def _node(self, schema: Any, loc: str, param: str, depth: int) -> Node:
         if schema is True:
             return _TRUE
         if schema is False:
@@ -195,7 +216,7 @@ class _Builder:
                 raise BuildError(join(param, "$defs"), "$defs must be an object")
             for name, sub in defs.items():
                 self._child(
-                    sub, (*loc, "$defs", name), join_name(join(param, "$defs"), name), depth
+                    sub, _at(loc, "$defs", name), join_name(join(param, "$defs"), name), depth
                 )
         if "type" in schema:
             fields["types"] = self._types(schema["type"], join(param, "type"))
@@ -207,14 +228,15 @@ class _Builder:
         self._object(schema, loc, param, depth, fields)
         if "items" in schema:
             fields["items"] = self._child(
-                schema["items"], (*loc, "items"), join(param, "items"), depth
+                schema["items"], _at(loc, "items"), join(param, "items"), depth
             )
         if "anyOf" in schema:
             branches = schema["anyOf"]
             if not isinstance(branches, list) or not branches:
                 raise BuildError(join(param, "anyOf"), "anyOf must be a non-empty array")
+            base = join(param, "anyOf")
             fields["any_of"] = tuple(
-                self._child(b, (*loc, "anyOf", str(i)), join_index(join(param, "anyOf"), i), depth)
+                self._child(b, _at(loc, "anyOf", str(i)), join_index(base, i), depth)
                 for i, b in enumerate(branches)
             )
         if "enum" in schema:
@@ -233,10 +255,10 @@ class _Builder:
             raise BuildError(param, "type must be a type name or an array of type names")
         if len(set(names)) != len(names):
             raise BuildError(param, "type names must be unique")
-        return frozenset(names)
+        return _type_set(names)
 
     def _object(
-        self, schema: dict[str, Any], loc: tuple[str, ...], param: str, depth: int,
+        self, schema: dict[str, Any], loc: str, param: str, depth: int,
         fields: dict[str, Any],
     ) -> None:  # fmt: skip
         if "properties" in schema:
@@ -245,7 +267,7 @@ class _Builder:
                 raise BuildError(join(param, "properties"), "properties must be an object")
             base = join(param, "properties")
             fields["properties"] = tuple(
-                (name, self._child(sub, (*loc, "properties", name), join_name(base, name), depth))
+                (name, self._child(sub, _at(loc, "properties", name), join_name(base, name), depth))
                 for name, sub in props.items()
             )
         if "required" in schema:
@@ -257,7 +279,7 @@ class _Builder:
             fields["required"] = tuple(req)
         if "additionalProperties" in schema:
             fields["additional"] = self._child(
-                schema["additionalProperties"], (*loc, "additionalProperties"),
+                schema["additionalProperties"], _at(loc, "additionalProperties"),
                 join(param, "additionalProperties"), depth,
             )  # fmt: skip
 
@@ -327,7 +349,7 @@ def _check_cycles(nodes: list[Node]) -> None:
 def build(schema: Any) -> list[Node]:
     """Check ``schema`` and return its node table; node 0 is the root. Raises BuildError."""
     builder = _Builder(schema)
-    builder.build(schema, (), "", 0)
+    builder.build(schema, "", "", 0)
     builder.drain()
     nodes = [n if n is not None else _TRUE for n in builder.nodes]
     if any(n is None for n in builder.nodes):  # pragma: no cover - defensive

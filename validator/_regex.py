@@ -16,6 +16,8 @@ that a schema author may notice, decided here:
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -42,6 +44,9 @@ MAX_PATTERN_LENGTH = 10_000
 _MAX_MEM = 8 << 20
 
 _HEX = frozenset("0123456789abcdefABCDEF")
+_SEARCHERS_MAX = 512
+_SEARCHERS: OrderedDict[str, Searcher] = OrderedDict()
+_SEARCHERS_LOCK = threading.Lock()
 
 
 class PatternError(ValueError):
@@ -116,7 +121,24 @@ def searcher(pattern: str) -> Searcher:
 
     RE2 decides what is accepted; simple patterns then run on Python ``re`` where
     ``_fastregex`` proves that is linear and equivalent, the rest call RE2 directly.
+    Searchers are shared through a small LRU keyed by the pattern text: large schemas
+    repeat a few patterns many times, and each searcher is a handful of objects the
+    cyclic GC must visit (issues #8/#9) besides two RE2 compilations.
     """
+    with _SEARCHERS_LOCK:
+        found = _SEARCHERS.get(pattern)
+        if found is not None:
+            _SEARCHERS.move_to_end(pattern)
+            return found
+    made = _make_searcher(pattern)  # outside the lock: RE2 compiles can take a while
+    with _SEARCHERS_LOCK:
+        _SEARCHERS[pattern] = made
+        while len(_SEARCHERS) > _SEARCHERS_MAX:
+            _SEARCHERS.popitem(last=False)
+    return made
+
+
+def _make_searcher(pattern: str) -> Searcher:
     compiled = compile_pattern(pattern)
     fast = fast_search(pattern)
     if fast is not None:
