@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import os
 import pstats
 import subprocess
@@ -57,6 +58,8 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--redis-db", type=int, default=0)
+    parser.add_argument("--gc-threshold", type=int, default=0,
+                        help="gc.set_threshold(N) for the young generation (0: default)")
     ns = parser.parse_args()
     mock = Mock()
     try:
@@ -92,6 +95,10 @@ def main() -> int:
             cpu.append(_thread_cpu(main_tid) - loop_before)
             server.should_exit = True
 
+        if ns.gc_threshold:
+            gc.set_threshold(ns.gc_threshold)
+        gc.collect()
+        gc.freeze()  # as ``syntic serve`` does
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {0})
         threading.Thread(target=drive, daemon=True).start()
