@@ -1,0 +1,198 @@
+"""What both dialects' streaming endpoints share (issues #4, #5): opening a held stream and
+the committed SSE response around it. A dialect supplies only its bytes.
+
+    opened = await open_held_stream(service, chat, paths, ctx, estimated_tokens=n)
+    return MyDialectSSE(opened, ctx, service, estimated_tokens=n, keepalive_s=15.0)
+
+- ``open_held_stream``: prepare (400/404) -> admit (429) -> ``upstream.stream`` ->
+  hold-back, up to the upstream's first event. A failure before that is an ordinary HTTP
+  error (the tally and rate limiter are settled first). After it, the response is
+  committed, and ``x-syntic-schema-retries`` is not sent (streams report retries in their
+  final usage and the ledger).
+- ``HeldSSEResponse``: three tasks per stream, none per event: a pump (one ``send`` per
+  batch, so a slow client slows the upstream reads), a disconnect watcher, and a
+  keep-alive timer for silences longer than ``keepalive_s``. A ``GatewayError`` after the
+  commit is one in-band error event. A client disconnect cancels the pump (the hold-back
+  cancels corrections in flight and closes the upstream); the ledger row then has status
+  499 ``client_disconnected`` and the tokens so far (``estimated`` if unreported).
+  Subclasses define ``opening``, ``encode``, ``closing``, ``error`` and ``keepalive``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from gateway.canonical import ChatRequest
+from gateway.context import RequestContext, Tally
+from gateway.enforcement import ParamPaths
+from gateway.enforcement.holdback import HeldEvent, HoldBack, holdback_for
+from gateway.errors import GatewayError
+from gateway.service import ChatService
+
+__all__ = ["SSE_HEADERS", "HeldSSEResponse", "OpenedStream", "open_held_stream"]
+
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedStream:
+    """A stream past its commit point: the hold-back, its batches, and the first batch."""
+
+    hold: HoldBack
+    batches: AsyncGenerator[list[HeldEvent], None]
+    first: list[HeldEvent]
+
+
+async def open_held_stream(
+    service: ChatService,
+    chat: ChatRequest,
+    paths: ParamPaths,
+    ctx: RequestContext,
+    *,
+    estimated_tokens: int,
+) -> OpenedStream:
+    """Run the pre-stream part (errors are HTTP errors) up to the upstream's first event."""
+    ctx.streamed = True
+    prepared = await service.prepare(chat, paths)
+    await service.admit(ctx, estimated_tokens)
+    if ctx.tally is None:
+        ctx.tally = Tally()
+    events = prepared.upstream.stream(prepared.upstream_request, prepared.model)
+    hold = holdback_for(prepared.upstream_request, prepared.enforce_context(ctx.tally), events)
+    hold.prompt_tokens_estimate = estimated_tokens
+    batches = hold.batches()
+    try:
+        first = await anext(batches)  # the upstream answered: commit point
+    except BaseException:
+        await batches.aclose()
+        hold.account_partial()
+        await service.settle(ctx, estimated_tokens)
+        raise
+    ctx.enforced = False  # no retries header on a stream (see module docstring)
+    return OpenedStream(hold, batches, first)
+
+
+class HeldSSEResponse(Response):
+    """The committed stream: a pump, a disconnect watcher and a keep-alive timer."""
+
+    def __init__(
+        self,
+        opened: OpenedStream,
+        ctx: RequestContext,
+        service: ChatService,
+        *,
+        estimated_tokens: int,
+        keepalive_s: float,
+    ) -> None:
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = list(SSE_HEADERS)
+        self._hold = opened.hold
+        self._batches = opened.batches
+        self._first = opened.first
+        self._ctx = ctx
+        self._service = service
+        self._estimate = estimated_tokens
+        self._keepalive_s = keepalive_s
+        self._last_send = 0.0
+        self._completed = False
+
+    # -- the dialect's bytes ------------------------------------------------------------
+
+    def opening(self, first: list[HeldEvent]) -> bytes:
+        """The first bytes after the headers, with the first batch encoded."""
+        raise NotImplementedError
+
+    def encode(self, batch: list[HeldEvent]) -> bytes:
+        raise NotImplementedError
+
+    def closing(self) -> bytes:
+        """Sent after the last batch of a completed stream (b"": nothing)."""
+        return b""
+
+    def error(self, exc: GatewayError, request_id: str) -> bytes:
+        """The in-band error event for a failure after the commit point."""
+        raise NotImplementedError
+
+    def keepalive(self) -> bytes:
+        raise NotImplementedError
+
+    # -- the stream ---------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        loop = asyncio.get_running_loop()
+        tasks: list[asyncio.Future[None]] = []
+        disconnected = False
+        try:
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": self.raw_headers})
+            self._last_send = loop.time()
+            pump = asyncio.ensure_future(self._pump(send))
+            watch = asyncio.ensure_future(_disconnected(receive))
+            tasks = [pump, watch, asyncio.ensure_future(self._keepalive(send))]
+            done, _ = await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
+            disconnected = pump not in done
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._batches.aclose()
+            self._settle_outcome(disconnected)
+            await self._service.settle(self._ctx, self._estimate)
+        if not disconnected:
+            pump.result()  # a bug in the pump surfaces here (logged as a 500)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _settle_outcome(self, disconnected: bool) -> None:
+        ctx = self._ctx
+        if disconnected and not self._completed:
+            ctx.status = 499
+            ctx.error_code = "client_disconnected"
+        if not self._completed and self._hold.account_partial():
+            ctx.estimated = True
+
+    async def _send_bytes(self, send: Send, body: bytes) -> None:
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+        self._last_send = asyncio.get_running_loop().time()
+
+    async def _pump(self, send: Send) -> None:
+        encode = self.encode
+        try:
+            await self._send_bytes(send, self.opening(self._first))
+            async for batch in self._batches:
+                if batch:
+                    await self._send_bytes(send, encode(batch))
+            self._completed = True
+            closing = self.closing()
+            if closing:
+                await self._send_bytes(send, closing)
+        except GatewayError as exc:
+            self._ctx.status = exc.status
+            self._ctx.error_code = exc.code
+            await self._send_bytes(send, self.error(exc, self._ctx.request_id))
+
+    async def _keepalive(self, send: Send) -> None:
+        loop = asyncio.get_running_loop()
+        interval = self._keepalive_s
+        while True:
+            idle = loop.time() - self._last_send
+            if idle >= interval:
+                await self._send_bytes(send, self.keepalive())
+                idle = 0.0
+            await asyncio.sleep(interval - idle)
+
+
+async def _disconnected(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
