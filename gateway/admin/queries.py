@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gateway.storage.base import Database, Row
+from gateway.usage.report import TOTALS_SQL
 
 GroupColumn = Literal["key_id", "model", "endpoint", "status", "error_code"]
 GROUP_COLUMNS: tuple[GroupColumn, ...] = ("key_id", "model", "endpoint", "status", "error_code")
@@ -37,18 +38,7 @@ BUCKETS: dict[str, int] = {
 }
 MAX_BUCKETS = 2000  # per series: a window/bucket pair producing more is refused
 
-_SUMS = """COUNT(*),
-       SUM(CASE WHEN status >= 400 AND status < 500 THEN 1 ELSE 0 END),
-       SUM(CASE WHEN status = 422 THEN 1 ELSE 0 END),
-       SUM(CASE WHEN status >= 500 THEN 1 ELSE 0 END),
-       SUM(CASE WHEN streamed THEN 1 ELSE 0 END),
-       SUM(CASE WHEN estimated THEN 1 ELSE 0 END),
-       SUM(prompt_tokens), SUM(completion_tokens),
-       SUM(correction_prompt_tokens), SUM(correction_completion_tokens),
-       SUM(schema_retries),
-       SUM(CASE WHEN schema_retries > 0 THEN 1 ELSE 0 END),
-       SUM(upstream_calls),
-       SUM(latency_ms)"""
+_SUMS = TOTALS_SQL.strip() + ",\n       SUM(latency_ms)"  # the billing totals + latency
 _N_SUMS = 14
 
 

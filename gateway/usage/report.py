@@ -64,8 +64,9 @@ class UsageSummary:
         return self.corrected_requests / self.requests if self.requests else 0.0
 
 
-_SUMMARY_SQL = """
-SELECT key_id, model,
+# The ledger totals, in the field order of ``UsageSummary`` / ``Totals`` (after the group
+# columns); ``gateway.admin.queries`` appends its latency sum to the same list.
+TOTALS_SQL = """
        COUNT(*),
        SUM(CASE WHEN status >= 400 AND status < 500 THEN 1 ELSE 0 END),
        SUM(CASE WHEN status = 422 THEN 1 ELSE 0 END),
@@ -76,7 +77,10 @@ SELECT key_id, model,
        SUM(correction_prompt_tokens), SUM(correction_completion_tokens),
        SUM(schema_retries),
        SUM(CASE WHEN schema_retries > 0 THEN 1 ELSE 0 END),
-       SUM(upstream_calls)
+       SUM(upstream_calls)"""
+
+_SUMMARY_SQL = """
+SELECT key_id, model,""" + TOTALS_SQL + """
 FROM usage_records
 WHERE started_at >= ? AND started_at < ?{key_filter}
 GROUP BY key_id, model
@@ -112,18 +116,7 @@ async def summarize(
 
 GROUPABLE = ("key_id", "model", "endpoint", "status", "error_code")
 
-_TOTALS = """
-       COUNT(*),
-       SUM(CASE WHEN status >= 400 AND status < 500 THEN 1 ELSE 0 END),
-       SUM(CASE WHEN status = 422 THEN 1 ELSE 0 END),
-       SUM(CASE WHEN status >= 500 THEN 1 ELSE 0 END),
-       SUM(CASE WHEN streamed THEN 1 ELSE 0 END),
-       SUM(CASE WHEN estimated THEN 1 ELSE 0 END),
-       SUM(prompt_tokens), SUM(completion_tokens),
-       SUM(correction_prompt_tokens), SUM(correction_completion_tokens),
-       SUM(schema_retries),
-       SUM(CASE WHEN schema_retries > 0 THEN 1 ELSE 0 END),
-       SUM(upstream_calls)"""
+_TOTALS = TOTALS_SQL
 
 
 @dataclass(frozen=True, slots=True)
