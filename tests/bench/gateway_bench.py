@@ -22,6 +22,11 @@ concurrency, server CPU microseconds per request (utime+stime from /proc), RSS. 
 - ``miss``: a new schema per request (lint + compile every time);
 - ``fix``: the upstream's first call is invalid; one correction call (two upstream calls);
 - ``stall``: hot requests while new ~400-property schemas arrive; max latency vs. without.
+
+Then: time to first body byte at 1 connection (mock vs gateway; strict SSE, text SSE,
+JSON), CPU per extra SSE event, and LiteLLM's throughput ratio. Needs ``wrk`` (Debian:
+``apt-get install -y wrk``), Redis on 127.0.0.1:6379. Profile with
+``tests/bench/profile_gateway.py`` (cProfile on a CPU clock, in process).
 """
 
 from __future__ import annotations
