@@ -19,20 +19,10 @@ import openai
 import pydantic
 import pytest
 
+from tests.gateway.openai_helpers import REFUND_SCHEMA
 from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, HttpError, Reply, ScriptedUpstream, without
 
-REFUND_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "order_number": {"type": "string", "pattern": "^[0-9]{6}$"},
-        "amount_pence": {"type": "integer", "minimum": 1},
-        "reason": {"type": "string", "enum": ["damaged", "late", "wrong_item", "other"]},
-        "note": {"type": ["string", "null"], "maxLength": 200},
-    },
-    "required": ["order_number", "amount_pence", "reason", "note"],
-    "additionalProperties": False,
-}
 GOOD = {"order_number": "582131", "amount_pence": 1250, "reason": "damaged", "note": None}
 GOOD_ARGS = json.dumps(GOOD)
 BAD_ARGS = GOOD_ARGS.replace("1250", '"12.50"')

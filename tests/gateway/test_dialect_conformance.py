@@ -23,20 +23,10 @@ import anthropic
 import openai
 import pytest
 
+from tests.gateway.openai_helpers import REFUND_SCHEMA as SCHEMA
 from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream, Step
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "order_number": {"type": "string", "pattern": "^[0-9]{6}$"},
-        "amount_pence": {"type": "integer", "minimum": 1},
-        "reason": {"type": "string", "enum": ["damaged", "late", "wrong_item", "other"]},
-        "note": {"type": ["string", "null"], "maxLength": 200},
-    },
-    "required": ["order_number", "amount_pence", "reason", "note"],
-    "additionalProperties": False,
-}
 NESTED_NOT_STRICT = copy.deepcopy(SCHEMA)
 NESTED_NOT_STRICT["properties"]["note"] = {"type": "object", "properties": {}, "required": []}
 UNSUPPORTED = copy.deepcopy(SCHEMA)

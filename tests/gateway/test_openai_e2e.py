@@ -17,16 +17,9 @@ from tests.gateway.openai_helpers import (
     calls_of,
     envelope,
     lookup_tool,
-    make_chat,
     refund_tool,
 )
-from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream, without
-
-
-@pytest.fixture(params=["sync", "async"])
-def chat(request: pytest.FixtureRequest, gateway: GatewayProcess) -> Chat:
-    return make_chat(request.param, gateway.base_url + "/v1", gateway.api_key)
 
 
 def test_valid_strict_call(chat: Chat, upstream: ScriptedUpstream) -> None:

@@ -17,17 +17,11 @@ from tests.gateway.openai_helpers import (
     calls_of,
     envelope,
     lookup_tool,
-    make_chat,
     refund_tool,
 )
 from tests.support.fixtures import E2E_BODY_LIMIT
 from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Drop, HttpError, Reply, ScriptedUpstream
-
-
-@pytest.fixture(params=["sync", "async"])
-def chat(request: pytest.FixtureRequest, gateway: GatewayProcess) -> Chat:
-    return make_chat(request.param, gateway.base_url + "/v1", gateway.api_key)
 
 
 def _schema(**changes: Any) -> dict[str, Any]:
