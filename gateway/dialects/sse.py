@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -35,6 +36,8 @@ from gateway.errors import GatewayError
 from gateway.service import ChatService
 
 __all__ = ["SSE_HEADERS", "HeldSSEResponse", "OpenedStream", "open_held_stream"]
+
+E = TypeVar("E")  # the dialect's stream encoder
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -81,12 +84,14 @@ async def open_held_stream(
     return OpenedStream(hold, batches, first)
 
 
-class HeldSSEResponse(Response):
-    """The committed stream: a pump, a disconnect watcher and a keep-alive timer."""
+class HeldSSEResponse(Response, Generic[E]):
+    """The committed stream: a pump, a disconnect watcher and a keep-alive timer.
+    ``encoder`` is the dialect's (``self.encoder`` in the byte methods)."""
 
     def __init__(
         self,
         opened: OpenedStream,
+        encoder: E,
         ctx: RequestContext,
         service: ChatService,
         *,
@@ -99,6 +104,7 @@ class HeldSSEResponse(Response):
         self._hold = opened.hold
         self._batches = opened.batches
         self._first = opened.first
+        self.encoder = encoder
         self._ctx = ctx
         self._service = service
         self._estimate = estimated_tokens

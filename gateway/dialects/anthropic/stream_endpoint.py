@@ -27,7 +27,7 @@ from gateway.canonical import ChatRequest
 from gateway.context import RequestContext
 from gateway.dialects.anthropic.encode import message_id
 from gateway.dialects.anthropic.stream import MessageStreamEncoder, error_event, ping_event
-from gateway.dialects.sse import HeldSSEResponse, OpenedStream, open_held_stream
+from gateway.dialects.sse import HeldSSEResponse, open_held_stream
 from gateway.enforcement import ParamPaths
 from gateway.enforcement.holdback import HeldEvent
 from gateway.errors import GatewayError
@@ -53,32 +53,17 @@ async def stream_messages(
     )
 
 
-class MessagesSSEResponse(HeldSSEResponse):
+class MessagesSSEResponse(HeldSSEResponse[MessageStreamEncoder]):
     """The committed Messages stream (``message_start`` ... ``message_stop``, pings)."""
 
-    def __init__(
-        self,
-        opened: OpenedStream,
-        encoder: MessageStreamEncoder,
-        ctx: RequestContext,
-        service: ChatService,
-        *,
-        estimated_tokens: int,
-        keepalive_s: float,
-    ) -> None:
-        super().__init__(
-            opened, ctx, service, estimated_tokens=estimated_tokens, keepalive_s=keepalive_s
-        )
-        self._encoder = encoder
-
     def opening(self, first: list[HeldEvent]) -> bytes:
-        return self._encoder.start() + self._encoder.encode_batch(first)
+        return self.encoder.start() + self.encoder.encode_batch(first)
 
     def encode(self, batch: list[HeldEvent]) -> bytes:
-        return self._encoder.encode_batch(batch)
+        return self.encoder.encode_batch(batch)
 
     def closing(self) -> bytes:
-        return self._encoder.finish()
+        return self.encoder.finish()
 
     def error(self, exc: GatewayError, request_id: str) -> bytes:
         return error_event(exc, request_id)

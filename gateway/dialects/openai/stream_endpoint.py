@@ -33,7 +33,7 @@ from gateway.canonical import ChatRequest
 from gateway.context import RequestContext
 from gateway.dialects.openai.decode import STREAM_OPTIONS_KEY
 from gateway.dialects.openai.stream import KEEPALIVE, ChunkEncoder, error_event
-from gateway.dialects.sse import HeldSSEResponse, OpenedStream, open_held_stream
+from gateway.dialects.sse import HeldSSEResponse, open_held_stream
 from gateway.enforcement import OPENAI_PATHS
 from gateway.enforcement.holdback import HeldEvent
 from gateway.errors import GatewayError
@@ -68,29 +68,14 @@ async def stream_chat_completions(
     )
 
 
-class SSEResponse(HeldSSEResponse):
+class SSEResponse(HeldSSEResponse[ChunkEncoder]):
     """The committed chat-completions stream (``data:`` chunks, ``: keep-alive``)."""
 
-    def __init__(
-        self,
-        opened: OpenedStream,
-        encoder: ChunkEncoder,
-        ctx: RequestContext,
-        service: ChatService,
-        *,
-        estimated_tokens: int,
-        keepalive_s: float,
-    ) -> None:
-        super().__init__(
-            opened, ctx, service, estimated_tokens=estimated_tokens, keepalive_s=keepalive_s
-        )
-        self._encoder = encoder
-
     def opening(self, first: list[HeldEvent]) -> bytes:
-        return self._encoder.role() + self._encoder.encode(first)
+        return self.encoder.role() + self.encoder.encode(first)
 
     def encode(self, batch: list[HeldEvent]) -> bytes:
-        return self._encoder.encode(batch)
+        return self.encoder.encode(batch)
 
     def error(self, exc: GatewayError, request_id: str) -> bytes:
         return error_event(exc, request_id)
