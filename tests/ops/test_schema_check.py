@@ -4,14 +4,13 @@ strictify projection, the 400s, the auth, and the shared cache."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.ops.helpers import scrape
-from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
+from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import ScriptedUpstream
 
 STRICT: dict[str, Any] = {
@@ -45,18 +44,8 @@ def openai_tool(schema: Any, strict: bool = True, name: str = "create_refund") -
 
 
 @pytest.fixture(scope="module")
-def gw(
-    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    proc = start_gateway(
-        tmp_path_factory.mktemp("check"),
-        [model_table("m", scripted_upstream_server.base_url)],
-        key_name="check",
-    )
-    try:
-        yield proc
-    finally:
-        proc.stop()
+def gw(gateway: GatewayProcess) -> GatewayProcess:
+    return gateway  # the session gateway (tests/support/fixtures.py): no model is called
 
 
 def check(gw: GatewayProcess, body: Any, key: str | None = "default") -> httpx.Response:
