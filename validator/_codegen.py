@@ -1,4 +1,4 @@
-"""The fast back end: one generated Python ``is_valid(x)`` function per schema.
+"""The fast back end: a generated Python ``is_valid(x)`` function per schema.
 
 Safe by construction: the generated source is assembled only from fixed templates, names
 this module invents (``_c12``, ``_f3``, ``v4``) and small integers it computes (depth

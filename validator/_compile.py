@@ -98,6 +98,12 @@ class CompiledSchema:
     _interp: Interpreter
     _namespace: dict[str, Any] | None = None
 
+    def __copy__(self) -> CompiledSchema:
+        return self  # immutable; and a copy must not share (then clear) the namespace
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CompiledSchema:
+        return self
+
     def __del__(self) -> None:
         # The generated functions and their globals form a reference cycle (they call each
         # other by name), which only the cyclic GC could free. Nothing else holds them, so

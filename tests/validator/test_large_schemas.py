@@ -10,6 +10,7 @@ interpreter does. The event-loop figures themselves are measured end to end in
 
 from __future__ import annotations
 
+import copy
 import gc
 import os
 import uuid
@@ -244,3 +245,10 @@ def test_memory_stays_bounded_over_thousands_of_evictions() -> None:
     assert len(_regex._SEARCHERS) <= _regex._SEARCHERS_MAX
     assert grown_objects < 500
     assert grown_rss < 16e6
+
+
+def test_copies_are_the_same_object_so_no_copy_clears_shared_code() -> None:
+    compiled = validator.compile({**RECURSIVE, "title": uuid.uuid4().hex})
+    assert copy.copy(compiled) is compiled
+    assert copy.deepcopy({"c": compiled})["c"] is compiled
+    assert compiled.is_valid({"kids": [{"v": "a"}]})
