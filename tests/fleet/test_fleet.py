@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +23,7 @@ import redis
 
 from tests.support.fixtures import e2e_models
 from tests.support.gateway_proc import GatewayProcess, free_port, start_gateway, wait_ready
+from tests.support.private_services import PrivateRedis
 from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
@@ -159,35 +158,6 @@ def test_three_gateways_share_redis_limits_and_flush_ledger_on_sigterm(
     assert request_ids <= asyncio.run(ledger_ids())  # every request, none lost on SIGTERM
 
 
-@pytest.fixture
-def own_redis() -> Iterator[tuple[int, list[subprocess.Popen[bytes]]]]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server binary not installed")
-    port = free_port()
-    procs: list[subprocess.Popen[bytes]] = []
-    yield port, procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(timeout=10)
-
-
-def _start_redis(port: int, procs: list[subprocess.Popen[bytes]]) -> None:
-    procs.append(subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    ))
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-
-
 def _fallbacks(gw: GatewayProcess) -> float:
     text = httpx.get(gw.base_url + "/metrics", timeout=5).text
     for line in text.splitlines():
@@ -199,11 +169,9 @@ def _fallbacks(gw: GatewayProcess) -> float:
 def test_redis_stopped_mid_test_keeps_serving_and_counts_fallbacks(
     upstream: ScriptedUpstream,
     tmp_path: Path,
-    own_redis: tuple[int, list[subprocess.Popen[bytes]]],
+    private_redis: PrivateRedis,
 ) -> None:
-    port, procs = own_redis
-    _start_redis(port, procs)
-    env = {"SYNTIC_REDIS_URL": f"redis://127.0.0.1:{port}/0"}
+    env = {"SYNTIC_REDIS_URL": private_redis.url}
     upstream.queue(*(Reply(content="ok") for _ in range(100)))
     gw1 = start_gateway(tmp_path, e2e_models(upstream.base_url), env=env)
     gws = [gw1]
@@ -212,8 +180,7 @@ def test_redis_stopped_mid_test_keeps_serving_and_counts_fallbacks(
         key = gw1.create_key("survivor", "--rpm", "1000")
         assert [post(gw, key).status_code for gw in gws] == [200, 200]
         assert [_fallbacks(gw) for gw in gws] == [0.0, 0.0]
-        procs[0].kill()
-        procs[0].wait(timeout=10)
+        private_redis.stop()
         statuses = [post(gw, key).status_code for gw in gws for _ in range(3)]
         assert statuses == [200] * 6  # still serving, limited per process meanwhile
         assert all(_fallbacks(gw) >= 1 for gw in gws)

@@ -6,26 +6,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import shutil
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
 
 from gateway.keys.base import Principal
 from gateway.ratelimit.redis import RedisRateLimiter
+from tests.support.gateway_proc import free_port
+from tests.support.private_services import PrivateRedis
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -73,6 +67,8 @@ BURST_SCRIPT = """
 import asyncio, sys
 from gateway.keys.base import Principal
 from gateway.ratelimit.redis import RedisRateLimiter
+from tests.support.gateway_proc import free_port
+from tests.support.private_services import PrivateRedis
 async def main():
     lim = RedisRateLimiter(sys.argv[1], prefix=sys.argv[2])
     p = Principal(sys.argv[3], "x", rpm=int(sys.argv[4]), tpm=int(sys.argv[5]))
@@ -125,7 +121,7 @@ async def test_tokens_headers_and_add_tokens(prefix: str) -> None:
 
 
 async def test_unlimited_key_never_touches_redis() -> None:
-    lim = RedisRateLimiter(f"redis://127.0.0.1:{_free_port()}/0")
+    lim = RedisRateLimiter(f"redis://127.0.0.1:{free_port()}/0")
     try:
         d = await lim.check(Principal("key_u", "u"), 10**9)
         assert d.allowed and lim.fallback_count == 0 and not lim.redis_down
@@ -136,7 +132,7 @@ async def test_unlimited_key_never_touches_redis() -> None:
 async def test_redis_down_falls_back_locally_counted_and_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    lim = RedisRateLimiter(f"redis://127.0.0.1:{_free_port()}/0", backoff_s=0.05)
+    lim = RedisRateLimiter(f"redis://127.0.0.1:{free_port()}/0", backoff_s=0.05)
     p = Principal("key_down", "d", rpm=3)
     caplog.set_level(logging.WARNING, logger="syntic.ratelimit")
     try:
@@ -155,52 +151,16 @@ async def test_redis_down_falls_back_locally_counted_and_logged_once(
     assert len(warnings) == 1
 
 
-@pytest.fixture
-def own_redis() -> Iterator[tuple[int, list[subprocess.Popen[bytes]]]]:
-    """A private redis-server on a free port that the test may stop and restart."""
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server binary not installed")
-    port = _free_port()
-    procs: list[subprocess.Popen[bytes]] = []
-    yield port, procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(timeout=10)
-
-
-def _start_redis(port: int, procs: list[subprocess.Popen[bytes]]) -> None:
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    procs.append(proc)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-
-
-async def test_redis_stopped_mid_run_then_restarted(
-    own_redis: tuple[int, list[subprocess.Popen[bytes]]],
-) -> None:
-    port, procs = own_redis
-    _start_redis(port, procs)
-    lim = RedisRateLimiter(f"redis://127.0.0.1:{port}/0", backoff_s=0.1, max_backoff_s=0.2)
+async def test_redis_stopped_mid_run_then_restarted(private_redis: PrivateRedis) -> None:
+    lim = RedisRateLimiter(private_redis.url, backoff_s=0.1, max_backoff_s=0.2)
     p = Principal("key_mid", "m", rpm=1000)
     try:
         assert (await lim.check(p, 1)).allowed and not lim.redis_down
-        procs[0].terminate()
-        procs[0].wait(timeout=10)
+        private_redis.stop()
         served = [await lim.check(p, 1) for _ in range(5)]
         assert all(d.allowed for d in served)  # still serving
         assert lim.redis_down and lim.fallback_count == 5 and lim.outage_count == 1
-        _start_redis(port, procs)
+        private_redis.start()
         await asyncio.sleep(0.3)  # past the backoff
         back = await lim.check(p, 1)
         assert back.allowed and not lim.redis_down

@@ -14,8 +14,8 @@ import pytest
 
 from tests.gateway.openai_helpers import BAD_ARGS, GOOD_ARGS
 from tests.reliability.helpers import chat_body, ledger_rows
-from tests.reliability.private_services import PrivateRedis
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
+from tests.support.private_services import PrivateRedis
 from tests.support.scripted_upstream import Call, HttpError, Reply, ScriptedUpstream
 
 OK = Reply(tool_calls=[Call("create_refund", GOOD_ARGS)])

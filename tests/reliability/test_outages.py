@@ -19,8 +19,8 @@ import asyncpg
 import httpx
 
 from tests.reliability.helpers import chat_body
-from tests.reliability.private_services import PrivatePostgres, PrivateRedis
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
+from tests.support.private_services import PrivatePostgres, PrivateRedis
 from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
 

@@ -11,12 +11,15 @@
 - ``stream_gateway`` (session): both catalogues, ``stream_keepalive_s =
   STREAM_KEEPALIVE_S`` (short, so keep-alives can be tested), for the streaming tests.
 - ``openai_client`` / ``async_openai_client``: SDK clients on the gateway, no retries.
+- ``private_redis`` (function): a started ``PrivateRedis`` of the test's own, which it may
+  stop and restart (skipped when ``redis-server`` is not installed).
 
 Modules that need a differently configured server start their own (``start_gateway``).
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -25,6 +28,7 @@ import pytest
 
 from tests.support.anthropic_wire import AnthropicRenderer, anthropic_e2e_models
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
+from tests.support.private_services import PrivateRedis
 from tests.support.scripted_upstream import ScriptedUpstream
 
 E2E_BODY_LIMIT = 256 * 1024
@@ -113,3 +117,11 @@ async def async_openai_client(gateway: GatewayProcess) -> AsyncIterator[openai.A
                                 max_retries=0, timeout=20)
     yield client
     await client.close()
+
+
+@pytest.fixture
+def private_redis() -> Iterator[PrivateRedis]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server binary not installed")
+    with PrivateRedis() as server:
+        yield server
