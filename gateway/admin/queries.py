@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gateway.storage.base import Database, Row
-from gateway.usage.report import TOTALS_SQL
+from gateway.usage.report import TOTALS_SQL, LedgerTotals
 
 GroupColumn = Literal["key_id", "model", "endpoint", "status", "error_code"]
 GROUP_COLUMNS: tuple[GroupColumn, ...] = ("key_id", "model", "endpoint", "status", "error_code")
@@ -50,38 +50,12 @@ class Window:
     until: float
 
 
-@dataclass(frozen=True, slots=True)
-class Aggregate:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Aggregate(LedgerTotals):
     """Totals over a group of ledger rows (a key, a model, a time bucket, ...)."""
 
-    requests: int
-    errors_4xx: int
-    unprocessable_422: int
-    errors_5xx: int
-    streamed: int
-    estimated: int
-    prompt_tokens: int
-    completion_tokens: int
-    correction_prompt_tokens: int
-    correction_completion_tokens: int
-    schema_retries: int
-    corrected_requests: int
-    upstream_calls: int
     latency_ms_total: float
     group: tuple[Any, ...] = ()  # (bucket start?, group value?) in the order requested
-
-    @property
-    def first_attempt_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    @property
-    def correction_tokens(self) -> int:
-        return self.correction_prompt_tokens + self.correction_completion_tokens
-
-    @property
-    def correction_rate(self) -> float:
-        """Share of requests that needed at least one schema correction."""
-        return self.corrected_requests / self.requests if self.requests else 0.0
 
     @property
     def unprocessable_rate(self) -> float:

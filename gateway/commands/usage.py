@@ -39,7 +39,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _as_json(s: UsageSummary) -> dict[str, object]:
-    out: dict[str, object] = dataclasses.asdict(s)
+    out: dict[str, object] = {"key_id": s.key_id, "model": s.model}  # first, as before
+    out.update(dataclasses.asdict(s))
     out["first_attempt_tokens"] = s.first_attempt_tokens
     out["correction_tokens"] = s.correction_tokens
     out["correction_rate"] = round(s.correction_rate, 6)

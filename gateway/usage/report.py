@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,12 +30,11 @@ def parse_since(value: str, *, now: float | None = None) -> float:
     return dt.timestamp()
 
 
-@dataclass(frozen=True, slots=True)
-class UsageSummary:
-    """Totals for one (key, model) pair over the window."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerTotals:
+    """The billing counters over a set of ledger rows, in ``TOTALS_SQL``'s order (shared
+    by ``UsageSummary``, ``Totals`` and ``gateway.admin.queries.Aggregate``)."""
 
-    key_id: str | None
-    model: str | None
     requests: int
     errors_4xx: int
     unprocessable_422: int
@@ -62,6 +61,22 @@ class UsageSummary:
     def correction_rate(self) -> float:
         """Share of requests that needed at least one schema correction."""
         return self.corrected_requests / self.requests if self.requests else 0.0
+
+
+COUNTERS = tuple(f.name for f in fields(LedgerTotals))
+
+
+def counters(values: Sequence[Any]) -> dict[str, int]:
+    """``TOTALS_SQL``'s columns (NULL sums as 0) as ``LedgerTotals`` keyword arguments."""
+    return dict(zip(COUNTERS, (int(v or 0) for v in values), strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSummary(LedgerTotals):
+    """Totals for one (key, model) pair over the window."""
+
+    key_id: str | None
+    model: str | None
 
 
 # The ledger totals, in the field order of ``UsageSummary`` / ``Totals`` (after the group
@@ -106,7 +121,7 @@ async def summarize(
         UsageSummary(
             str(r[0]) if r[0] is not None else None,
             str(r[1]) if r[1] is not None else None,
-            *(int(v or 0) for v in r[2:]),
+            **counters(r[2:]),
         )
         for r in rows
     ]
@@ -120,32 +135,11 @@ _TOTALS = TOTALS_SQL
 
 
 @dataclass(frozen=True, slots=True)
-class Totals:
+class Totals(LedgerTotals):
     """Totals for one group (``group`` holds the values of ``Aggregate.by``'s columns, or
     the bucket start for a time series)."""
 
     group: tuple[Any, ...]
-    requests: int
-    errors_4xx: int
-    unprocessable_422: int
-    errors_5xx: int
-    streamed: int
-    estimated: int
-    prompt_tokens: int
-    completion_tokens: int
-    correction_prompt_tokens: int
-    correction_completion_tokens: int
-    schema_retries: int
-    corrected_requests: int
-    upstream_calls: int
-
-    @property
-    def correction_tokens(self) -> int:
-        return self.correction_prompt_tokens + self.correction_completion_tokens
-
-    @property
-    def correction_rate(self) -> float:
-        return self.corrected_requests / self.requests if self.requests else 0.0
 
     @property
     def rate_422(self) -> float:
@@ -167,7 +161,7 @@ def _where(
 
 
 def _totals(group: tuple[Any, ...], values: Sequence[Any]) -> Totals:
-    return Totals(group, *(int(v or 0) for v in values))
+    return Totals(group, **counters(values))
 
 
 async def aggregate(
