@@ -21,12 +21,12 @@ import httpx
 import pytest
 import redis
 
+from tests.support.databases import pg_database
 from tests.support.fixtures import e2e_models
 from tests.support.gateway_proc import GatewayProcess, free_port, start_gateway, wait_ready
 from tests.support.private_services import PrivateRedis
 from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
-PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
 BODY = {"model": "strict-model", "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -62,18 +62,8 @@ def post(gw: GatewayProcess, key: str) -> httpx.Response:
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    name = f"syntic_t_{secrets.token_hex(6)}"
-
-    async def admin(sql: str) -> None:
-        conn = await asyncpg.connect(f"{PG_SERVER}/postgres")
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
-    yield f"{PG_SERVER}/{name}"
-    asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with pg_database() as url:  # empty: the gateway's start migrates it
+        yield url
 
 
 def test_revocation_reaches_two_running_gateways(

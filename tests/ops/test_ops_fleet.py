@@ -6,7 +6,6 @@ all of them within the key-cache TTL."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,10 +14,10 @@ import asyncpg
 import httpx
 import pytest
 
+from tests.support.databases import PG_SERVER, pg_database
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
-PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
 REDIS = "redis://127.0.0.1:6379/0"
 REVOCATION_DEADLINE_S = 2.0 + 3.0  # key_cache_ttl_s plus margin for a loaded machine
 
@@ -36,12 +35,8 @@ def _pg(sql: str, database: str = "postgres", *args: Any) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def database() -> Iterator[str]:
-    name = f"syntic_ops_fleet_{secrets.token_hex(6)}"
-    _pg(f'CREATE DATABASE "{name}"')
-    try:
-        yield name
-    finally:
-        _pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with pg_database("syntic_ops_fleet") as url:
+        yield url.rsplit("/", 1)[1]
 
 
 @pytest.fixture(scope="module")
