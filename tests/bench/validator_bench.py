@@ -8,11 +8,20 @@ Prints, for the spec's ``create_refund`` schema and a ~50-property nested schema
 through ``jsonschema`` (Draft 2020-12, validator object reused) for comparison.
 Targets (issue #2): validate <= 2 us (create_refund), <= 60 us (50-property), >= 10x
 faster than jsonschema.
+
+Then a 240 KiB, 1,000-property schema (issues #8/#9: a cache miss must not stall other
+requests): compile time, the longest single ``compile()`` of generated code (it holds the
+GIL), GC-tracked objects a cached copy adds, a full collection with 12 cached, and the
+worst lateness of a 5 ms ticker thread while another thread compiles.
 """
 
 from __future__ import annotations
 
+import builtins
+import gc
 import itertools
+import threading
+import time
 import timeit
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +29,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 
 import validator
+from validator import _codegen
 
 CREATE_REFUND: dict[str, Any] = {
     "type": "object",
@@ -168,10 +178,82 @@ def bench(name: str, schema: dict[str, Any], instance: Any, target_us: float) ->
     print(f"  compile() cache miss       {_us(miss)}   (lint + build + codegen)")
 
 
+def large_schema(seed: int, width: int = 1000) -> dict[str, Any]:
+    """The security test's schema near the limits (~240 KiB for width 1000)."""
+    props = {
+        f"p{seed}_{i}": _closed({
+            "s": {"type": "string", "pattern": f"^[a-z]{{1,{i % 7 + 1}}}[0-9]*$", "maxLength": 64},
+            "n": {"type": ["integer", "null"], "minimum": i},
+            "e": {"enum": [f"v{i}", "w"]} if i % 10 == 0 else {"type": "boolean"},
+        })
+        for i in range(width)
+    }  # fmt: skip
+    return _closed(props)
+
+
+def _tracked() -> int:
+    for _ in range(3):
+        gc.collect()
+    return len(gc.get_objects())
+
+
+def bench_large() -> None:
+    seeds = itertools.count(time.time_ns() % 90_000)  # new schemas; 5-digit names as in the test
+    calls: list[float] = []
+
+    def timed_compile(source: str, *args: Any) -> Any:
+        start = time.perf_counter()
+        code = builtins.compile(source, *args)
+        calls.append(time.perf_counter() - start)
+        return code
+
+    validator.configure_cache(1)  # empty the cache: nothing evicted while counting
+    validator.configure_cache(1024)
+    gc.collect()
+    gc.freeze()  # count and collect only what the large schemas add
+    _codegen.compile = timed_compile  # type: ignore[attr-defined]
+    try:
+        before = _tracked()
+        start = time.perf_counter()
+        compiled = validator.compile(large_schema(next(seeds)))
+        took = time.perf_counter() - start
+        added = _tracked() - before
+    finally:
+        del _codegen.compile  # type: ignore[attr-defined]
+    kept = [compiled] + [validator.compile(large_schema(next(seeds))) for _ in range(11)]
+    start = time.perf_counter()
+    gc.collect()
+    full_gc = time.perf_counter() - start
+    gc.unfreeze()
+
+    lateness: list[float] = []
+    done = threading.Event()
+
+    def ticker() -> None:
+        while not done.is_set():
+            start = time.perf_counter()
+            time.sleep(0.005)
+            lateness.append(time.perf_counter() - start - 0.005)
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    for _ in range(2):
+        validator.compile(large_schema(next(seeds)))
+    done.set()
+    thread.join()
+    print(f"240 KiB schema, 1,000 properties (cache miss; {len(kept)} kept cached)")
+    print(f"  compile() cache miss       {took * 1e3:9.1f} ms")
+    print(f"  generated code compiled in {len(calls)} calls, longest {max(calls) * 1e3:.2f} ms")
+    print(f"  GC-tracked objects added   {added:9d}")
+    print(f"  full gc.collect(), 12 cached {full_gc * 1e3:7.1f} ms   (rest of the heap frozen)")
+    print(f"  5 ms ticker thread lateness while compiling: worst {max(lateness) * 1e3:.1f} ms")
+
+
 def main() -> None:
     bench("create_refund (spec example)", CREATE_REFUND, REFUND_OK, 2.0)
     big = fifty_property_schema()
     bench("50-property nested schema with $defs", big, fifty_property_instance(), 60.0)
+    bench_large()
 
 
 if __name__ == "__main__":
