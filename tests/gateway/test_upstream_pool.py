@@ -1,0 +1,189 @@
+"""The lean upstream pool (``gateway.upstream.pool``) against raw HTTP servers on loopback:
+framing (length, chunked, close-delimited), keep-alive reuse, caps, errors, pool bound."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import httpx
+import pytest
+
+from gateway.upstream.pool import UpstreamPool
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+TIMEOUT = httpx.Timeout(2.0)
+BIG = 4 * 1024 * 1024  # cannot have fully arrived when the reader stops at the cap
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    return await reader.readexactly(length)
+
+
+async def _serve(handler: Handler) -> tuple[asyncio.Server, str]:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}/v1/chat/completions"
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[UpstreamPool]:
+    p = UpstreamPool(max_connections=1)
+    try:
+        yield p
+    finally:
+        await p.aclose()
+
+
+def _answer(body: bytes, *, framing: str) -> bytes:
+    if framing == "length":
+        return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+    if framing == "chunked":
+        half = len(body) // 2
+        chunks = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[:half], body[half:]))
+        return b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + chunks + b"0\r\n\r\n"
+    return b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n" + body  # ends at close
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked", "close"])
+async def test_framings_and_keep_alive(pool: UpstreamPool, framing: str) -> None:
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while True:
+            try:
+                body = await _read_request(reader)
+            except asyncio.IncompleteReadError:
+                break
+            writer.write(_answer(b"echo:" + body, framing=framing))
+            await writer.drain()
+            if framing == "close":
+                break
+        writer.close()
+
+    server, url = await _serve(handler)
+    async with server:
+        for i in range(3):
+            response = await pool.post(url, b"n%d" % i, {"content-type": "x"}, TIMEOUT)
+            try:
+                assert response.status_code == 200
+                assert await response.read_upto(None) == b"echo:n%d" % i
+            finally:
+                response.finish()
+    # One connection kept alive for every call, unless the server closes after each.
+    assert connections == (3 if framing == "close" else 1)
+
+
+async def test_over_the_cap_closes_instead_of_reusing(pool: UpstreamPool) -> None:
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        try:
+            while True:
+                await _read_request(reader)
+                writer.write(_answer(b"x" * BIG, framing="length"))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server, url = await _serve(handler)
+    async with server:
+        for cap, expected in ((100, None), (None, b"x" * BIG)):
+            response = await pool.post(url, b"{}", {}, TIMEOUT)
+            try:
+                assert await response.read_upto(cap) == expected
+            finally:
+                response.finish()
+    assert connections == 2  # the half-read answer's connection was closed, not reused
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        (b"", httpx.RemoteProtocolError),  # closed without answering
+        (b"NOT HTTP AT ALL\r\n\r\n", httpx.RemoteProtocolError),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", httpx.RemoteProtocolError),
+        (None, httpx.ReadTimeout),  # never answers
+    ],
+    ids=["no-answer", "malformed", "short-body", "silent"],
+)
+async def test_failures_are_httpx_errors(
+    pool: UpstreamPool, reply: bytes | None, error: type[Exception]
+) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        if reply is None:
+            await reader.read()  # until the client gives up
+        else:
+            writer.write(reply)
+            await writer.drain()
+        writer.close()
+
+    server, url = await _serve(handler)
+    async with server:
+        with pytest.raises(error):
+            response = await pool.post(url, b"{}", {}, httpx.Timeout(0.3))
+            try:
+                await response.read_upto(None)
+            finally:
+                response.finish()
+        # The slot was given back: the pool still works for the next call.
+        with pytest.raises(error):
+            response = await pool.post(url, b"{}", {}, httpx.Timeout(0.3))
+            try:
+                await response.read_upto(None)
+            finally:
+                response.finish()
+
+
+async def test_refused_is_a_connect_error_and_the_bound_holds(pool: UpstreamPool) -> None:
+    server, url = await _serve(lambda r, w: _hold(r, w))
+    async with server:
+        first = await pool.post(url, b"{}", {}, TIMEOUT)  # holds the only slot
+        with pytest.raises(httpx.PoolTimeout):
+            await pool.post(url, b"{}", {}, httpx.Timeout(2.0, pool=0.1))
+        first.finish()
+    free = url.replace(url.split(":")[2].split("/")[0], "1")
+    with pytest.raises(httpx.ConnectError):
+        await pool.post(free, b"{}", {}, TIMEOUT)
+
+
+async def _hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await _read_request(reader)
+    writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+    await writer.drain()
+    await reader.read()  # keep the answer open until the client leaves
+    writer.close()
+
+
+async def test_an_idle_connection_the_server_closed_is_not_reused(pool: UpstreamPool) -> None:
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        await _read_request(reader)
+        writer.write(_answer(b"ok", framing="length"))  # keep-alive, then closes anyway
+        await writer.drain()
+        writer.close()
+
+    server, url = await _serve(handler)
+    async with server:
+        for i in range(2):
+            response = await pool.post(url, b"{}", {}, TIMEOUT)
+            try:
+                assert await response.read_upto(None) == b"ok"
+            finally:
+                response.finish()
+            if i == 0:
+                await asyncio.sleep(0.05)  # the server closes the idle connection
+    assert connections == 2
