@@ -71,11 +71,11 @@ class _Gen:
             "__builtins__": dict(_BUILTINS), "_M": object(), "_is_integer": is_integer,
             "_is_number": is_number, "_json_equal": json_equal,
         }  # fmt: skip
-        self.lines: list[str] = []
-        self.functions: dict[tuple[int, int], str] = {}
-        self.queue: list[tuple[int, int, str]] = []
+        self.lines: list[str] = []  # the function being generated
+        self.finished: list[list[str]] = []
+        self.functions: dict[int, str] = {}
+        self.queue: list[tuple[int, str]] = []
         self.counter = 0
-        self.fn_start = 0
 
     def const(self, value: Any) -> str:
         self.counter += 1
@@ -87,40 +87,31 @@ class _Gen:
         self.counter += 1
         return f"v{self.counter}"
 
-    def function(self, nid: int, start: int = -1) -> str:
-        """Name of the function validating node ``nid`` (``start`` -1), or only the
-        properties of object node ``nid`` from index ``start`` on; generated once each."""
-        key = (nid, start)
-        if key not in self.functions:
+    def function(self, nid: int) -> str:
+        """Name of the function validating node ``nid``; generated once per node."""
+        if nid not in self.functions:
             self.counter += 1
             name = f"_f{self.counter}"
-            self.functions[key] = name
-            self.queue.append((nid, start, name))
-        return self.functions[key]
+            self.functions[nid] = name
+            self.queue.append((nid, name))
+        return self.functions[nid]
 
     def full(self) -> bool:
         """True when the function being generated has reached its size budget."""
-        return len(self.lines) - self.fn_start >= _FUNCTION_LINES
+        return len(self.lines) >= _FUNCTION_LINES
 
     def run(self) -> Callable[[Any], bool]:
         root = self.function(0)
-        bounds: list[int] = []  # where each function's lines end
         while self.queue:
-            nid, start, name = self.queue.pop()
-            self.fn_start = len(self.lines)
-            self.lines.append(f"def {name}(x, d):")
-            if start < 0:
-                self.emit(nid, "x", 0, 1, 0)
-            else:
-                self.emit_properties(nid, "x", 0, 1, 0, start)
+            nid, name = self.queue.pop()
+            self.lines = [f"def {name}(x, d):"]
+            self.emit(nid, "x", 0, 1, 0)
             self.lines.append("    return True")
-            bounds.append(len(self.lines))
-        self.lines.append("def is_valid(x):")
-        self.lines.append(f"    return {root}(x, 0)")
-        bounds[-1] = len(self.lines)
-        if sum(len(line) + 1 for line in self.lines) > _MAX_SOURCE:
+            self.finished.append(self.lines)
+        self.finished.append(["def is_valid(x):", f"    return {root}(x, 0)"])
+        if sum(len(line) + 1 for lines in self.finished for line in lines) > _MAX_SOURCE:
             raise CodegenError("generated source too large")
-        for batch in self.batches(bounds):
+        for batch in self.batches():
             try:
                 code = compile(batch, "<syntic-validator>", "exec")
                 exec(code, self.ns)
@@ -129,16 +120,20 @@ class _Gen:
         fn: Callable[[Any], bool] = self.ns["is_valid"]
         return fn
 
-    def batches(self, bounds: list[int]) -> list[str]:
+    def batches(self) -> list[str]:
         """Whole functions grouped into sources of about ``_BATCH_LINES`` lines each."""
         out: list[str] = []
-        begin = 0
-        for index, end in enumerate(bounds):
-            last = index == len(bounds) - 1
-            if last or bounds[index + 1] - begin > _BATCH_LINES:
-                out.append("\n".join(self.lines[begin:end]) + "\n")
-                begin = end
+        batch: list[str] = []
+        for lines in self.finished:
+            if batch and len(batch) + len(lines) > _BATCH_LINES:
+                out.append("\n".join(batch) + "\n")
+                batch = []
+            batch.extend(lines)
+        out.append("\n".join(batch) + "\n")
         return out
+
+    def source(self) -> str:
+        return "\n".join(line for lines in self.finished for line in lines)
 
     def out(self, indent: int, text: str) -> None:
         self.lines.append("    " * indent + text)
@@ -255,7 +250,7 @@ class _Gen:
             else:
                 self.out(indent, f"if not {v}.keys() >= {self.const(frozenset(node.required))}:"
                                  " return False")  # fmt: skip
-        self.emit_properties(nid, v, k, indent, loops, 0)
+        self.emit_properties(nid, v, k, indent, loops, 0, False)
         if node.additional is None or self.nodes[node.additional].trivial:
             return
         names = frozenset(n for n, _ in node.properties)
@@ -276,21 +271,30 @@ class _Gen:
         self.out(indent + 2, "pass")
 
     def emit_properties(
-        self, nid: int, v: str, k: int, indent: int, loops: int, start: int
-    ) -> None:
+        self, nid: int, v: str, k: int, indent: int, loops: int, start: int, part: bool
+    ) -> int:
         """Checks of the declared properties ``start:`` of object node ``nid`` (``v`` is a
-        dict); past the function's size budget, the rest moves to a function of its own."""
+        dict). Past the function's size budget, the rest go to "part" functions called one
+        after another (not each from the previous: the call depth stays one), and a part
+        itself stops there, returning the index it reached."""
         node = self.nodes[nid]
         required = frozenset(node.required)
-        for index in range(start, len(node.properties)):
+        index, emitted = start, False
+        while index < len(node.properties):
             name, child = node.properties[index]
             if self.nodes[child].trivial:
+                index += 1
                 continue
-            if self.full():
-                rest = self.function(nid, index)
+            if self.full() and (emitted or not part):
+                if part:
+                    return index
                 depth = f"d + {k}" if k else "d"
-                self.out(indent, f"if not {rest}({v}, {depth}): return False")
-                return
+                while index < len(node.properties):
+                    rest, index = self.part(nid, index)
+                    self.out(indent, f"if not {rest}({v}, {depth}): return False")
+                return index
+            emitted = True
+            index += 1
             item = self.var()
             key = self.const(name)
             if name in required:
@@ -301,6 +305,19 @@ class _Gen:
                 self.out(indent, f"if {item} is not _M:")
                 self.child(child, item, k + 1, indent + 1, loops)
                 self.out(indent + 1, "pass")
+        return index
+
+    def part(self, nid: int, start: int) -> tuple[str, int]:
+        """Generate now a function checking properties ``start:`` of object node ``nid``
+        up to its size budget; returns its name and the index where it stopped."""
+        self.counter += 1
+        name = f"_f{self.counter}"
+        outer, self.lines = self.lines, [f"def {name}(x, d):"]
+        end = self.emit_properties(nid, "x", 0, 1, 0, start, True)
+        self.lines.append("    return True")
+        self.finished.append(self.lines)
+        self.lines = outer
+        return name, end
 
     def emit_array(self, node: Node, v: str, k: int, indent: int, loops: int) -> None:
         if node.min_items is not None:
@@ -334,4 +351,4 @@ def generate(nodes: list[Node]) -> tuple[Callable[[Any], bool], str]:
     """Generate the fast ``is_valid`` for a node table; returns it with its source text."""
     gen = _Gen(nodes)
     fn = gen.run()
-    return fn, "\n".join(gen.lines)
+    return fn, gen.source()
