@@ -19,9 +19,10 @@ Large schemas are generated as many small functions, compiled in small batches (
 for the whole call and its cost grows faster than linearly with a function's size: one
 ~640 KB function for a 240 KiB schema held it ~250 ms, so the event loop (waiting on a
 worker thread's compile) stalled that long. A function that reaches ``_FUNCTION_LINES``
-hands the rest of an object's properties (or its next child schema) to a new function,
-and ``_BATCH_LINES`` bounds each ``compile()`` call to about a millisecond; between calls
-the interpreter lets other threads run. Small schemas stay one function, as fast as before.
+calls its next child schema as a function of its own and hands the rest of a long
+property list to "part" functions (called one after another, so deep data does not
+deepen the stack); ``_BATCH_LINES`` bounds each ``compile()`` call to a millisecond or
+two, and between calls other threads run. Small schemas stay one function, as before.
 """
 
 from __future__ import annotations
