@@ -32,8 +32,8 @@ from typing import Any
 
 from validator._formats import FORMATS
 from validator._interp import MAX_INSTANCE_DEPTH
-from validator._ir import Node
 from validator._jsonvalue import is_integer, is_number, json_equal, multiple_of
+from validator._table import FALSE, Node, Table
 
 __all__ = ["CodegenError", "generate"]
 
@@ -66,8 +66,8 @@ class CodegenError(RuntimeError):
 
 
 class _Gen:
-    def __init__(self, nodes: list[Node]) -> None:
-        self.nodes = nodes
+    def __init__(self, table: Table) -> None:
+        self.table = table
         self.ns: dict[str, Any] = {
             "__builtins__": dict(_BUILTINS), "_M": object(), "_is_integer": is_integer,
             "_is_number": is_number, "_json_equal": json_equal,
@@ -149,8 +149,7 @@ class _Gen:
             self.out(indent, f"if not {name}({v}, {depth}): return False")
 
     def child(self, nid: int, v: str, k: int, indent: int, loops: int) -> None:
-        node = self.nodes[nid]
-        if node.trivial:
+        if self.table.trivial(nid):
             return
         if indent > _MAX_INDENT or loops >= _MAX_LOOPS or self.full():
             self.call(nid, v, k, indent, False)
@@ -159,7 +158,7 @@ class _Gen:
 
     def emit(self, nid: int, v: str, k: int, indent: int, loops: int) -> None:
         """Lines that ``return False`` unless ``v`` (at instance depth d + k) matches."""
-        node = self.nodes[nid]
+        node = self.table.node(nid)
         if node.false:
             self.out(indent, "return False")
             return
@@ -241,7 +240,7 @@ class _Gen:
             self.out(indent, f"if not {fn}({v}, {self.const(node.multiple_of)}): return False")
 
     def emit_object(self, nid: int, v: str, k: int, indent: int, loops: int) -> None:
-        node = self.nodes[nid]
+        node = self.table.node(nid)
         required = set(node.required)
         if node.required:
             if len(node.required) <= _UNROLL_REQUIRED:
@@ -252,10 +251,10 @@ class _Gen:
                 self.out(indent, f"if not {v}.keys() >= {self.const(frozenset(node.required))}:"
                                  " return False")  # fmt: skip
         self.emit_properties(nid, v, k, indent, loops, 0, False)
-        if node.additional is None or self.nodes[node.additional].trivial:
+        if node.additional is None or self.table.trivial(node.additional):
             return
         names = frozenset(n for n, _ in node.properties)
-        if self.nodes[node.additional].false:
+        if self.table.nodes[node.additional][FALSE]:
             if names and names <= required:
                 # Every declared name is present, so any extra key shows up in the count.
                 self.out(indent, f"if len({v}) != {self.const(len(names))}: return False")
@@ -278,12 +277,12 @@ class _Gen:
         dict). Past the function's size budget, the rest go to "part" functions called one
         after another (not each from the previous: the call depth stays one), and a part
         itself stops there, returning the index it reached."""
-        node = self.nodes[nid]
+        node = self.table.node(nid)
         required = frozenset(node.required)
         index, emitted = start, False
         while index < len(node.properties):
             name, child = node.properties[index]
-            if self.nodes[child].trivial:
+            if self.table.trivial(child):
                 index += 1
                 continue
             if self.full() and (emitted or not part):
@@ -325,7 +324,7 @@ class _Gen:
             self.out(indent, f"if len({v}) < {self.const(node.min_items)}: return False")
         if node.max_items is not None:
             self.out(indent, f"if len({v}) > {self.const(node.max_items)}: return False")
-        if node.items is not None and not self.nodes[node.items].trivial:
+        if node.items is not None and not self.table.trivial(node.items):
             item = self.var()
             self.out(indent, f"for {item} in {v}:")
             self.child(node.items, item, k + 1, indent + 1, loops + 1)
@@ -348,8 +347,8 @@ def _has(node: Node, kind: str) -> bool:
     return node.min_items is not None or node.max_items is not None or node.items is not None
 
 
-def generate(nodes: list[Node]) -> tuple[Callable[[Any], bool], str]:
+def generate(table: Table) -> tuple[Callable[[Any], bool], str]:
     """Generate the fast ``is_valid`` for a node table; returns it with its source text."""
-    gen = _Gen(nodes)
+    gen = _Gen(table)
     fn = gen.run()
     return fn, gen.source()

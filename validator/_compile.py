@@ -28,7 +28,7 @@ import orjson
 from validator._codegen import CodegenError, generate
 from validator._errors import ValidationError
 from validator._interp import Interpreter
-from validator._ir import BuildError, Node, build
+from validator._ir import BuildError, Table, build
 from validator._issues import Issue, SchemaError
 
 __all__ = [
@@ -226,7 +226,7 @@ def engine(schema: Any) -> tuple[Callable[[Any], bool], Interpreter]:
     return fast, interp
 
 
-def _engine(nodes: list[Node]) -> tuple[Callable[[Any], bool], Interpreter, dict[str, Any] | None]:
+def _engine(nodes: Table) -> tuple[Callable[[Any], bool], Interpreter, dict[str, Any] | None]:
     """Both back ends for a node table, and the generated code's namespace (None when the
     interpreter is used)."""
     interp = Interpreter(nodes)

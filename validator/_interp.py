@@ -6,12 +6,8 @@ Order, per schema location: depth, false, type, enum, const, string keywords, nu
 keywords, required (schema order), properties (schema order), additional properties
 (instance order), array sizes, items (index order), anyOf, then the ``$ref`` target.
 
-The interpreter keeps the node table packed as plain tuples of strings, numbers and
-tuples (``_pack``), not ``Node`` objects: the cyclic garbage collector stops tracking
-such tuples after one pass, so a cached 240 KiB schema adds a few dozen objects to every
-full collection instead of ~10,000 (issues #8/#9: a full collection with a dozen large
-schemas cached took 100-250 ms, stalling the event loop). Compiled ``pattern`` searchers
-(functions, always tracked) live in one side table.
+It walks the packed table (``_table``) directly: plain tuples the cyclic GC stops
+tracking, so a cached large schema adds next to nothing to full collections (#8/#9).
 """
 
 from __future__ import annotations
@@ -20,9 +16,22 @@ from typing import Any
 
 from validator._errors import ValidationError, error, pointer, show, show_enum
 from validator._formats import FORMATS
-from validator._ir import Node
 from validator._jsonvalue import is_number, json_equal, multiple_of, type_matches
 from validator._regex import Searcher
+from validator._table import (
+    ANY_OF,
+    ARRAY,
+    CONST,
+    ENUM,
+    FALSE,
+    NUMBER,
+    OBJECT,
+    REF,
+    STRING,
+    TYPES,
+    Packed,
+    Table,
+)  # fmt: skip
 
 __all__ = ["MAX_INSTANCE_DEPTH", "Interpreter"]
 
@@ -30,35 +39,7 @@ __all__ = ["MAX_INSTANCE_DEPTH", "Interpreter"]
 # data get a "exceeds maximum depth" error instead of exhausting the Python stack.
 MAX_INSTANCE_DEPTH = 64
 
-_TYPE_ORDER = ("object", "array", "string", "integer", "number", "boolean", "null")
 _Path = tuple[str | int, ...]
-
-
-_Packed = tuple[Any, ...]
-# Field positions in a packed node; absent groups are None.
-_FALSE, _TYPES, _REF, _OBJECT, _ARRAY, _ANY_OF, _ENUM, _CONST, _STRING, _NUMBER = range(10)
-
-
-def _pack(node: Node) -> _Packed:
-    """One node as a tuple of untracked values (a const/enum may hold JSON containers)."""
-    types = None if node.types is None else tuple(t for t in _TYPE_ORDER if t in node.types)
-    has_object = bool(node.properties or node.required) or node.additional is not None
-    has_array = node.items is not None or node.min_items is not None or node.max_items is not None
-    strings = (node.min_length, node.max_length, node.pattern, node.format)
-    numbers = (node.minimum, node.maximum, node.exclusive_minimum, node.exclusive_maximum,
-               node.multiple_of)  # fmt: skip
-    return (
-        node.false,
-        types,
-        node.ref,
-        (node.properties, node.required, node.additional) if has_object else None,
-        (node.min_items, node.max_items, node.items) if has_array else None,
-        node.any_of,
-        node.enum,
-        (node.const,) if node.has_const else None,
-        strings if any(v is not None for v in strings) else None,
-        numbers if any(v is not None for v in numbers) else None,
-    )
 
 
 class Interpreter:
@@ -66,12 +47,10 @@ class Interpreter:
 
     __slots__ = ("_false", "_nodes", "_regex")
 
-    def __init__(self, nodes: list[Node]) -> None:
-        self._nodes: tuple[_Packed, ...] = tuple(_pack(n) for n in nodes)
-        self._regex: dict[int, Searcher] = {
-            i: n.regex for i, n in enumerate(nodes) if n.regex is not None
-        }
-        self._false = frozenset(i for i, n in enumerate(nodes) if n.false)
+    def __init__(self, table: Table) -> None:
+        self._nodes: tuple[Packed, ...] = table.nodes
+        self._regex: dict[int, Searcher] = table.regex
+        self._false = frozenset(i for i, n in enumerate(table.nodes) if n[FALSE])
 
     def errors(self, instance: Any) -> list[ValidationError]:
         out: list[ValidationError] = []
@@ -87,32 +66,32 @@ class Interpreter:
 
     def _check(self, nid: int, x: Any, path: _Path, depth: int, out: list[ValidationError]) -> None:
         node = self._nodes[nid]
-        if node[_FALSE]:
+        if node[FALSE]:
             out.append(error(path, "false", "is not allowed"))
             return
-        types = node[_TYPES]
+        types = node[TYPES]
         if types is not None and not any(type_matches(t, x) for t in types):
             out.append(error(path, "type", "must be " + " or ".join(types)))
-        enum = node[_ENUM]
+        enum = node[ENUM]
         if enum is not None and not any(json_equal(x, v) for v in enum):
             out.append(error(path, "enum", "must be one of " + show_enum(enum)))
-        const = node[_CONST]
+        const = node[CONST]
         if const is not None and not json_equal(x, const[0]):
             out.append(error(path, "const", "must be equal to " + show(const[0])))
         if isinstance(x, str):
-            if node[_STRING] is not None:
-                self._string(nid, node[_STRING], x, path, out)
+            if node[STRING] is not None:
+                self._string(nid, node[STRING], x, path, out)
         elif is_number(x):
-            if node[_NUMBER] is not None:
-                _number(node[_NUMBER], x, path, out)
+            if node[NUMBER] is not None:
+                _number(node[NUMBER], x, path, out)
         elif isinstance(x, dict):
-            if node[_OBJECT] is not None:
-                self._object(node[_OBJECT], x, path, depth, out)
-        elif isinstance(x, list) and node[_ARRAY] is not None:
-            self._array(node[_ARRAY], x, path, depth, out)
-        if node[_ANY_OF] is not None:
-            self._any_of(node[_ANY_OF], x, path, depth, out)
-        ref = node[_REF]
+            if node[OBJECT] is not None:
+                self._object(node[OBJECT], x, path, depth, out)
+        elif isinstance(x, list) and node[ARRAY] is not None:
+            self._array(node[ARRAY], x, path, depth, out)
+        if node[ANY_OF] is not None:
+            self._any_of(node[ANY_OF], x, path, depth, out)
+        ref = node[REF]
         if ref is not None:
             if depth > MAX_INSTANCE_DEPTH:
                 out.append(error(path, "depth", f"exceeds maximum depth {MAX_INSTANCE_DEPTH}"))
@@ -120,7 +99,7 @@ class Interpreter:
                 self._check(ref, x, path, depth, out)
 
     def _string(
-        self, nid: int, spec: _Packed, x: str, path: _Path, out: list[ValidationError]
+        self, nid: int, spec: Packed, x: str, path: _Path, out: list[ValidationError]
     ) -> None:
         min_length, max_length, pattern, fmt = spec
         if min_length is not None and len(x) < min_length:
@@ -133,7 +112,7 @@ class Interpreter:
             out.append(error(path, "format", f"must be a valid {fmt}"))
 
     def _object(
-        self, spec: _Packed, x: dict[str, Any], path: _Path, depth: int,
+        self, spec: Packed, x: dict[str, Any], path: _Path, depth: int,
         out: list[ValidationError],
     ) -> None:  # fmt: skip
         properties, required, additional = spec
@@ -160,7 +139,7 @@ class Interpreter:
                 self._check(additional, value, (*path, name), depth + 1, out)
 
     def _array(
-        self, spec: _Packed, x: list[Any], path: _Path, depth: int, out: list[ValidationError]
+        self, spec: Packed, x: list[Any], path: _Path, depth: int, out: list[ValidationError]
     ) -> None:
         min_items, max_items, items = spec
         if min_items is not None and len(x) < min_items:
@@ -193,7 +172,7 @@ class Interpreter:
             out.append(error(path, "anyOf", "must match at least one schema in anyOf"))
 
 
-def _number(spec: _Packed, x: int | float, path: _Path, out: list[ValidationError]) -> None:
+def _number(spec: Packed, x: int | float, path: _Path, out: list[ValidationError]) -> None:
     minimum, maximum, exclusive_minimum, exclusive_maximum, multiple = spec
     if minimum is not None and x < minimum:
         out.append(error(path, "minimum", f"must be >= {show(minimum)}"))

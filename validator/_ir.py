@@ -12,15 +12,15 @@ independently of lint: any keyword outside the subset, any malformed value, a no
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 from validator._formats import FORMATS
 from validator._paths import join, join_index, join_name
 from validator._regex import PatternError, Searcher, searcher
+from validator._table import ANY_OF, FALSE_NODE, REF, TRUE, Node, Packed, Table, pack, type_set
 
-__all__ = ["MAX_SCHEMA_DEPTH", "BuildError", "Node", "build"]
+__all__ = ["MAX_SCHEMA_DEPTH", "BuildError", "Node", "Table", "build"]
 
 MAX_SCHEMA_DEPTH = 64
 MAX_NODES = 200_000
@@ -48,42 +48,8 @@ class BuildError(ValueError):
         self.message = message
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
-    """One schema location. ``None`` means "keyword absent"; ids index ``Program.nodes``."""
-
-    false: bool = False
-    types: frozenset[str] | None = None
-    ref: int | None = None
-    properties: tuple[tuple[str, int], ...] = ()
-    required: tuple[str, ...] = ()
-    additional: int | None = None
-    items: int | None = None
-    any_of: tuple[int, ...] | None = None
-    enum: tuple[Any, ...] | None = None
-    has_const: bool = False
-    const: Any = None
-    pattern: str | None = None
-    regex: Searcher | None = None
-    min_length: int | None = None
-    max_length: int | None = None
-    format: str | None = None
-    minimum: int | float | None = None
-    maximum: int | float | None = None
-    exclusive_minimum: int | float | None = None
-    exclusive_maximum: int | float | None = None
-    multiple_of: int | float | None = None
-    min_items: int | None = None
-    max_items: int | None = None
-
-    @property
-    def trivial(self) -> bool:
-        """True when the node accepts every instance."""
-        return self == _TRUE
-
-
-_TRUE = Node()
-_FALSE = Node(false=True)
+_TRUE = TRUE
+_FALSE = FALSE_NODE
 
 
 def _count(value: Any, param: str, keyword: str) -> int:
@@ -113,18 +79,6 @@ def _at(loc: str, *tokens: str) -> str:
     return loc + "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens)
 
 
-_TYPE_SETS: dict[tuple[str, ...], frozenset[str]] = {}
-
-
-def _type_set(names: list[str]) -> frozenset[str]:
-    # Shared: at most 127 distinct sets, instead of one (GC-tracked) frozenset per node.
-    key = tuple(sorted(names))
-    found = _TYPE_SETS.get(key)
-    if found is None:
-        found = _TYPE_SETS.setdefault(key, frozenset(names))
-    return found
-
-
 def _pointer_tokens(ref: str, param: str) -> list[str]:
     if not ref.startswith("#"):
         raise BuildError(param, f"$ref must be local (start with #), got {ref[:80]!r}")
@@ -144,7 +98,8 @@ def _pointer_tokens(ref: str, param: str) -> list[str]:
 class _Builder:
     def __init__(self, root: Any) -> None:
         self.root = root
-        self.nodes: list[Node | None] = []
+        self.nodes: list[Packed | None] = []
+        self.regex: dict[int, Searcher] = {}
         self.by_location: dict[str, int] = {}
         self.pending: list[tuple[int, Any, str, str]] = []
 
@@ -162,8 +117,14 @@ class _Builder:
         if existing is not None:
             return existing
         node_id = len(self.nodes) - 1
-        self.nodes[node_id] = self._node(schema, location, param, depth)
+        self.store(node_id, self._node(schema, location, param, depth))
         return node_id
+
+    def store(self, node_id: int, node: Node) -> None:
+        # Packed at once: the Node is garbage before the next allocation-driven collection.
+        self.nodes[node_id] = pack(node)
+        if node.regex is not None:
+            self.regex[node_id] = node.regex
 
     def resolve(self, ref: str, param: str) -> int:
         tokens = _pointer_tokens(ref, param)
@@ -187,7 +148,7 @@ class _Builder:
     def drain(self) -> None:
         while self.pending:
             node_id, target, location, param = self.pending.pop()
-            self.nodes[node_id] = self._node(target, location, param, 0)
+            self.store(node_id, self._node(target, location, param, 0))
 
     def _child(self, schema: Any, location: str, param: str, depth: int) -> int:
         if depth >= MAX_SCHEMA_DEPTH:
@@ -255,7 +216,7 @@ class _Builder:
             raise BuildError(param, "type must be a type name or an array of type names")
         if len(set(names)) != len(names):
             raise BuildError(param, "type names must be unique")
-        return _type_set(names)
+        return type_set(names)
 
     def _object(
         self, schema: dict[str, Any], loc: str, param: str, depth: int,
@@ -315,14 +276,14 @@ class _Builder:
             fields["format"] = fmt
 
 
-def _same_instance_edges(node: Node) -> list[int]:
-    edges = [] if node.ref is None else [node.ref]
-    if node.any_of:
-        edges.extend(node.any_of)
+def _same_instance_edges(node: Packed) -> list[int]:
+    edges = [] if node[REF] is None else [node[REF]]
+    if node[ANY_OF]:
+        edges.extend(node[ANY_OF])
     return edges
 
 
-def _check_cycles(nodes: list[Node]) -> None:
+def _check_cycles(nodes: tuple[Packed, ...]) -> None:
     """Refuse $ref/anyOf cycles that never move into the instance (they would never end)."""
     state = [0] * len(nodes)  # 0 new, 1 on stack, 2 done
     for start in range(len(nodes)):
@@ -346,13 +307,13 @@ def _check_cycles(nodes: list[Node]) -> None:
                 stack.pop()
 
 
-def build(schema: Any) -> list[Node]:
+def build(schema: Any) -> Table:
     """Check ``schema`` and return its node table; node 0 is the root. Raises BuildError."""
     builder = _Builder(schema)
     builder.build(schema, "", "", 0)
     builder.drain()
-    nodes = [n if n is not None else _TRUE for n in builder.nodes]
     if any(n is None for n in builder.nodes):  # pragma: no cover - defensive
         raise BuildError("", "internal error: unresolved schema node")
+    nodes = tuple(n for n in builder.nodes if n is not None)
     _check_cycles(nodes)
-    return nodes
+    return Table(nodes, builder.regex)
