@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
+import os
+import random
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -41,6 +42,10 @@ from gateway.limits import (
 from gateway.usage.base import Ledger
 
 logger = logging.getLogger("syntic.http")
+_rng = random.Random()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_rng.seed)
+_random_bits = _rng.getrandbits
 
 _JSON = (b"content-type", b"application/json")
 
@@ -53,7 +58,10 @@ class RequestObserver(Protocol):
 
 
 def new_request_id() -> str:
-    return "req_" + secrets.token_hex(12)
+    # 96 random bits, as before, from a private PRNG (seeded from os.urandom, reseeded in
+    # forked workers, never reseeded by tests that seed ``random``) instead of one urandom
+    # syscall per request (#8): a request id must be unique, not secret.
+    return f"req_{_random_bits(96):024x}"
 
 
 def request_context(scope: Scope) -> RequestContext:

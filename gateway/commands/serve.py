@@ -47,6 +47,11 @@ def run(args: argparse.Namespace) -> int:
         "log_level": args.log_level,
         "log_config": None,  # keep gateway.logs' handler (JSON, redacting)
         "access_log": False,  # the gateway writes its own line per request
+        # #8: no ``server: uvicorn`` header (one header fewer to validate and write, and
+        # no version banner); no X-Forwarded-For rewriting of the client address (the
+        # gateway never reads it; one ASGI layer fewer per request).
+        "server_header": False,
+        "proxy_headers": False,
         "lifespan": "on",
         "timeout_graceful_shutdown": 30,
         **serve_options(settings),  # header timeout and size cap, keep-alive (#9)

@@ -250,13 +250,17 @@ class RespClient:
     async def _send(self, packed: bytes) -> Any:
         conn = await self._connection()
         fut = conn.send(packed)
+        # A timer on the reply, not ``asyncio.timeout`` (a third of the CPU, #8).
+        timer = asyncio.get_running_loop().call_later(self.timeout_s, self._timed_out, conn)
         try:
-            async with asyncio.timeout(self.timeout_s):
-                return await fut
-        except TimeoutError as exc:
-            # Later replies on this connection would be matched to the wrong callers.
-            conn.abort(RedisTimeoutError("Redis did not answer in time"))
-            raise RedisTimeoutError(f"Redis did not answer within {self.timeout_s:g}s") from exc
+            return await fut
+        finally:
+            timer.cancel()
+
+    def _timed_out(self, conn: _Protocol) -> None:
+        # Later replies on this connection would be matched to the wrong callers: every
+        # caller still waiting on it fails now, this one included.
+        conn.abort(RedisTimeoutError(f"Redis did not answer within {self.timeout_s:g}s"))
 
     async def evalsha(
         self, sha: str, script: str, *, keys: Sequence[Any], args: Sequence[Any]

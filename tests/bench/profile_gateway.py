@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 import uvicorn  # noqa: E402
 
 from gateway.app import create_app  # noqa: E402
+from gateway.edge_protocol import serve_options  # noqa: E402
 from gateway.settings import load_settings  # noqa: E402
 from tests.bench.gateway_bench import Mock, _headers, _models, body  # noqa: E402
 from tests.bench.loadgen import WrkResult, run_wrk, wrk_script  # noqa: E402
@@ -73,10 +74,13 @@ def main() -> int:
         _syntic(config, env, "migrate")
         key = _syntic(config, env, "keys", "create", "--name", "prof",
                       "--rpm", "1000000000", "--tpm", "1000000000000")
-        app = create_app(load_settings(config, env))
+        settings = load_settings(config, env)
+        app = create_app(settings)
+        # As ``syntic serve`` runs it (gateway.commands.serve).
         server = uvicorn.Server(uvicorn.Config(
-            app, host="127.0.0.1", port=0, loop="uvloop", http="httptools",
-            log_level="warning", access_log=False, lifespan="on"))
+            app, host="127.0.0.1", port=0, loop="uvloop", log_level="warning",
+            access_log=False, lifespan="on", server_header=False, proxy_headers=False,
+            **serve_options(settings)))
         result: list[WrkResult] = []
         cpu: list[float] = []
         main_tid = threading.get_native_id()
