@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import random
@@ -124,7 +123,9 @@ class GatewayMiddleware:
             if self.limits is None:
                 await self.app(scope, self._capped(receive), send_wrapper)
             else:
-                with self.gate.admit() if metered else contextlib.nullcontext():
+                if metered:
+                    self.gate.enter()  # not a context manager: a generator per request (#8)
+                try:
                     budget = self.limits.request_timeout_s
                     token = set_request_deadline(time.monotonic() + budget if budget else None)
                     timer = asyncio.timeout(budget or None)
@@ -142,6 +143,9 @@ class GatewayMiddleware:
                     finally:
                         deadline = None  # an error response after this is not bounded
                         reset_request_deadline(token)
+                finally:
+                    if metered:
+                        self.gate.leave()
         except GatewayError as exc:
             ctx.error_code = exc.code
             if started:

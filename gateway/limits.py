@@ -76,6 +76,15 @@ class InflightGate:
 
     @contextlib.contextmanager
     def admit(self) -> Iterator[None]:
+        self.enter()
+        try:
+            yield
+        finally:
+            self.inflight -= 1
+
+    def enter(self) -> None:
+        """``admit()`` without the context manager (the per-request path, #8): the caller
+        must call ``leave()`` exactly once after a successful ``enter()``."""
         if self.limit and self.inflight >= self.limit:
             self.refused += 1
             raise Overloaded(
@@ -83,10 +92,9 @@ class InflightGate:
                 headers={"retry-after": "1"},
             )
         self.inflight += 1
-        try:
-            yield
-        finally:
-            self.inflight -= 1
+
+    def leave(self) -> None:
+        self.inflight -= 1
 
 
 def body_deadline(receive: Receive, timeout_s: float) -> Receive:

@@ -15,7 +15,6 @@ True
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
 import zlib
@@ -67,7 +66,8 @@ def parse_key(key: str) -> KeyKind | None:
 
 def hash_key(key: str, server_secret: str) -> str:
     """The stored form: hex HMAC-SHA256 keyed with the server secret."""
-    return hmac.new(server_secret.encode(), key.encode(), hashlib.sha256).hexdigest()
+    # hmac.digest: the same HMAC in one C call, no HMAC object per request (#8).
+    return hmac.digest(server_secret.encode(), key.encode(), "sha256").hex()
 
 
 def display_prefix(key: str) -> str:

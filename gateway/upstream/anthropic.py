@@ -37,6 +37,7 @@ from gateway.upstream.anthropic_codec import (
 )
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import UpstreamStatusError, parse_retry_after
+from gateway.upstream.transport import model_timeout
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicUpstream", "create", "decode_response"]
 
@@ -127,7 +128,7 @@ class AnthropicUpstream:
         return headers
 
     def _timeout(self, model: ModelConfig) -> httpx.Timeout:
-        return httpx.Timeout(model.timeout_s, connect=min(10.0, model.timeout_s))
+        return model_timeout(model.timeout_s)
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         payload = encode_request(request, model, stream=False)

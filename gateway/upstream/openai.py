@@ -52,7 +52,7 @@ from gateway.upstream.retry import (
     UpstreamStatusError,
     parse_retry_after,
 )
-from gateway.upstream.transport import LineStream, Reply, UpstreamClient
+from gateway.upstream.transport import LineStream, Reply, UpstreamClient, model_timeout
 
 # Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
 PASSTHROUGH_KEY = "openai.passthrough"
@@ -287,7 +287,7 @@ class OpenAIUpstream:
 
     @staticmethod
     def _timeout(model: ModelConfig) -> httpx.Timeout:
-        return httpx.Timeout(model.timeout_s, connect=min(10.0, model.timeout_s))
+        return model_timeout(model.timeout_s)
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         body = orjson.dumps(encode_request(request, model, stream=False))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
 import ssl
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
@@ -41,6 +42,13 @@ from gateway.upstream.lines import LineSplitter
 from gateway.upstream.pool import PooledResponse, UpstreamPool
 
 __all__ = ["AiohttpTransport", "LineStream", "Reply", "UpstreamClient", "pooled_client"]
+
+
+@functools.lru_cache(maxsize=64)
+def model_timeout(timeout_s: float) -> httpx.Timeout:
+    """The adapters' per-call timeout for a model (``timeout_s``, connect at most 10 s),
+    built once per value instead of once per call (#8); never mutated by its users."""
+    return httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
 
 
 def _translate(exc: BaseException) -> httpx.TransportError | None:
