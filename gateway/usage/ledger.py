@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import fcntl
 import logging
+import operator
 import os
 import uuid
 from collections import deque
@@ -50,10 +51,33 @@ def _converter(type_name: str) -> Any:
 _CONVERTERS = tuple(_converter(str(f.type)) for f in dataclasses.fields(UsageRecord))
 
 
+def _exact_types(type_name: str) -> tuple[type, ...]:
+    base = {"str": str, "int": int, "float": float, "bool": bool}[type_name.replace(" | None", "")]
+    return (base, type(None)) if "None" in type_name else (base,)
+
+
+# Per field, the value types that need no conversion (exact types: a bool is not an int).
+_EXACT = tuple(_exact_types(str(f.type)) for f in dataclasses.fields(UsageRecord))
+_VALUES = operator.attrgetter(*FIELDS)
+
+
 def record_params(rec: UsageRecord) -> tuple[Any, ...]:
     """The INSERT parameters for one record, in ``FIELDS`` order. Raises ``ValueError`` or
     ``TypeError`` for a value that can't be coerced to its column type."""
-    return tuple(conv(getattr(rec, f)) for conv, f in zip(_CONVERTERS, FIELDS, strict=True))
+    values: tuple[Any, ...] = _VALUES(rec)
+    # Nearly every record is already typed exactly: then the values are the parameters.
+    # Checked as one tuple of types against the combinations seen to be exact (a few:
+    # nullable fields), a set lookup instead of a converter call per field (#8).
+    types = tuple(map(type, values))
+    if types in _EXACT_SEEN:
+        return values
+    if all(t in exact for t, exact in zip(types, _EXACT, strict=True)):
+        _EXACT_SEEN.add(types)
+        return values
+    return tuple(conv(v) for conv, v in zip(_CONVERTERS, values, strict=True))
+
+
+_EXACT_SEEN: set[tuple[type, ...]] = set()  # at most 2 ** (nullable fields) entries
 
 
 class DbLedger:

@@ -92,7 +92,8 @@ def _number(value: Any, param: str) -> float | None:
 
 
 def _object(value: Any, param: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
+    # orjson gives dicts: skip the ABC instance check for them (per request, #8).
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise _bad(f"{param} must be an object.", param)
     return value
 
@@ -233,7 +234,7 @@ def _stop(value: Any) -> tuple[str, ...]:
 
 def decode_chat_request(data: Any) -> ChatRequest:
     """Validate the request shape and build the canonical request (raises 400)."""
-    body = _object(data, "body") if isinstance(data, Mapping) else None
+    body = _object(data, "body") if type(data) is dict or isinstance(data, Mapping) else None
     if body is None:
         raise _bad("The request body must be a JSON object.", None)
     model = _str(body.get("model"), "model") or ""
