@@ -18,6 +18,7 @@ Use ``serve_options(settings)`` for the uvicorn keyword arguments.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 from typing import Any
 
@@ -86,9 +87,13 @@ if _HTTPTOOLS:
         def _limit(self) -> int:
             return int(self.config.h11_max_incomplete_event_size or 32 * 1024)
 
+        @functools.cached_property
+        def _header_cap(self) -> int:  # read once per connection, not per header (#8)
+            return self._limit()
+
         def _count(self, n: int) -> None:
             self._header_bytes += n
-            if self._header_bytes > self._limit():
+            if self._header_bytes > self._header_cap:
                 self._refuse(
                     _refusal(431, "Request Header Fields Too Large", "headers_too_large",
                              f"Request line and headers exceed {self._limit()} bytes.")

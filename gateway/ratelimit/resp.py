@@ -70,7 +70,13 @@ def pack_evalsha(sha: str, keys: Sequence[Any], args: Sequence[Any]) -> bytes:
     n = 3 + len(keys) + len(args)
     parts = [b"*%d\r\n" % n, head]
     for arg in (*keys, *args):
-        data = arg if isinstance(arg, bytes) else str(arg).encode()
+        kind = type(arg)
+        if kind is int:  # the scripts' numbers: no str() round trip
+            data = b"%d" % arg
+        elif kind is bytes:
+            data = arg
+        else:
+            data = str(arg).encode()
         parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
     return b"".join(parts)
 

@@ -6,8 +6,9 @@ not collected by pytest::
 Real processes on loopback: a fast mock upstream (``tests/bench/mock_upstream.py``, core 1),
 ``syntic serve`` with every production feature on (core 0): a real key made by
 ``syntic keys create`` with rpm/tpm limits, so every request runs the Redis check script
-and the token settle script (``SYNTIC_REDIS_URL``), the strict tool linted (cached) and its
-call validated, the batched ledger on SQLite, one JSON log line per request, metrics. With
+(which also carries the previous requests' token settle, ``SYNTIC_REDIS_URL``), the strict
+tool linted (cached) and its call validated, the batched ledger on SQLite, one JSON log
+line per request, metrics. With
 ``--compare-litellm``, LiteLLM's proxy (its own venv under ``~/.cache/syntic-bench``,
 ``pip install 'litellm[proxy]'``, bounded by ``--litellm-budget``) on core 0 against the
 same mock. ``wrk`` (one thread, core 1) drives each for ``--duration`` seconds.
