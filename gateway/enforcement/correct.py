@@ -263,4 +263,7 @@ async def enforce_response(
             calls = tuple(fixed)
     elif plan.output is not None and not calls:
         response = await enforce_output(response, request, ctx)
-    return dataclasses.replace(response, tool_calls=calls, usage=ctx.tally.total)
+    total = ctx.tally.total
+    if calls is response.tool_calls and total == response.usage:
+        return response  # nothing corrected (the common case): no copy per request (#8)
+    return dataclasses.replace(response, tool_calls=calls, usage=total)
