@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from typing import Any
@@ -219,9 +218,9 @@ def test_lint_and_strictify_never_raise_on_any_json(value: Any) -> None:
     assert all(i.param.startswith("p") for i in issues)
     report = lint_report(value)
     assert report.ok == (not report.issues)
-    before = copy.deepcopy(value)
+    before = repr(value)  # repr, not ==: NaN (not JSON, but hostile input) != itself
     result = strictify(value)
-    assert value == before  # never mutated
+    assert repr(value) == before  # never mutated
     assert (result.schema is None) == bool(result.refusals)
     if result.schema is not None:
         assert lint(result.schema) == []
