@@ -32,6 +32,7 @@ from validator._compile import (
     compile,
     compile_async,
     configure_cache,
+    lint_compile_async,
 )
 from validator._errors import ValidationError
 from validator._issues import Issue, IssueCode, SchemaError
@@ -56,6 +57,7 @@ __all__ = [
     "compile_async",
     "configure_cache",
     "lint",
+    "lint_compile_async",
     "lint_report",
     "strictify",
 ]

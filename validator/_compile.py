@@ -182,9 +182,11 @@ class _Cache:
             self.inflight[key] = flight
             return None, flight, True
 
-    def complete(self, key: str, text: bytes, flight: Future[CompiledSchema]) -> None:
+    def complete(
+        self, key: str, text: bytes, flight: Future[CompiledSchema], *, linted: bool = False
+    ) -> None:
         try:
-            compiled = _build(key, text)
+            compiled = _build(key, text, linted=True) if linted else _build(key, text)
         except BaseException as exc:
             with self.lock:
                 self.inflight.pop(key, None)
@@ -238,10 +240,12 @@ def _engine(nodes: Table) -> tuple[Callable[[Any], bool], Interpreter, dict[str,
     return fast, interp, namespace
 
 
-def _build(key: str, text: bytes) -> CompiledSchema:
+def _build(key: str, text: bytes, *, linted: bool = False) -> CompiledSchema:
+    # ``linted``: the caller's full ``lint`` found nothing, which includes every subset
+    # issue, so the subset walk is not repeated (the IR still refuses on its own).
     try:
         schema = _load(text)
-        issues = _subset_issues(schema)
+        issues = [] if linted else _subset_issues(schema)
     except RecursionError as exc:  # defence in depth: lint's walk bounds itself
         issue = Issue("invalid_tool_schema", "", "schema is nested too deeply")
         raise SchemaError([issue]) from exc
@@ -288,6 +292,35 @@ async def compile_async(schema: Mapping[str, Any] | bool) -> CompiledSchema:
         task = loop.run_in_executor(None, _complete_quietly, key, text, flight)
         await asyncio.shield(task)
     return await asyncio.wrap_future(flight)
+
+
+def _lint_then_compile(schema: Any, path: str) -> tuple[list[Issue], CompiledSchema | None]:
+    from validator._lint import lint  # the lint module imports the engine's helpers
+
+    issues = lint(schema, path=path)
+    if issues:
+        return issues, None
+    key, text = _canonical(schema)
+    cached, flight, owner = _CACHE.claim(key)
+    if cached is not None:
+        return [], cached
+    if owner:
+        _CACHE.complete(key, text, flight, linted=True)
+    return [], flight.result()
+
+
+async def lint_compile_async(
+    schema: Mapping[str, Any] | bool, *, path: str = ""
+) -> tuple[list[Issue], CompiledSchema | None]:
+    """``lint`` and, when it finds nothing, ``compile``: one lint walk (compile's own
+    subset check is covered by it), all in a worker thread, through the shared cache.
+
+    Returns ``(issues, None)`` for a schema with issues, else ``([], compiled)``; raises
+    ``SchemaError`` only if the engine refuses what lint accepted.
+
+    >>> issues, compiled = await lint_compile_async(schema, path="tools[0].function.parameters")
+    """
+    return await asyncio.to_thread(_lint_then_compile, schema, path)
 
 
 def _complete_quietly(key: str, text: bytes, flight: Future[CompiledSchema]) -> None:
