@@ -66,6 +66,8 @@ class GatewayMetrics:
     tool_arguments_invalid: Counter
     ratelimit_decisions: Counter
     ratelimit_fail_open: Counter
+    ratelimit_redis_trips: Counter
+    ratelimit_reserved: Counter
     ledger_queue_depth: Gauge
     inflight: Gauge
     schema_cache_hits: Counter
@@ -129,6 +131,14 @@ class GatewayMetrics:
                 "syntic_ratelimit_fail_open_total",
                 "Rate limit checks decided locally because Redis was unreachable.",
             ),
+            ratelimit_redis_trips=r.counter(
+                "syntic_ratelimit_redis_trips_total",
+                "Rate limit check scripts sent to Redis.",
+            ),
+            ratelimit_reserved=r.counter(
+                "syntic_ratelimit_reserved_total",
+                "Requests admitted from slots this process reserved in Redis (no round trip).",
+            ),
             ledger_queue_depth=r.gauge(
                 "syntic_ledger_queue_depth",
                 "Usage records waiting to be written to the database.",
@@ -174,6 +184,8 @@ class GatewayMetrics:
         *,
         ledger_queue_depth: Callable[[], float] | None = None,
         ratelimit_fail_open: Callable[[], float] | None = None,
+        ratelimit_redis_trips: Callable[[], float] | None = None,
+        ratelimit_reserved: Callable[[], float] | None = None,
         lint_cache_hits: Callable[[], float] | None = None,
         lint_cache_misses: Callable[[], float] | None = None,
     ) -> None:
@@ -186,6 +198,10 @@ class GatewayMetrics:
             self.ledger_queue_depth.set_callback(ledger_queue_depth)
         if ratelimit_fail_open is not None:
             self.ratelimit_fail_open.set_callback(ratelimit_fail_open)
+        if ratelimit_redis_trips is not None:
+            self.ratelimit_redis_trips.set_callback(ratelimit_redis_trips)
+        if ratelimit_reserved is not None:
+            self.ratelimit_reserved.set_callback(ratelimit_reserved)
 
     def count_request(self, route: str, status: int, code: str | None) -> None:
         """One finished HTTP request. ``route`` is the route template, never a raw path."""

@@ -270,6 +270,12 @@ class Ops:
             ratelimit_fail_open=(
                 (lambda: limiter.fallback_count) if hasattr(limiter, "fallback_count") else None
             ),
+            ratelimit_redis_trips=(
+                (lambda: limiter.trip_count) if hasattr(limiter, "trip_count") else None
+            ),
+            ratelimit_reserved=(
+                (lambda: limiter.leased_count) if hasattr(limiter, "leased_count") else None
+            ),
         )
 
     def meter_limiter(self, limiter: RateLimiter) -> RateLimiter:

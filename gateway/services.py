@@ -55,5 +55,9 @@ async def open_services(settings: Settings, *, migrate: bool = False) -> Service
     ledger = DbLedger(db, data_dir_for(settings.database_url, settings.env))
     ledger.start()
     limiter: RedisRateLimiter | LocalRateLimiter
-    limiter = RedisRateLimiter(settings.redis_url) if settings.redis_url else LocalRateLimiter()
+    limiter = (
+        RedisRateLimiter(settings.redis_url, lease_max=settings.rate_limit_lease_max)
+        if settings.redis_url
+        else LocalRateLimiter()
+    )
     return Services(keys=keys, ledger=ledger, limiter=limiter, db=db)

@@ -71,6 +71,8 @@ class Settings:
     max_argument_bytes: int = 512 * 1024  # one tool call's arguments (validated on the loop)
     max_upstream_body_bytes: int = 16 * 1024 * 1024  # one non-streaming upstream answer
     idempotency_ttl_s: float = 24 * 3600.0
+    # Rate-limit slots a busy key may reserve from Redis per round trip (#8); 1: none.
+    rate_limit_lease_max: int = 64
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def model(self, name: str) -> ModelConfig | None:
@@ -182,6 +184,7 @@ _TUNABLES: tuple[str, ...] = (
     "max_argument_bytes",
     "max_upstream_body_bytes",
     "idempotency_ttl_s",
+    "rate_limit_lease_max",
 )
 
 

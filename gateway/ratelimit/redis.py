@@ -14,6 +14,20 @@ request picks up is flushed by a background task after ``settle_delay_s`` (50 ms
 default), so other replicas see it at most that late; ``aclose`` flushes what is left.
 A delta that arrives after its window has ended is dropped, as a settle always was.
 
+Leases (#8): with ``lease_max > 1`` (``[server] rate_limit_lease_max``, 64 by default in
+``syntic serve``), a busy key does not pay a round trip per request. The check script may
+reserve extra request slots (and, for a ``tpm`` key, token headroom at this request's cost
+per slot) in the same atomic step that admits the request; this process then admits the
+key's next requests from that reservation without asking Redis, until it runs out or its
+window ends. Reserved slots are counted in Redis like admitted requests, so the fleet
+never admits more than the limit; the price is that a replica may refuse while another
+still holds unused slots. That is bounded: a reservation is at most 1/32 of the window's
+remaining room (keys under 33 rpm never reserve), it starts at one slot and doubles only
+while the key keeps coming back within ``lease_grow_s``, unused slots ride back to Redis
+with the key's next check, and a reservation idle for ``lease_idle_s`` (1 s) or left at
+shutdown is returned. While one reservation is being fetched, the key's other requests wait
+for it instead of each asking Redis.
+
 Redis down: the same rule is applied per process (``LocalRateLimiter``), the outage is
 logged once, each locally decided request counts in ``fallback_count``, and Redis is
 retried after a short, growing backoff. ``check`` never raises.
@@ -25,6 +39,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -40,7 +55,11 @@ from gateway.ratelimit.window import WINDOW_S, unlimited
 
 log = logging.getLogger("syntic.ratelimit")
 
-# ARGV: rpm, tpm (-1: unlimited), cost, window seconds, pending settle delta (tokens).
+# ARGV: rpm, tpm (-1: unlimited), cost, window seconds, pending settle delta (tokens),
+# and optionally: slots wanted (this request included), unused slots and tokens returned,
+# the window start (us) they were reserved in. Returns ok, requests and tokens counted
+# (reservations included), ms to the window's end, extra slots and tokens reserved, and
+# the window start.
 CHECK_SCRIPT = """
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -50,6 +69,10 @@ local rpm = tonumber(ARGV[1])
 local tpm = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
 local delta = tonumber(ARGV[5]) or 0
+local want = tonumber(ARGV[6]) or 1
+local ref_r = tonumber(ARGV[7]) or 0
+local ref_t = tonumber(ARGV[8]) or 0
+local ref_w = tonumber(ARGV[9]) or -1
 local v = redis.call('HMGET', KEYS[1], 'w', 'r', 't')
 local r = 0
 local tk = 0
@@ -63,20 +86,53 @@ if v[1] and now_us - tonumber(v[1]) < win_us then
     if tk < 0 then tk = 0 end
     settled = 1
   end
+  if (ref_r > 0 or ref_t > 0) and start == ref_w then
+    r = r - ref_r
+    if r < 0 then r = 0 end
+    tk = tk - ref_t
+    if tk < 0 then tk = 0 end
+    settled = 1
+  end
 end
 local reset_ms = math.floor((start + win_us - now_us) / 1000)
 local ok = 1
+local extra = 0
+local held = 0
 if rpm >= 0 and r + 1 > rpm then ok = 0 end
 if ok == 1 and tpm >= 0 and tk > 0 and tk + cost > tpm then ok = 0 end
 if ok == 1 then
   r = r + 1
   tk = tk + cost
+  extra = want - 1
+  if extra > 0 and rpm >= 0 then extra = math.min(extra, math.floor((rpm - r) / 32)) end
+  if extra > 0 and tpm >= 0 and cost > 0 then
+    extra = math.min(extra, math.floor((tpm - tk) / 32 / cost))
+  end
+  if extra < 0 then extra = 0 end
+  if tpm >= 0 then held = extra * cost end
+  r = r + extra
+  tk = tk + held
   redis.call('HSET', KEYS[1], 'w', start, 'r', r, 't', tk)
   redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]) * 2000)
 elseif settled == 1 then
-  redis.call('HSET', KEYS[1], 't', tk)
+  redis.call('HSET', KEYS[1], 'r', r, 't', tk)
 end
-return {ok, r, tk, reset_ms}
+return {ok, r, tk, reset_ms, extra, held, start}
+"""
+
+# Unused reserved slots and tokens given back (ARGV: slots, tokens, the window start they
+# were reserved in); nothing happens if that window has since been replaced.
+REFUND_SCRIPT = """
+local v = redis.call('HMGET', KEYS[1], 'w', 'r', 't')
+if v[1] and tonumber(v[1]) == tonumber(ARGV[3]) then
+  local r = (tonumber(v[2]) or 0) - tonumber(ARGV[1])
+  if r < 0 then r = 0 end
+  local tk = (tonumber(v[3]) or 0) - tonumber(ARGV[2])
+  if tk < 0 then tk = 0 end
+  redis.call('HSET', KEYS[1], 'r', r, 't', tk)
+  return 1
+end
+return 0
 """
 
 ADD_TOKENS_SCRIPT = """
@@ -92,6 +148,24 @@ return 1
 """
 
 _FAILURES = (RedisError, OSError, asyncio.TimeoutError)
+_MARGIN_S = 0.01  # a reservation stops being used this long before its window's end
+
+
+@dataclass(slots=True)
+class _Lease:
+    """One key's reservation in this process (see module docstring)."""
+
+    reqs: int = 0  # unused reserved slots
+    toks: int = 0  # unused reserved tokens
+    window: int = -1  # the Redis window start (us) they belong to
+    until: float = 0.0  # usable until (local clock)
+    ends: float = 0.0  # the window's end (local clock), for ``reset_s``
+    used_r: int = 0  # Redis's counts after the last grant, reservations included
+    used_t: int = 0
+    size: int = 1  # slots to ask for next (this request included)
+    last_trip: float = -1e18
+    last_use: float = 0.0
+    refill: asyncio.Future[None] | None = None  # a grant in flight for this key
 
 
 class RedisRateLimiter:
@@ -109,6 +183,9 @@ class RedisRateLimiter:
         window_s: int = WINDOW_S,
         clock: Callable[[], float] = time.monotonic,
         settle_delay_s: float = 0.05,
+        lease_max: int = 1,
+        lease_grow_s: float = 0.05,
+        lease_idle_s: float = 1.0,
     ) -> None:
         # At most ``max_connections`` scripts in flight: a burst queues on the semaphore
         # (latency, not failure) instead of opening hundreds of connections, which on a busy
@@ -126,6 +203,7 @@ class RedisRateLimiter:
         self._redis: Any = aioredis.Redis(connection_pool=pool)
         self._check = self._redis.register_script(CHECK_SCRIPT)
         self._add = self._redis.register_script(ADD_TOKENS_SCRIPT)
+        self._refund = self._redis.register_script(REFUND_SCRIPT)
         # redis:// goes through the pipelined client (~20 us a script instead of ~100 us
         # through redis-py, #8); other schemes (rediss://, unix://) through redis-py.
         self._resp = RespClient.from_url(url, timeout_s=timeout_s) if supports(url) else None
@@ -145,6 +223,14 @@ class RedisRateLimiter:
         self._pending: dict[str, tuple[Principal, int]] = {}
         self._flush_timer: asyncio.TimerHandle | None = None
         self._flushes: set[asyncio.Task[None]] = set()
+        # Reservations (see module docstring): per key id; 1 turns them off.
+        self.lease_max = max(1, int(lease_max))
+        self.lease_grow_s = lease_grow_s
+        self.lease_idle_s = lease_idle_s
+        self._leases: dict[str, _Lease] = {}
+        self._sweep_timer: asyncio.TimerHandle | None = None
+        self.leased_count = 0  # requests admitted from a reservation, without Redis
+        self.trip_count = 0  # check scripts sent
 
     def _key(self, principal: Principal) -> str:
         return f"{self.prefix}rl:{{{principal.key_id}}}"
@@ -179,6 +265,18 @@ class RedisRateLimiter:
         """Admit or refuse one request costing ``tokens``; never raises."""
         if principal.rpm is None and principal.tpm is None:
             return unlimited()
+        cost = max(0, int(tokens))
+        lease = self._leases.get(principal.key_id) if self.lease_max > 1 else None
+        if lease is not None:
+            held = self._from_lease(lease, principal, cost)
+            if held is not None:
+                return held
+            refill = lease.refill
+            if refill is not None:  # another request is fetching a reservation: wait
+                await asyncio.shield(refill)
+                held = self._from_lease(lease, principal, cost)
+                if held is not None:
+                    return held
         if self._use_redis():
             delta = 0
             try:
@@ -186,21 +284,34 @@ class RedisRateLimiter:
                     # Re-checked after queueing: once an outage is seen, the queue drains
                     # to local limits instead of each waiter timing out in turn.
                     res = None
+                    if lease is not None:  # a reservation may have arrived meanwhile
+                        held = self._from_lease(lease, principal, cost)
+                        if held is not None:
+                            return held
                     if self._use_redis():
                         # Taken as late as possible: every settle so far rides along.
                         pending = self._pending.pop(principal.key_id, None)
                         delta = 0 if pending is None else pending[1]
-                        res = await self._script(
-                            self._check,
-                            keys=[self._key(principal)],
-                            args=[
-                                -1 if principal.rpm is None else principal.rpm,
-                                -1 if principal.tpm is None else principal.tpm,
-                                max(0, int(tokens)),
-                                self.window_s,
-                                delta,
-                            ],
-                        )
+                        args = [
+                            -1 if principal.rpm is None else principal.rpm,
+                            -1 if principal.tpm is None else principal.tpm,
+                            cost,
+                            self.window_s,
+                            delta,
+                        ]
+                        sent_at = self._clock()
+                        mine = self._lease_args(principal, args, sent_at)
+                        try:
+                            self.trip_count += 1
+                            res = await self._script(
+                                self._check, keys=[self._key(principal)], args=args
+                            )
+                            if mine is not None:
+                                self._granted(mine, res, sent_at)
+                        finally:
+                            if mine is not None and mine.refill is not None:
+                                mine.refill.set_result(None)
+                                mine.refill = None
             except _FAILURES as exc:
                 self._failed(exc)
                 if delta:  # not applied: charged locally, as a failed settle always was
@@ -208,9 +319,134 @@ class RedisRateLimiter:
             else:
                 if res is not None:
                     self._recovered()
-                    return _decision(principal, res)
+                    decision = _decision(principal, res)
+                    if not decision.allowed and lease is not None:
+                        # A reservation granted to a concurrent request may serve this one.
+                        held = self._from_lease(lease, principal, cost)
+                        if held is not None:
+                            return held
+                    return decision
         self.fallback_count += 1
         return await self.local.check(principal, tokens)
+
+    def _from_lease(self, lease: _Lease, principal: Principal, cost: int) -> RateDecision | None:
+        """Admit from this process's reservation, or None if it can't."""
+        if lease.reqs <= 0:
+            return None
+        tpm = principal.tpm
+        if tpm is not None and lease.toks < cost:
+            return None
+        now = self._clock()
+        if now >= lease.until:
+            return None
+        lease.reqs -= 1
+        if tpm is not None:
+            lease.toks -= cost
+        lease.last_use = now
+        self.leased_count += 1
+        rpm = principal.rpm
+        reset_s = max(0.0, lease.ends - now)
+        return RateDecision(
+            allowed=True,
+            limit_requests=rpm,
+            remaining_requests=None if rpm is None else max(0, rpm - (lease.used_r - lease.reqs)),
+            limit_tokens=tpm,
+            remaining_tokens=None if tpm is None else max(0, tpm - (lease.used_t - lease.toks)),
+            reset_s=reset_s,
+            retry_after_s=0.0,
+        )
+
+    def _lease_args(self, principal: Principal, args: list[int], now: float) -> _Lease | None:
+        """Add the reservation arguments to a check (slots wanted, unused ones returned);
+        the key's lease if this trip fetches a reservation for it."""
+        if self.lease_max <= 1:
+            return None
+        lease = self._leases.get(principal.key_id)
+        if lease is None:
+            lease = self._leases[principal.key_id] = _Lease(last_use=now)
+        if lease.refill is not None:  # one fetch per key at a time; this one asks for 1
+            want = 1
+            mine = None
+        else:
+            if now - lease.last_trip < self.lease_grow_s:
+                lease.size = min(lease.size * 2, self.lease_max)
+            else:
+                lease.size = max(1, lease.size // 2)
+            lease.last_trip = now
+            want = lease.size
+            mine = lease
+            lease.refill = asyncio.get_running_loop().create_future()
+        refund_r, refund_t = lease.reqs, lease.toks
+        lease.reqs = lease.toks = 0
+        if want > 1 or refund_r or refund_t:
+            args += [want, refund_r, refund_t, lease.window]
+        return mine
+
+    def _granted(self, lease: _Lease, res: list[Any], sent_at: float) -> None:
+        """Keep the slots a check reserved (the reply to ``_lease_args``'s trip)."""
+        if len(res) < 7 or not int(res[0]):
+            return
+        extra, held, window = int(res[4]), int(res[5]), int(res[6])
+        if window != lease.window:
+            lease.reqs = lease.toks = 0  # left from an ended window: gone with it
+            lease.window = window
+        lease.ends = sent_at + int(res[3]) / 1000.0
+        lease.until = lease.ends - _MARGIN_S
+        lease.used_r, lease.used_t = int(res[1]), int(res[2])
+        if extra or held:
+            lease.reqs += extra
+            lease.toks += held
+            self._arm_sweep()
+
+    def _arm_sweep(self) -> None:
+        if self._sweep_timer is None:
+            loop = asyncio.get_running_loop()
+            self._sweep_timer = loop.call_later(self.lease_idle_s, self._sweep)
+
+    def _sweep(self) -> None:
+        """Return reservations idle for ``lease_idle_s``; forget ended ones."""
+        self._sweep_timer = None
+        now = self._clock()
+        returns: list[tuple[str, int, int, int]] = []
+        holding = False
+        for key_id, lease in list(self._leases.items()):
+            if lease.refill is not None:
+                holding = True
+                continue
+            if lease.reqs or lease.toks:
+                if now - lease.last_use >= self.lease_idle_s or now >= lease.until:
+                    returns.append((key_id, lease.reqs, lease.toks, lease.window))
+                    lease.reqs = lease.toks = 0
+                else:
+                    holding = True
+            elif now >= lease.until and now - lease.last_trip >= self.lease_idle_s:
+                del self._leases[key_id]
+        if returns:
+            task = asyncio.ensure_future(self._refund_all(returns))
+            self._flushes.add(task)
+            task.add_done_callback(self._flushes.discard)
+        if holding:
+            self._arm_sweep()
+
+    async def _refund_all(self, returns: list[tuple[str, int, int, int]]) -> None:
+        await asyncio.gather(*(self._give_back(*r) for r in returns))
+
+    async def _give_back(self, key_id: str, reqs: int, toks: int, window: int) -> None:
+        if not self._use_redis():
+            return  # lost: counted in Redis until the window ends (never over the limit)
+        try:
+            async with self._slots:
+                await self._script(
+                    self._refund, keys=[f"{self.prefix}rl:{{{key_id}}}"],
+                    args=[reqs, toks, window],
+                )
+        except _FAILURES as exc:
+            self._failed(exc)
+
+    @property
+    def reserved(self) -> int:
+        """Reserved request slots this process holds, unused, over all keys."""
+        return sum(lease.reqs for lease in self._leases.values())
 
     async def add_tokens(self, principal: Principal, tokens: int) -> None:
         """Charge tokens learned after the request; never raises, never waits on Redis:
@@ -267,11 +503,19 @@ class RedisRateLimiter:
         return await script(keys=keys, args=args)
 
     async def aclose(self) -> None:
-        """Send the pending settles, then close the connection pool."""
+        """Return unused reservations, send the pending settles, then close the pool."""
         if self._flush_timer is not None:
             self._flush_timer.cancel()
             self._flush_timer = None
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
+            self._sweep_timer = None
         try:
+            returns = [(k, v.reqs, v.toks, v.window) for k, v in self._leases.items()
+                       if v.reqs or v.toks]
+            self._leases.clear()
+            if returns:
+                await self._refund_all(returns)
             await self.flush()
             if self._flushes:
                 await asyncio.gather(*self._flushes)
@@ -286,7 +530,10 @@ class RedisRateLimiter:
 
 
 def _decision(principal: Principal, res: list[Any]) -> RateDecision:
-    ok, used_r, used_t, reset_ms = (int(x) for x in res)
+    ok, used_r, used_t, reset_ms = (int(x) for x in res[:4])
+    if len(res) >= 6:  # slots reserved for later requests are not this one's count
+        used_r -= int(res[4])
+        used_t -= int(res[5])
     reset_s = reset_ms / 1000.0
     rpm, tpm = principal.rpm, principal.tpm
     return RateDecision(

@@ -59,6 +59,8 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--redis-db", type=int, default=0)
+    parser.add_argument("--no-limits", action="store_true",
+                        help="a key without rpm/tpm: no rate-limit check (ablation)")
     parser.add_argument("--gc-threshold", type=int, default=0,
                         help="gc.set_threshold(N) for the young generation (0: default)")
     ns = parser.parse_args()
@@ -72,8 +74,8 @@ def main() -> int:
         env["SYNTIC_REDIS_URL"] = f"redis://127.0.0.1:6379/{ns.redis_db}"
         env["PYTHONPATH"] = str(ROOT)
         _syntic(config, env, "migrate")
-        key = _syntic(config, env, "keys", "create", "--name", "prof",
-                      "--rpm", "1000000000", "--tpm", "1000000000000")
+        limits = () if ns.no_limits else ("--rpm", "1000000000", "--tpm", "1000000000000")
+        key = _syntic(config, env, "keys", "create", "--name", "prof", *limits)
         settings = load_settings(config, env)
         app = create_app(settings)
         # As ``syntic serve`` runs it (gateway.commands.serve).

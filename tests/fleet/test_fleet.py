@@ -148,6 +148,46 @@ def test_three_gateways_share_redis_limits_and_flush_ledger_on_sigterm(
     assert request_ids <= asyncio.run(ledger_ids())  # every request, none lost on SIGTERM
 
 
+def _metric(gw: GatewayProcess, name: str) -> float:
+    for line in httpx.get(gw.base_url + "/metrics", timeout=5).text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name} not exported")
+
+
+def test_two_gateways_with_reservations_admit_exactly_the_limit(
+    upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    """Busy keys are admitted from slots reserved in Redis (#8: no round trip per request);
+    the pair still admits exactly the key's limit, and SIGTERM gives unused slots back."""
+    env = {"SYNTIC_REDIS_URL": "redis://127.0.0.1:6379/0"}
+    upstream.queue(*(Reply(content="ok") for _ in range(300)))
+    gw1 = start_gateway(tmp_path, e2e_models(upstream.base_url), env=env)
+    gws = [gw1]
+    client = redis.Redis.from_url(env["SYNTIC_REDIS_URL"])
+    try:
+        gws.append(replica(gw1, tmp_path))
+        key = gw1.create_key("busy", "--rpm", "200")
+        key_id = key_id_for(gw1, "busy")
+        _away_from_window_edge(client, margin_s=20.0)
+        with httpx.Client(timeout=20) as http:
+            statuses = [
+                http.post(gws[i % 2].base_url + "/v1/chat/completions", json=BODY,
+                          headers={"authorization": f"Bearer {key}"}).status_code
+                for i in range(260)
+            ]
+        reserved = [_metric(gw, "syntic_ratelimit_reserved_total") for gw in gws]
+        trips = [_metric(gw, "syntic_ratelimit_redis_trips_total") for gw in gws]
+    finally:
+        for gw in gws:
+            gw.stop()
+    assert statuses.count(200) == 200, statuses
+    assert statuses.count(429) == 60
+    assert sum(reserved) > 0 and sum(trips) < 260, (reserved, trips)
+    stored = client.hget(f"syntic:rl:{{{key_id}}}", "r")
+    assert int(stored or 0) == 200  # nothing left reserved after both stopped
+
+
 def _fallbacks(gw: GatewayProcess) -> float:
     text = httpx.get(gw.base_url + "/metrics", timeout=5).text
     for line in text.splitlines():

@@ -1,0 +1,165 @@
+"""Reservations (#8): a busy key is admitted from slots reserved in Redis, without a round
+trip per request; the fleet still never admits more than the limit, unused slots go back."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.keys.base import Principal
+from gateway.ratelimit.redis import RedisRateLimiter
+from tests.ratelimit.test_redis import _away_from_window_edge
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    value = f"syntic_l_{secrets.token_hex(6)}:"
+    yield value
+    client = aioredis.Redis.from_url(REDIS_URL)
+    keys = [k async for k in client.scan_iter(match=value + "*")]
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()
+
+
+async def _stored(prefix: str, p: Principal) -> tuple[int, int]:
+    """Requests and tokens Redis counts for the key's window (reservations included)."""
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        r, t = await client.hmget(f"{prefix}rl:{{{p.key_id}}}", ["r", "t"])
+    finally:
+        await client.aclose()
+    return int(r or 0), int(t or 0)
+
+
+def _key(rpm: int | None = None, tpm: int | None = None) -> Principal:
+    return Principal(f"key_{secrets.token_hex(4)}", "lease", rpm=rpm, tpm=tpm)
+
+
+async def test_busy_key_is_admitted_from_reservations_with_exact_headers(prefix: str) -> None:
+    lim = RedisRateLimiter(REDIS_URL, prefix=prefix, lease_max=64)
+    p = _key(rpm=100_000, tpm=10_000_000)
+    await _away_from_window_edge()
+    try:
+        decisions = [await lim.check(p, 10) for _ in range(300)]
+    finally:
+        await lim.aclose()
+    assert all(d.allowed for d in decisions)
+    # One process alone: the counts it reports are exact, reservation or not.
+    assert [d.remaining_requests for d in decisions] == list(range(99_999, 99_999 - 300, -1))
+    assert [d.remaining_tokens for d in decisions] == [
+        10_000_000 - 10 * i for i in range(1, 301)
+    ]
+    assert lim.leased_count + lim.trip_count == 300
+    assert lim.trip_count < 30, lim.trip_count  # instead of 300 round trips
+    assert await _stored(prefix, p) == (300, 3000)  # the unused slots went back at close
+
+
+async def test_without_leases_every_request_is_a_round_trip(prefix: str) -> None:
+    lim = RedisRateLimiter(REDIS_URL, prefix=prefix, lease_max=1)
+    p = _key(rpm=100_000)
+    try:
+        for _ in range(50):
+            assert (await lim.check(p, 1)).allowed
+    finally:
+        await lim.aclose()
+    assert (lim.trip_count, lim.leased_count) == (50, 0)
+
+
+async def test_small_limits_never_reserve(prefix: str) -> None:
+    lim = RedisRateLimiter(REDIS_URL, prefix=prefix, lease_max=64)
+    p = _key(rpm=32)
+    await _away_from_window_edge()
+    try:
+        decisions = [await lim.check(p, 1) for _ in range(40)]
+    finally:
+        await lim.aclose()
+    assert sum(d.allowed for d in decisions) == 32
+    assert (lim.trip_count, lim.leased_count) == (40, 0)
+
+
+async def test_idle_reservation_is_given_back(prefix: str) -> None:
+    lim = RedisRateLimiter(REDIS_URL, prefix=prefix, lease_max=64, lease_idle_s=0.2)
+    p = _key(rpm=100_000)
+    await _away_from_window_edge()
+    try:
+        for _ in range(20):
+            assert (await lim.check(p, 1)).allowed
+        held = lim.reserved
+        stored, _ = await _stored(prefix, p)
+        assert stored == 20 + held  # what is held is counted in Redis meanwhile
+        await asyncio.sleep(0.6)
+        assert lim.reserved == 0
+        assert (await _stored(prefix, p))[0] == 20  # nothing held after the idle time
+        assert (await lim.check(p, 1)).remaining_requests == 100_000 - 21
+    finally:
+        await lim.aclose()
+
+
+async def test_concurrent_burst_in_one_process_admits_exactly_the_limit(prefix: str) -> None:
+    lim = RedisRateLimiter(REDIS_URL, prefix=prefix, lease_max=64)
+    p = _key(rpm=400)
+    await _away_from_window_edge()
+    try:
+        first = [await lim.check(p, 1) for _ in range(100)]  # sequential: leases grow
+        rest = await asyncio.gather(*(lim.check(p, 1) for _ in range(500)))
+    finally:
+        await lim.aclose()
+    assert sum(d.allowed for d in first) == 100
+    assert sum(d.allowed for d in rest) == 300
+    assert lim.leased_count > 0
+    assert (await _stored(prefix, p))[0] == 400
+
+
+PROCESS_SCRIPT = """
+import asyncio, sys
+from gateway.keys.base import Principal
+from gateway.ratelimit.redis import RedisRateLimiter
+async def main():
+    rpm = None if sys.argv[4] == "-" else int(sys.argv[4])
+    tpm = None if sys.argv[5] == "-" else int(sys.argv[5])
+    lim = RedisRateLimiter(sys.argv[1], prefix=sys.argv[2], lease_max=64)
+    p = Principal(sys.argv[3], "x", rpm=rpm, tpm=tpm)
+    sys.stdin.readline()  # start together
+    admitted = 0
+    for _ in range(1000):
+        admitted += (await lim.check(p, 10)).allowed
+    await lim.aclose()
+    print(admitted, lim.trip_count, lim.fallback_count)
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize(("rpm", "tpm"), [("2000", "-"), ("-", "20000")])
+async def test_four_processes_with_reservations_admit_exactly_the_limit(
+    prefix: str, rpm: str, tpm: str
+) -> None:
+    key = f"key_{secrets.token_hex(4)}"
+    await _away_from_window_edge(margin_s=15.0)
+    procs = [
+        subprocess.Popen(  # noqa: ASYNC220 - plain Popen is fine for a test driver
+            [sys.executable, "-c", PROCESS_SCRIPT, REDIS_URL, prefix, key, rpm, tpm],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        for _ in range(4)
+    ]
+    await asyncio.sleep(1.5)  # let the interpreters import
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    outs = [[int(x) for x in proc.communicate(timeout=90)[0].split()] for proc in procs]
+    admitted = sum(o[0] for o in outs)
+    assert admitted <= 2000  # never more than the limit, reservations included
+    assert admitted == 2000  # and the demand (4 x 1000) used every slot
+    # Each refused request is one round trip; most admitted ones took none.
+    assert sum(o[1] for o in outs) - (4000 - admitted) < admitted / 4
+    assert all(o[2] == 0 for o in outs)
