@@ -1,0 +1,253 @@
+"""The edge protocol's response path (#8) against uvicorn's own, over real sockets.
+
+A small ASGI app is served twice by uvicorn: once with its stock httptools protocol and
+once with ``gateway.edge_protocol.GuardedHttpToolsProtocol``; every scenario must give
+the same bytes on the wire (framing, keep-alive, HEAD, 204, expect-100, pipelining,
+default headers). Header injection attempts must be refused: nothing written, the
+connection closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+
+pytest.importorskip("httptools")
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # noqa: E402
+
+from gateway.edge_protocol import GuardedHttpToolsProtocol  # noqa: E402
+
+BAD_HEADERS: dict[str, tuple[Any, Any]] = {
+    "crlf-value": (b"x-note", b"a\r\nx-injected: 1"),
+    "lf-value": (b"x-note", b"a\nx-injected: 1"),
+    "cr-value": (b"x-note", b"a\rb"),
+    "nul-value": (b"x-note", b"a\x00b"),
+    "ctl-value": (b"x-note", b"a\x1bb"),
+    "del-value": (b"x-note", b"a\x7fb"),
+    "crlf-name": (b"x-a\r\nx-injected", b"1"),
+    "space-name": (b"x a", b"1"),
+    "colon-name": (b"x-a:", b"1"),
+    "tab-name": (b"x-a\t", b"1"),
+}
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    path = scope["path"]
+    body = b""
+    more = True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+
+    async def start(status: int, headers: list[tuple[Any, Any]]) -> None:
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def chunk(data: bytes, more_body: bool = False) -> None:
+        await send({"type": "http.response.body", "body": data, "more_body": more_body})
+
+    if path == "/fixed":
+        await start(200, [(b"content-type", b"text/plain"), (b"content-length", b"5")])
+        await chunk(b"hello")
+    elif path == "/echo":
+        await start(201, [(b"Content-Length", str(len(body)).encode()), (b"X-Mixed", b"\tv")])
+        await chunk(body)
+    elif path == "/chunked":
+        await start(200, [(b"content-type", b"text/event-stream")])
+        await chunk(b"one", True)
+        await chunk(b"", True)
+        await chunk(b"two", True)
+        await chunk(b"")
+    elif path == "/te":
+        await start(200, [(b"transfer-encoding", b"Chunked")])
+        await chunk(b"abc")
+    elif path == "/slow":  # the head must go out before the body is ready
+        await start(200, [(b"content-type", b"text/event-stream")])
+        await asyncio.sleep(0.3)
+        await chunk(b"late")
+    elif path == "/nocontent":
+        await start(204, [])
+        await chunk(b"")
+    elif path == "/close":
+        await start(200, [(b"content-length", b"2"), (b"connection", b"Keep-Alive, Close")])
+        await chunk(b"ok")
+    elif path == "/multi":
+        await start(200, [(b"set-cookie", b"a=1"), (b"set-cookie", b"b=2"),
+                          (b"content-length", b"3"), (b"content-length", b"9")])
+        await chunk(b"abc")
+    elif path == "/long":
+        await start(200, [(b"content-length", b"2")])
+        await chunk(b"abc")
+    elif path == "/fail-after-start":
+        await start(200, [(b"content-length", b"5")])
+        raise RuntimeError("boom")
+    elif path.startswith("/bad/"):
+        await start(200, [(b"content-length", b"2"), BAD_HEADERS[path[5:]]])
+        await chunk(b"ok")
+    else:
+        await start(404, [(b"content-length", b"0")])
+        await chunk(b"")
+
+
+class Served:
+    def __init__(self, protocol: type, **config: Any) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        cfg = uvicorn.Config(app, http=protocol, log_config=None, lifespan="on",
+                             timeout_keep_alive=5, **config)
+        self.server = uvicorn.Server(cfg)
+        self.thread = threading.Thread(target=self.server.run, args=([self.sock],), daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
+
+
+def exchange(port: int, data: bytes, timeout: float = 3.0) -> bytes:
+    """Send ``data``, read until the server closes the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        out = b""
+        try:
+            while part := sock.recv(65536):
+                out += part
+        except (ConnectionResetError, TimeoutError):
+            pass
+    return out
+
+
+def req(path: str, method: str = "GET", extra: str = "", body: bytes = b"",
+        version: str = "1.1", close: bool = False) -> bytes:
+    head = f"{method} {path} HTTP/{version}\r\nhost: t\r\n"
+    if body:
+        head += f"content-length: {len(body)}\r\n"
+    if close:
+        head += "connection: close\r\n"
+    return (head + extra + "\r\n").encode() + body
+
+
+SCENARIOS: dict[str, bytes] = {
+    "fixed": req("/fixed", close=True),
+    "keepalive-then-close": req("/fixed") + req("/echo", body=b"xyz", close=True),
+    "pipelined": req("/chunked") + req("/te") + req("/nocontent") + req("/fixed", close=True),
+    "head": req("/fixed", method="HEAD") + req("/chunked", method="HEAD", close=True),
+    "chunked": req("/chunked", close=True),
+    "explicit-te": req("/te", close=True),
+    "204": req("/nocontent") + req("/fixed", close=True),
+    "app-close": req("/close") + req("/fixed"),
+    "multi": req("/multi", close=True),
+    "http10": req("/fixed", version="1.0") + req("/fixed"),
+    "http10-chunked": req("/chunked", version="1.0"),
+    "expect-100": req("/echo", extra="expect: 100-continue\r\n", body=b"body", close=True),
+    "404": req("/nope", close=True),
+    **{f"bad-{k}": req(f"/bad/{k}") for k in BAD_HEADERS},
+}
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["server-header", "bare"])
+def servers(request: pytest.FixtureRequest) -> Iterator[tuple[Served, Served]]:
+    config = {"date_header": False, "server_header": request.param,
+              "headers": [("X-Deploy", "blue")] if request.param else []}
+    stock = Served(HttpToolsProtocol, **config)
+    ours = Served(GuardedHttpToolsProtocol, **config)
+    try:
+        yield stock, ours
+    finally:
+        stock.stop()
+        ours.stop()
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_same_bytes_as_uvicorn(servers: tuple[Served, Served], name: str) -> None:
+    stock, ours = servers
+    expected = exchange(stock.port, SCENARIOS[name])
+    got = exchange(ours.port, SCENARIOS[name])
+    assert got == expected
+    if name.startswith("bad-"):
+        assert got == b""  # refused before the head left; the connection closed
+    else:
+        assert got.startswith(b"HTTP/1.1 ")
+
+
+@pytest.mark.parametrize("path", ["/long", "/fail-after-start"])
+def test_a_response_that_fails_after_its_start_is_not_half_written(
+    servers: tuple[Served, Served], path: str
+) -> None:
+    # uvicorn writes the head, then closes; the head is held until the body here, so the
+    # client sees the connection close with no response at all (both are a failure).
+    stock, ours = servers
+    assert exchange(stock.port, req(path)).startswith(b"HTTP/1.1 200 OK\r\n")
+    assert exchange(ours.port, req(path)) == b""
+
+
+@pytest.mark.parametrize("kind", list(BAD_HEADERS))
+def test_header_injection_writes_nothing_and_closes(
+    servers: tuple[Served, Served], kind: str
+) -> None:
+    _, ours = servers
+    got = exchange(ours.port, req(f"/bad/{kind}") + req("/fixed"))
+    assert got == b""  # the connection closed: not even the pipelined request answered
+    assert b"x-injected" not in got
+
+
+@pytest.mark.parametrize("name", [b"", b"caf\xe9", b"a/b", b"a=b"])
+def test_header_names_must_be_tokens(name: bytes) -> None:
+    # Stricter than uvicorn (which lets an empty name or bytes >= 0x80 through).
+    BAD_HEADERS["extra"] = (name, b"1")
+    served = Served(GuardedHttpToolsProtocol, date_header=False)
+    try:
+        assert exchange(served.port, req("/bad/extra")) == b""
+    finally:
+        served.stop()
+        del BAD_HEADERS["extra"]
+
+
+def test_date_header_is_current(servers: tuple[Served, Served]) -> None:
+    served = Served(GuardedHttpToolsProtocol, date_header=True)
+    try:
+        first = exchange(served.port, req("/fixed", close=True))
+        assert first.count(b"\r\ndate: ") == 1
+        time.sleep(1.3)  # the server refreshes the date once a second
+        second = exchange(served.port, req("/fixed", close=True))
+        date = [line for line in second.split(b"\r\n") if line.startswith(b"date: ")]
+        assert date and date != [ln for ln in first.split(b"\r\n") if ln.startswith(b"date: ")]
+    finally:
+        served.stop()
+
+
+def test_head_is_written_before_a_late_body(servers: tuple[Served, Served]) -> None:
+    _, ours = servers
+    with socket.create_connection(("127.0.0.1", ours.port), timeout=3) as sock:
+        sock.sendall(req("/slow", close=True))
+        started = time.monotonic()
+        first = sock.recv(65536)
+        took = time.monotonic() - started
+        rest = b""
+        while part := sock.recv(65536):
+            rest += part
+    assert first.startswith(b"HTTP/1.1 200 OK\r\n") and first.endswith(b"\r\n\r\n")
+    assert took < 0.25  # not held until the body (0.3 s later)
+    assert rest == b"4\r\nlate\r\n0\r\n\r\n"
