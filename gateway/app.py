@@ -21,9 +21,11 @@ from typing import Protocol
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from gateway.admin import AdminAuthMiddleware, admin_routes, console_routes
 from gateway.auth import AuthMiddleware
@@ -59,6 +61,16 @@ class ServicesLike(Protocol):
     @property
     def limiter(self) -> RateLimiter: ...
     async def aclose(self) -> None: ...
+
+
+class GatewayApp(Starlette):
+    """Starlette without its outermost ``ServerErrorMiddleware`` (#8: one wrapper frame
+    and one ``send`` wrapper per request fewer): ``GatewayMiddleware``, next in line,
+    already turns every exception into a logged 500 envelope."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        app = super().build_middleware_stack()
+        return app.app if isinstance(app, ServerErrorMiddleware) else app
 
 
 async def _open_services(settings: Settings) -> ServicesLike:
@@ -138,7 +150,7 @@ def create_app(
         *console_routes(),  # /console (static, no data)
         *extra_routes,
     ]
-    app = Starlette(
+    app = GatewayApp(
         routes=routes,
         middleware=[
             Middleware(

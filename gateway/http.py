@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import orjson
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.context import RequestContext
@@ -54,6 +55,37 @@ class RequestObserver(Protocol):
 
     def started(self, ctx: RequestContext) -> None: ...
     def finished(self, ctx: RequestContext) -> None: ...
+
+
+class _Deadline:
+    """``asyncio.timeout``'s job for one request, without its state machine (#8): a timer
+    that cancels the request's task; ``disarm`` once the response has started."""
+
+    __slots__ = ("_handle", "_task", "expired")
+
+    def __init__(self, delay_s: float) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._task = task
+        self.expired = False
+        self._handle: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
+            delay_s, self._fire
+        )
+
+    def _fire(self) -> None:
+        self._handle = None
+        self.expired = True
+        self._task.cancel()
+
+    def disarm(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def expired_here(self) -> bool:
+        """After a ``CancelledError``: was it this deadline's (then it is consumed), and not
+        also a cancellation from outside (then it must propagate)?"""
+        return self.expired and self._task.uncancel() == 0
 
 
 def new_request_id() -> str:
@@ -103,14 +135,14 @@ class GatewayMiddleware:
             self.observer.started(ctx)
         metered = scope["method"] == "POST" and path.startswith("/v1/")
         started = False
-        deadline: asyncio.Timeout | None = None
+        deadline: _Deadline | None = None
 
         async def send_wrapper(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
                 if deadline is not None:
-                    deadline.reschedule(None)  # a started response is bounded elsewhere
+                    deadline.disarm()  # a started response is bounded elsewhere
                 ctx.status = message["status"]
                 message = dict(message)
                 message["headers"] = [*message.get("headers", ()), *ctx.response_headers()]
@@ -128,19 +160,19 @@ class GatewayMiddleware:
                 try:
                     budget = self.limits.request_timeout_s
                     token = set_request_deadline(time.monotonic() + budget if budget else None)
-                    timer = asyncio.timeout(budget or None)
                     try:
                         receive = body_deadline(receive, self.limits.body_timeout_s)
-                        async with timer:
-                            deadline = timer
-                            await self.app(scope, self._capped(receive), send_wrapper)
-                    except TimeoutError as exc:
-                        if not timer.expired():
+                        deadline = _Deadline(budget) if budget else None
+                        await self.app(scope, self._capped(receive), send_wrapper)
+                    except asyncio.CancelledError:
+                        if deadline is None or not deadline.expired_here():
                             raise
                         raise UpstreamTimeout(
                             f"The request did not complete within its {budget:g}s deadline."
-                        ) from exc
+                        ) from None
                     finally:
+                        if deadline is not None:
+                            deadline.disarm()
                         deadline = None  # an error response after this is not bounded
                         reset_request_deadline(token)
                 finally:
@@ -207,6 +239,26 @@ def _content_length(scope: Scope) -> int | None:
             except ValueError:
                 return None
     return None
+
+
+async def read_body(receive: Receive) -> bytes:
+    """The whole request body, read straight from ``receive`` (what Starlette's
+    ``Request.body()`` does, without its per-chunk generator: #8). Raises Starlette's
+    ``ClientDisconnect`` if the client goes away first, as ``Request.body()`` does."""
+    message = await receive()
+    if message["type"] != "http.request":
+        raise ClientDisconnect()
+    body: bytes = message.get("body", b"")
+    if not message.get("more_body", False):
+        return body
+    chunks = [body]
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientDisconnect()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def json_bytes(payload: Any) -> bytes:

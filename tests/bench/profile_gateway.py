@@ -119,6 +119,10 @@ def main() -> int:
               f"errors {w.errors}, process CPU {cpu[0] * 1e6 / max(w.requests, 1):.0f} us/req"
               f" (event loop thread {cpu[1] * 1e6 / max(w.requests, 1):.0f})"
               + (" (profiled)" if prof is not None else ""))
+        limiter = getattr(getattr(app.state, "services", None), "limiter", None)
+        if hasattr(limiter, "trip_count"):
+            print(f"rate limits: {limiter.trip_count} Redis check trips, "
+                  f"{limiter.leased_count} requests admitted from reservations")
         if prof is not None:
             stats = pstats.Stats(prof)
             stats.sort_stats("tottime").print_stats(ns.top)

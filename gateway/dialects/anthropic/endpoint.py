@@ -20,7 +20,7 @@ from gateway.dialects.anthropic.encode import encode_response
 from gateway.dialects.anthropic.stream_endpoint import stream_messages
 from gateway.enforcement import ParamPaths, strict_requested
 from gateway.errors import InvalidRequest
-from gateway.http import request_context
+from gateway.http import read_body, request_context
 from gateway.service import ChatService
 
 __all__ = ["anthropic_paths", "messages"]
@@ -38,7 +38,7 @@ def anthropic_paths(decoded: DecodedRequest) -> ParamPaths:
 
 async def messages(request: Request) -> Response:
     ctx = request_context(request.scope)
-    body = await request.body()
+    body = await read_body(request.receive)
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

@@ -11,13 +11,13 @@ from gateway.dialects.openai.encode import encode_chat_response
 from gateway.dialects.openai.stream_endpoint import stream_chat_completions
 from gateway.enforcement import OPENAI_PATHS, strict_requested
 from gateway.errors import InvalidRequest
-from gateway.http import request_context
+from gateway.http import read_body, request_context
 from gateway.service import ChatService
 
 
 async def chat_completions(request: Request) -> Response:
     ctx = request_context(request.scope)
-    body = await request.body()
+    body = await read_body(request.receive)
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
