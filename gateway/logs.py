@@ -15,10 +15,20 @@ The per-request line (logger ``syntic.access``)::
 
 Prompts and tool arguments are never passed to a logger by the gateway; the filter is the
 second line of defence for secrets, not a licence to log request bodies.
+
+Lines are written in batches (#8): one ``write`` per line cost ~7 us of CPU per request.
+``BufferedStreamHandler`` holds the formatted lines emitted on a running event loop and
+writes them together at most ``FLUSH_INTERVAL_S`` (2 ms) later, so a line can reach the
+stream a few milliseconds after its record. It writes at once (with everything held
+before, order kept) for a warning or worse, when ``FLUSH_MAX_CHARS`` are held, for a
+record emitted outside an event loop (startup, other threads), when the handler is
+replaced, and at interpreter exit (``logging.shutdown``): a clean exit loses nothing;
+only a process killed outright (SIGKILL) can lose its last few milliseconds of lines.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import sys
@@ -152,6 +162,80 @@ class TextFormatter(logging.Formatter):
 
 
 _HANDLER_NAME = "syntic"
+FLUSH_INTERVAL_S = 0.002
+FLUSH_MAX_CHARS = 64 * 1024
+
+
+class BufferedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A ``StreamHandler`` that writes lines in batches (module docstring): records
+    emitted on a running event loop are held up to ``interval_s``; warnings and worse,
+    records from outside a loop, and ``flush()`` write everything held, in order."""
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        interval_s: float = FLUSH_INTERVAL_S,
+        max_chars: int = FLUSH_MAX_CHARS,
+    ) -> None:
+        super().__init__(stream)
+        self.interval_s = interval_s
+        self.max_chars = max_chars
+        self._held: list[str] = []
+        self._held_chars = 0
+        # The loop a write is scheduled on (call_later), None when none is. A stale timer
+        # (after an early flush) only causes one more, empty, flush.
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:  # called with self.lock held
+        try:
+            line = self.format(record)
+            self._held.append(line)
+            self._held_chars += len(line)
+            if record.levelno >= logging.WARNING or self._held_chars >= self.max_chars:
+                self.flush()
+                return
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop in this thread: nothing would come back for it
+                self.flush()
+                return
+            if self._timer_loop is not loop:
+                if self._timer_loop is not None:
+                    self.flush()  # held for another (perhaps closed) loop: write them now
+                loop.call_later(self.interval_s, self._on_timer)
+                self._timer_loop = loop
+        except RecursionError:  # as StreamHandler.emit
+            raise
+        except Exception:
+            self.handleError(record)
+
+    def _on_timer(self) -> None:
+        self.acquire()
+        try:
+            self._timer_loop = None
+            self.flush()
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(logging.makeLogRecord({"msg": "buffered log lines not written"}))
+        finally:
+            self.release()
+
+    def flush(self) -> None:
+        """Write every held line (one ``write``), then flush the stream."""
+        self.acquire()
+        try:
+            self._timer_loop = None
+            stream = self.stream
+            if self._held:
+                text = "\n".join(self._held) + "\n"
+                self._held.clear()
+                self._held_chars = 0
+                stream.write(text)
+            if stream and hasattr(stream, "flush"):
+                stream.flush()
+        finally:
+            self.release()
 
 
 def log_format_from_env(env: Mapping[str, str]) -> LogFormat:
@@ -167,14 +251,16 @@ def configure_logging(
 ) -> logging.Handler:
     """Install the gateway's one handler on the root logger (replacing a previous one).
 
-    Idempotent: calling it again swaps the handler rather than adding a second.
+    Idempotent: calling it again swaps the handler rather than adding a second (the
+    replaced one writes what it holds first). Lines are batched: ``BufferedStreamHandler``.
     """
     if fmt not in ("json", "text"):
         raise ValueError(f"log format must be json or text, not {fmt!r}")
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
         root.removeHandler(old)
-    handler = logging.StreamHandler(stream or sys.stderr)
+        old.flush()
+    handler = BufferedStreamHandler(stream or sys.stderr)
     handler.set_name(_HANDLER_NAME)
     handler.addFilter(RedactingFilter())
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())

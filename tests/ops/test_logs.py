@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -143,3 +147,113 @@ def test_client_supplied_fields_in_the_request_line_are_redacted(captured: io.St
     (line,) = _lines(captured)
     assert line["model"] == "oops sk_live_[REDACTED]"
     assert CANARY not in captured.getvalue()
+
+
+# -- batched writes (#8) ---------------------------------------------------------------
+
+
+def _line(buf: io.StringIO) -> list[str]:
+    lines = [json.loads(x) for x in buf.getvalue().splitlines() if x]
+    return [x["msg"] for x in lines if x["logger"] in ("syntic.test", "syntic.access")]
+
+
+def test_lines_on_a_loop_are_written_together_a_few_ms_later(captured: io.StringIO) -> None:
+    lg = logging.getLogger("syntic.test")
+
+    async def main() -> tuple[list[str], list[str]]:
+        for i in range(5):
+            lg.info("line %d", i)
+        held = _line(captured)
+        await asyncio.sleep(0.05)  # FLUSH_INTERVAL_S is 2 ms
+        return held, _line(captured)
+
+    held, written = asyncio.run(main())
+    assert held == []  # batched, not one write per line
+    assert written == [f"line {i}" for i in range(5)]
+
+
+def test_a_warning_writes_everything_held_at_once_in_order(captured: io.StringIO) -> None:
+    lg = logging.getLogger("syntic.test")
+
+    async def main() -> list[str]:
+        lg.info("first")
+        log_request(RequestLog(request_id="r", route="/v1/messages", status=200, latency_ms=1))
+        lg.warning("bad")
+        return _line(captured)
+
+    assert asyncio.run(main()) == ["first", "request", "bad"]
+
+
+def test_lines_outside_a_loop_are_written_at_once(captured: io.StringIO) -> None:
+    logging.getLogger("syntic.test").info("now")
+    assert _line(captured) == ["now"]
+
+
+def test_a_full_buffer_is_written_without_waiting(captured: io.StringIO) -> None:
+    lg = logging.getLogger("syntic.test")
+    big = "x" * 1000
+
+    async def main() -> int:
+        for _ in range(100):  # ~100 KB > FLUSH_MAX_CHARS
+            lg.info(big)
+        return len(_line(captured))
+
+    written = asyncio.run(main())
+    assert 50 <= written < 100  # written in the loop, before the timer could fire
+    logging.getLogger("syntic.test").info("after")  # outside a loop: writes the rest
+    assert len(_line(captured)) == 101
+
+
+def test_lines_held_for_a_closed_loop_are_written_by_the_next_one(
+    captured: io.StringIO,
+) -> None:
+    lg = logging.getLogger("syntic.test")
+
+    async def log(msg: str) -> list[str]:
+        lg.info(msg)
+        return _line(captured)
+
+    # Both made first: making a loop logs (debug) outside a loop, which writes at once.
+    first, second = asyncio.new_event_loop(), asyncio.new_event_loop()
+    assert first.run_until_complete(log("a")) == []
+    first.close()  # before its 2 ms timer fired: "a" is still held
+    try:
+        assert second.run_until_complete(log("b")) == ["a", "b"]  # written when "b" came
+    finally:
+        second.close()
+
+
+def test_replacing_the_handler_writes_what_it_held() -> None:
+    root = logging.getLogger()
+    level = root.level
+    first, second = io.StringIO(), io.StringIO()
+    configure_logging("info", "json", stream=first)
+
+    async def main() -> None:
+        logging.getLogger("syntic.test").info("held")
+        configure_logging("info", "json", stream=second)
+
+    try:
+        asyncio.run(main())
+        assert _line(first) == ["held"]
+    finally:
+        for h in [h for h in root.handlers if h.get_name() == "syntic"]:
+            root.removeHandler(h)
+        root.setLevel(level)
+
+
+def test_nothing_is_lost_on_a_clean_exit() -> None:
+    code = (
+        "import asyncio, logging\n"
+        "from gateway.logs import configure_logging, log_request, RequestLog\n"
+        "configure_logging('info', 'json')\n"
+        "async def main():\n"
+        "    for i in range(3):\n"
+        "        log_request(RequestLog(request_id=f'r{i}', route='/x', status=200,\n"
+        "                               latency_ms=1))\n"
+        "asyncio.run(main())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=Path(__file__).resolve().parents[2], check=True)
+    ids = [json.loads(x)["request_id"] for x in out.stderr.splitlines() if x.startswith("{")]
+    assert ids == ["r0", "r1", "r2"]

@@ -227,6 +227,9 @@ def test_streamed_request_is_timed_counted_and_logged(
     assert after[latency] - before.get(latency, 0) == 1
     assert _requests(after, "200") - _requests(before, "200") == 1
     request_id = stream.response.headers["x-request-id"]
+    deadline = time.monotonic() + 5  # access lines are written in batches, ms later
+    while request_id not in gw.log() and time.monotonic() < deadline:
+        time.sleep(0.01)
     lines = [json.loads(x) for x in gw.log().splitlines() if x.startswith('{"')]
     (line,) = [x for x in lines if x.get("request_id") == request_id]
     assert (line["streamed"], line["status"], line["route"]) == (True, 200, ROUTE)
