@@ -21,9 +21,9 @@ import uvicorn
 
 pytest.importorskip("httptools")
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # noqa: E402
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from gateway.edge_protocol import GuardedHttpToolsProtocol  # noqa: E402
+from gateway.edge_protocol import GuardedHttpToolsProtocol
 
 BAD_HEADERS: dict[str, tuple[Any, Any]] = {
     "crlf-value": (b"x-note", b"a\r\nx-injected: 1"),
