@@ -185,6 +185,11 @@ class GatewayMiddleware:
                 logger.warning("error after response start %s: %s", ctx.request_id, exc.code)
             else:
                 await self._send_error(exc, ctx, send_wrapper)
+        except ClientDisconnect:
+            # The client went away before its body arrived: nothing to answer, not an
+            # internal error (recorded as 499 below).
+            ctx.error_code = "client_disconnected"
+            logger.info("client disconnected during request %s", ctx.request_id)
         except Exception:
             logger.exception("unhandled error in request %s", ctx.request_id)
             ctx.error_code = "internal_error"

@@ -5,6 +5,7 @@ the in-flight bound, the request deadline, and caps on what the model sends back
 from __future__ import annotations
 
 import concurrent.futures
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,13 @@ import orjson
 import pytest
 
 from tests.ops.helpers import scrape
-from tests.reliability.helpers import chat_body, ledger_rows, parse_response, raw_http
+from tests.reliability.helpers import (
+    all_rows,
+    chat_body,
+    ledger_rows,
+    parse_response,
+    raw_http,
+)
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.scripted_upstream import Call, Raw, Reply, ScriptedUpstream
 
@@ -94,6 +101,21 @@ def test_slow_or_short_body_gets_408_and_the_connection_closes(
     assert took < 6.0  # body_timeout_s = 1 (plus the trickle that was already queued)
     row = ledger_rows(gw, [body["request_id"]])[body["request_id"]]
     assert (row["status"], row["error_code"]) == (408, "request_timeout")
+
+
+def test_client_gone_mid_body_is_a_499_not_an_internal_error(gw: GatewayProcess) -> None:
+    before = {r["request_id"] for r in all_rows(gw)}
+    sock = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+    sock.sendall(_head(gw, length=1000) + b'{"model": "m"')
+    time.sleep(0.2)  # the body read has started
+    sock.close()  # gone before the rest of the body
+    deadline = time.monotonic() + 10
+    new: list[dict[str, object]] = []
+    while not new and time.monotonic() < deadline:
+        time.sleep(0.05)
+        new = [r for r in all_rows(gw) if r["request_id"] not in before]
+    assert [(r["status"], r["error_code"]) for r in new] == [(499, "client_disconnected")]
+    assert f"unhandled error in request {new[0]['request_id']}" not in gw.log()
 
 
 def test_slow_headers_get_408_and_the_connection_closes(gw: GatewayProcess) -> None:
