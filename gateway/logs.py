@@ -297,6 +297,34 @@ class RequestLog:
 
 
 _access = logging.getLogger(ACCESS_LOGGER)
+_templates: dict[int, dict[str, Any]] = {}  # level -> a record's attributes, made once
+
+
+def _access_record(level: int) -> logging.LogRecord:
+    """A fresh record for the access line: a copy of one made by ``makeRecord`` with the
+    time fields renewed (``LogRecord.__init__`` recomputes a file name, a module name and
+    more, the same for every access line). Only while the record factory is the default
+    and thread/process names are not collected (``configure_logging`` turns them off);
+    otherwise ``makeRecord`` itself."""
+    if (
+        logging.getLogRecordFactory() is not logging.LogRecord
+        or logging.logThreads
+        or logging.logProcesses
+        or logging.logMultiprocessing
+    ):
+        return _access.makeRecord(ACCESS_LOGGER, level, "gateway.logs", 0, "request", (), None)
+    template = _templates.get(level)
+    if template is None:
+        made = _access.makeRecord(ACCESS_LOGGER, level, "gateway.logs", 0, "request", (), None)
+        template = _templates[level] = dict(made.__dict__)
+    record: logging.LogRecord = logging.LogRecord.__new__(logging.LogRecord)
+    attrs = record.__dict__
+    attrs.update(template)
+    ct = time.time()
+    attrs["created"] = ct
+    attrs["msecs"] = int((ct - int(ct)) * 1000) + 0.0
+    attrs["relativeCreated"] = template["relativeCreated"] + (ct - template["created"]) * 1000
+    return record
 
 
 def log_request(entry: RequestLog) -> None:
@@ -307,7 +335,7 @@ def log_request(entry: RequestLog) -> None:
     level = logging.WARNING if entry.status >= 500 else logging.INFO
     if not _access.isEnabledFor(level):
         return
-    record = _access.makeRecord(ACCESS_LOGGER, level, "gateway.logs", 0, "request", (), None)
+    record = _access_record(level)
     attrs = record.__dict__
     attrs["request_id"] = entry.request_id
     attrs["key_id"] = entry.key_id

@@ -8,6 +8,7 @@ import json
 import logging
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -257,3 +258,70 @@ def test_nothing_is_lost_on_a_clean_exit() -> None:
                          timeout=60, cwd=Path(__file__).resolve().parents[2], check=True)
     ids = [json.loads(x)["request_id"] for x in out.stderr.splitlines() if x.startswith("{")]
     assert ids == ["r0", "r1", "r2"]
+
+
+class _Keep(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def kept(captured: io.StringIO) -> Iterator[_Keep]:
+    keep = _Keep()
+    access = logging.getLogger("syntic.access")
+    access.addHandler(keep)
+    yield keep
+    access.removeHandler(keep)
+
+
+TIME_FIELDS = {"created", "msecs", "relativeCreated"}
+FORMATTER_FIELDS = {"message", "asctime"}  # set on a record by the formatters it met
+
+
+@pytest.mark.parametrize("status", [200, 503])
+def test_the_access_record_is_a_standard_record(kept: _Keep, status: int) -> None:
+    before = time.time()
+    for _ in range(2):
+        log_request(RequestLog(request_id="r", route="/x", status=status, latency_ms=1))
+    after = time.time()
+    level = logging.WARNING if status >= 500 else logging.INFO
+    reference = logging.getLogger("syntic.access").makeRecord(
+        "syntic.access", level, "gateway.logs", 0, "request", (), None
+    )
+    extras = {"request_id", "key_id", "model", "route", "status", "code", "schema_retries",
+              "latency_ms", "streamed"}
+    first, second = kept.records
+    assert first is not second and first.__dict__ is not second.__dict__
+    for record in kept.records:
+        assert type(record) is logging.LogRecord
+        attrs = {k: v for k, v in vars(record).items() if k not in FORMATTER_FIELDS}
+        assert set(attrs) == set(vars(reference)) | extras
+        assert {k: attrs[k] for k in set(vars(reference)) - TIME_FIELDS} == {
+            k: v for k, v in vars(reference).items() if k not in TIME_FIELDS
+        }
+        assert before <= record.created <= after
+        assert record.msecs == int((record.created - int(record.created)) * 1000)
+        expected_relative = reference.relativeCreated + (record.created - reference.created) * 1000
+        assert abs(record.relativeCreated - expected_relative) < 1e-3
+    assert second.created >= first.created
+
+
+def test_a_custom_record_factory_is_used_for_the_access_line(kept: _Keep) -> None:
+    default = logging.getLogRecordFactory()
+
+    def factory(*args: object, **kwargs: object) -> logging.LogRecord:
+        record = default(*args, **kwargs)
+        record.trace_id = "t-1"
+        return record
+
+    logging.setLogRecordFactory(factory)
+    try:
+        log_request(RequestLog(request_id="r", route="/x", status=200, latency_ms=1))
+    finally:
+        logging.setLogRecordFactory(default)
+    (record,) = kept.records
+    assert record.__dict__["trace_id"] == "t-1"
