@@ -272,8 +272,14 @@ if _HTTPTOOLS:
             super().on_url(url)
 
         def on_header(self, name: bytes, value: bytes) -> None:
-            self._count(len(name) + len(value) + 4)
-            super().on_header(name, value)
+            # uvicorn's on_header inlined (one call per request header, #8)
+            self._header_bytes += len(name) + len(value) + 4
+            if self._header_bytes > self._header_cap:
+                self._count(0)  # refuses
+            name = name.lower()
+            if name == b"expect" and value.lower() == b"100-continue":
+                self.expect_100_continue = True
+            self.headers.append((name, value))
 
         def on_headers_complete(self) -> None:
             self._disarm()
