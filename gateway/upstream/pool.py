@@ -170,6 +170,14 @@ def _read_timed_out(waiter: asyncio.Future[None]) -> None:
         waiter.set_exception(httpx.ReadTimeout("timed out reading the upstream answer"))
 
 
+# A connection idle for less than this is reused without the ``select`` probe (#8: one
+# system call per upstream request). A server's FIN that arrived while the loop was idle
+# has already been processed (``conn.closed``); the probe only narrows the window of one
+# busy loop iteration, and servers close idle keep-alive connections after seconds, not
+# milliseconds, so it is kept for connections old enough for that to be plausible.
+_TRUST_IDLE_S = 1.0
+
+
 def _quiet(conn: _Conn) -> bool:
     """An idle connection with nothing to read: not closed by the server meanwhile (its
     FIN not processed yet) and no stray bytes. Checked on the one connection about to be
@@ -283,7 +291,10 @@ class UpstreamPool:
         now = time.monotonic()
         while idle:
             conn = idle.pop()
-            if not conn.closed and now - conn.idle_since < self.keepalive_s and _quiet(conn):
+            idle_s = now - conn.idle_since
+            if not conn.closed and idle_s < self.keepalive_s and (
+                idle_s < _TRUST_IDLE_S or _quiet(conn)
+            ):
                 return conn
             conn.transport.close()
         return None
