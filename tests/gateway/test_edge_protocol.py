@@ -225,7 +225,7 @@ def test_header_names_must_be_tokens(name: bytes) -> None:
         del BAD_HEADERS["extra"]
 
 
-def test_date_header_is_current(servers: tuple[Served, Served]) -> None:
+def test_date_header_is_current() -> None:
     served = Served(GuardedHttpToolsProtocol, date_header=True)
     try:
         first = exchange(served.port, req("/fixed", close=True))
