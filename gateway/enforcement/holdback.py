@@ -195,8 +195,15 @@ class HoldBack:
             while True:
                 out: list[HeldEvent] = []
                 if not self._tasks:
-                    # Fast path (no correction in flight): no task per upstream event.
-                    upstream_done = self._feed(await _next(it), out)
+                    # Fast path (no correction in flight): no task per upstream event. A read
+                    # started while a correction was in flight is awaited, never doubled: a
+                    # second ``anext`` on the upstream's generator while the first is still
+                    # pending raises "asynchronous generator is already running".
+                    if nxt is not None:
+                        event, nxt = await nxt, None
+                    else:
+                        event = await _next(it)
+                    upstream_done = self._feed(event, out)
                 else:
                     waiting: set[asyncio.Future[Any]] = set(self._tasks)
                     if not upstream_done:

@@ -478,3 +478,24 @@ def test_released_arguments_parse() -> None:
     assert plan.tools["add_note"].validate_json(GOOD2) == []
     assert plan.tools["add_note"].validate_json(BAD2) != []
     assert orjson.loads(GOOD)["amount_pence"] == 1250
+
+
+async def test_correction_finishing_while_upstream_read_pending_does_not_read_twice() -> None:
+    """A correction completes while the read of the upstream's next event (started while
+    it ran) is still pending: that read is awaited, not doubled (a second ``anext`` on the
+    upstream generator raised "asynchronous generator is already running")."""
+    fix_gate = asyncio.Event()
+    # Call 1's start closes call 0 (invalid: corrected); the upstream then goes quiet.
+    events = [*call(0, BAD), *call(1, GOOD2, "add_note"), T("after"), Fin("tool_calls"), USAGE]
+    script = Script(events, gate_after=events.index(T("after")))
+    hb, up = make(script, [reply(("create_refund", GOOD))], gate=fix_gate)
+    consumer = asyncio.ensure_future(collect(hb))
+    await asyncio.wait_for(up.asked.wait(), 1)  # the correction is in flight
+    await asyncio.sleep(0.01)  # and the upstream read is pending behind the script's gate
+    fix_gate.set()
+    await asyncio.sleep(0.01)  # the correction completes first
+    script.gate.set()
+    batches, error = await asyncio.wait_for(consumer, 2)
+    assert error is None
+    assert flat(batches)[:-1] == [*released(0, GOOD), *released(1, GOOD2, "add_note"),
+                                  T("after"), Fin("tool_calls")]
