@@ -107,17 +107,33 @@ def body_deadline(receive: Receive, timeout_s: float) -> Receive:
     done = False
 
     async def bounded() -> Message:
+        # A timer handle that cancels this task, not ``asyncio.timeout_at`` (its Timeout
+        # object and state machine cost more than the read itself when the body is already
+        # here, the common case; #8).
         nonlocal done
         if done:
             return await receive()
+        task = asyncio.current_task()
+        assert task is not None
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            task.cancel()
+
+        handle = loop.call_at(deadline, expire)
         try:
-            async with asyncio.timeout_at(deadline):
-                message = await receive()
-        except TimeoutError:
-            raise RequestTimeout(
-                f"The request body did not arrive within {timeout_s:g}s.",
-                headers={"connection": "close"},
-            ) from None
+            message = await receive()
+        except asyncio.CancelledError:
+            if expired and task.uncancel() == 0:
+                raise RequestTimeout(
+                    f"The request body did not arrive within {timeout_s:g}s.",
+                    headers={"connection": "close"},
+                ) from None
+            raise
+        finally:
+            handle.cancel()
         if message["type"] != "http.request" or not message.get("more_body", False):
             done = True
         return message

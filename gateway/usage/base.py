@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each of its 17 fields through object.__setattr__ in
+# __init__, and one record is built per request (#8). Nothing mutates a record.
+@dataclass(slots=True)
 class UsageRecord:
     request_id: str
     key_id: str | None
