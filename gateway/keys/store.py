@@ -19,11 +19,13 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import os
 import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from hashlib import blake2b
 
 from gateway.errors import Overloaded
 from gateway.keys.base import Principal
@@ -111,6 +113,8 @@ class DbKeyStore:
         self._max_entries = max_entries
         self._clock = clock
         self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        self._fp_key = os.urandom(32)
+        self._digests: dict[bytes, tuple[str, KeyKind]] = {}
         self._inflight: dict[str, asyncio.Task[Principal | None]] = {}
         self.db_lookups = 0  # for metrics and tests: queries actually sent
         self._outage_logged = False
@@ -122,10 +126,22 @@ class DbKeyStore:
 
         Raises ``Overloaded`` only when the database is unreachable and this key has not
         been seen recently."""
-        kind = parse_key(secret)
-        if kind is None:
-            return None
-        digest = hash_key(secret, self._secret)
+        # A key seen before: its stored-form digest (HMAC-SHA256) and kind by a keyed
+        # 128-bit BLAKE2b fingerprint (one C call, ~0.6 us) instead of the checksum parse
+        # and the HMAC (~3.6 us) on every request (#8). The fingerprint key is random per
+        # process, so fingerprints mean nothing outside it; the raw key is never kept.
+        fingerprint = blake2b(secret.encode(), key=self._fp_key, digest_size=16).digest()
+        known = self._digests.get(fingerprint)
+        if known is None:
+            kind = parse_key(secret)
+            if kind is None:
+                return None
+            digest = hash_key(secret, self._secret)
+            if len(self._digests) >= self._max_entries:
+                self._digests.clear()
+            self._digests[fingerprint] = (digest, kind)
+        else:
+            digest, kind = known
         now = self._clock()
         entry = self._cache.get(digest)
         if entry is not None:
