@@ -6,6 +6,19 @@ of the schema (the caller's object is never kept or mutated). Concurrent first r
 for one new schema compile it once (single-flight), from threads and from asyncio tasks;
 ``compile_async`` does the work in a worker thread so the event loop is not blocked.
 
+Lazy code generation (issue #8): ``compile`` builds both back ends at once (the generated
+``is_valid`` and the interpreter). ``compile_async`` and ``lint_compile_async`` (the
+gateway's path, where many schemas are seen once) build only the node table and the
+interpreter (~10x cheaper to build, ~13x slower per validation). Such a schema validates
+with the interpreter and counts its uses (``is_valid``/``validate``/``validate_json``); on
+the second use it queues code generation on one validator-owned background thread
+(``validator-codegen``), at most once per schema, and swaps the generated function in when
+it is ready (``CompiledSchema.compiled_code`` turns True). The queued job holds only a weak
+reference to the schema, so an evicted schema is freed at once; if generation is refused
+(``CodegenError``) the interpreter stays. Results are identical either way. A synchronous
+``compile`` that returns a still-lazy cached entry generates its code there and then, so
+``compile`` always returns a schema with generated code (when generation is possible).
+
 Computing the key costs a serialization + hash of the whole schema: callers on a hot path
 (the gateway) should keep the ``CompiledSchema`` (or its ``key``) next to the request's
 tool definition instead of calling ``compile`` per validation.
@@ -17,9 +30,10 @@ import asyncio
 import hashlib
 import json
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +97,35 @@ def canonical_key(schema: Mapping[str, Any] | bool) -> str:
     return _canonical(schema)[0]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+class _Lazy:
+    """The interpreter standing in for the generated code of a lazily compiled schema:
+    counts uses and queues code generation on the second one."""
+
+    __slots__ = ("interp", "owner", "queued", "table", "uses")
+
+    def __init__(self, table: Table, interp: Interpreter) -> None:
+        # The table shares its tuples with the interpreter: keeping it costs nothing extra.
+        self.table: Table | None = table
+        self.interp = interp
+        self.owner: weakref.ref[CompiledSchema] | None = None
+        self.uses = 0
+        self.queued = False
+
+    def _use(self) -> None:
+        uses = self.uses = self.uses + 1
+        if uses == 2:
+            _queue_upgrade(self)
+
+    def __call__(self, instance: Any) -> bool:
+        self._use()
+        return self.interp.is_valid(instance)
+
+    def errors(self, instance: Any) -> list[ValidationError]:
+        self._use()
+        return self.interp.errors(instance)
+
+
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class CompiledSchema:
     """A schema ready to validate instances; obtain one from ``compile``.
 
@@ -113,6 +155,13 @@ class CompiledSchema:
             self._namespace.clear()
 
     @property
+    def compiled_code(self) -> bool:
+        """True when instances are checked by generated code; False while a schema from
+        ``compile_async``/``lint_compile_async`` still uses the interpreter (before its
+        second use, while its code is being generated, or if generation was refused)."""
+        return self._namespace is not None and self._fast.__class__ is not _Lazy
+
+    @property
     def schema(self) -> Any:
         """A fresh private copy of the compiled schema (canonical key order)."""
         return _load(self._canonical)
@@ -126,8 +175,11 @@ class CompiledSchema:
 
     def validate(self, instance: Any) -> list[ValidationError]:
         """Every error of ``instance`` (a parsed JSON value), in a stable order; [] if valid."""
+        fast = self._fast
+        if isinstance(fast, _Lazy):  # one interpreter walk, not a verdict then the errors
+            return fast.errors(instance)
         try:
-            if self._fast(instance):
+            if fast(instance):
                 return []
         except RecursionError:
             pass  # the interpreter reports it as a depth error
@@ -183,10 +235,16 @@ class _Cache:
             return None, flight, True
 
     def complete(
-        self, key: str, text: bytes, flight: Future[CompiledSchema], *, linted: bool = False
+        self,
+        key: str,
+        text: bytes,
+        flight: Future[CompiledSchema],
+        *,
+        linted: bool = False,
+        lazy: bool = False,
     ) -> None:
         try:
-            compiled = _build(key, text, linted=True) if linted else _build(key, text)
+            compiled = _build(key, text, linted=linted, lazy=lazy)
         except BaseException as exc:
             with self.lock:
                 self.inflight.pop(key, None)
@@ -240,9 +298,10 @@ def _engine(nodes: Table) -> tuple[Callable[[Any], bool], Interpreter, dict[str,
     return fast, interp, namespace
 
 
-def _build(key: str, text: bytes, *, linted: bool = False) -> CompiledSchema:
+def _build(key: str, text: bytes, *, linted: bool = False, lazy: bool = False) -> CompiledSchema:
     # ``linted``: the caller's full ``lint`` found nothing, which includes every subset
     # issue, so the subset walk is not repeated (the IR still refuses on its own).
+    # ``lazy``: the interpreter only; code generation waits for a second use.
     try:
         schema = _load(text)
         issues = [] if linted else _subset_issues(schema)
@@ -256,6 +315,11 @@ def _build(key: str, text: bytes, *, linted: bool = False) -> CompiledSchema:
         # The node table holds every value it needs: drop the private copy of the schema
         # (thousands of containers for a large one) before the longer code generation.
         del schema
+        if lazy:
+            stand_in = _Lazy(nodes, Interpreter(nodes))
+            compiled = CompiledSchema(key, text, stand_in, stand_in.interp)
+            stand_in.owner = weakref.ref(compiled)
+            return compiled
         fast, interp, namespace = _engine(nodes)
     except BuildError as exc:
         raise SchemaError([Issue("invalid_tool_schema", exc.param, exc.message)]) from exc
@@ -263,6 +327,84 @@ def _build(key: str, text: bytes, *, linted: bool = False) -> CompiledSchema:
         issue = Issue("invalid_tool_schema", "", "schema is nested too deeply")
         raise SchemaError([issue]) from exc
     return CompiledSchema(key, text, fast, interp, namespace)
+
+
+_UPGRADE_LOCK = threading.Lock()
+_EXECUTOR: ThreadPoolExecutor | None = None
+
+
+def _queue_upgrade(stand_in: _Lazy) -> None:
+    """Queue code generation for the schema ``stand_in`` serves (once; weakly held)."""
+    global _EXECUTOR
+    owner = stand_in.owner
+    with _UPGRADE_LOCK:
+        if stand_in.queued or owner is None:
+            return
+        stand_in.queued = True
+        if _EXECUTOR is None:
+            _EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="validator-codegen")
+        executor = _EXECUTOR
+    executor.submit(_upgrade, owner)
+
+
+def _generate(stand_in: _Lazy) -> Callable[[Any], bool] | None:
+    """The generated code for ``stand_in``'s table; None if refused (then never retried:
+    the interpreter stays) or if it is no longer needed."""
+    table = stand_in.table
+    if table is None:
+        return None
+    try:
+        fast, _source = generate(table)
+    except (CodegenError, RecursionError):
+        stand_in.table = None
+        return None
+    return fast
+
+
+def _install(
+    ref: weakref.ref[CompiledSchema], stand_in: _Lazy, fast: Callable[[Any], bool]
+) -> None:
+    """Swap ``fast`` into the schema if it is still alive and still served by ``stand_in``;
+    otherwise break the generated code's reference cycle (nobody else will)."""
+    namespace: dict[str, Any] = fast.__globals__
+    with _UPGRADE_LOCK:
+        compiled = ref()
+        installed = compiled is not None and compiled._fast is stand_in
+        if installed:
+            # The namespace first: whoever sees the new ``_fast`` also finds the namespace
+            # ``__del__`` must clear. Attribute stores are atomic under the GIL.
+            object.__setattr__(compiled, "_namespace", namespace)
+            object.__setattr__(compiled, "_fast", fast)
+            stand_in.table = None
+    # Dropped outside the lock: if this was the last reference, ``__del__`` runs here.
+    del compiled
+    if not installed:
+        namespace.clear()
+
+
+def _upgrade(ref: weakref.ref[CompiledSchema]) -> None:
+    """The background job: generate the code of a lazily compiled schema, if still alive.
+    Holds no strong reference to the schema while queued or generating."""
+    compiled = ref()
+    if compiled is None:
+        return
+    stand_in = compiled._fast
+    del compiled
+    if isinstance(stand_in, _Lazy):
+        fast = _generate(stand_in)
+        if fast is not None:
+            _install(ref, stand_in, fast)
+
+
+def _eager(compiled: CompiledSchema) -> CompiledSchema:
+    """``compile``'s answer for a cached entry: generate a lazy entry's code right here
+    (then it is eager for every holder). An upgrade queued meanwhile finds nothing to do."""
+    stand_in = compiled._fast
+    if isinstance(stand_in, _Lazy):
+        fast = _generate(stand_in)
+        if fast is not None:
+            _install(weakref.ref(compiled), stand_in, fast)
+    return compiled
 
 
 def compile(schema: Mapping[str, Any] | bool) -> CompiledSchema:
@@ -274,10 +416,10 @@ def compile(schema: Mapping[str, Any] | bool) -> CompiledSchema:
     key, text = _canonical(schema)
     cached, flight, owner = _CACHE.claim(key)
     if cached is not None:
-        return cached
+        return _eager(cached) if cached._fast.__class__ is _Lazy else cached
     if owner:
         _CACHE.complete(key, text, flight)
-    return flight.result()
+    return _eager(flight.result())
 
 
 async def compile_async(schema: Mapping[str, Any] | bool) -> CompiledSchema:
@@ -305,7 +447,7 @@ def _lint_then_compile(schema: Any, path: str) -> tuple[list[Issue], CompiledSch
     if cached is not None:
         return [], cached
     if owner:
-        _CACHE.complete(key, text, flight, linted=True)
+        _CACHE.complete(key, text, flight, linted=True, lazy=True)
     return [], flight.result()
 
 
@@ -326,7 +468,7 @@ async def lint_compile_async(
 def _complete_quietly(key: str, text: bytes, flight: Future[CompiledSchema]) -> None:
     # The outcome (result or SchemaError) travels through ``flight``.
     try:
-        _CACHE.complete(key, text, flight)
+        _CACHE.complete(key, text, flight, lazy=True)
     except Exception:
         return
 

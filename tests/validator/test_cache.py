@@ -109,10 +109,10 @@ def _slow_build(delay: float) -> Any:
     real = _compile._build
     calls: list[str] = []
 
-    def build(key: str, text: bytes) -> Any:
+    def build(key: str, text: bytes, **flags: bool) -> Any:
         calls.append(key)
         time.sleep(delay)
-        return real(key, text)
+        return real(key, text, **flags)
 
     return mock.patch.object(_compile, "_build", build), calls
 
