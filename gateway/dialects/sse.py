@@ -9,9 +9,10 @@ the committed SSE response around it. A dialect supplies only its bytes.
   error (the tally and rate limiter are settled first). After it, the response is
   committed, and ``x-syntic-schema-retries`` is not sent (streams report retries in their
   final usage and the ledger).
-- ``HeldSSEResponse``: three tasks per stream, none per event: a pump (one ``send`` per
-  batch, so a slow client slows the upstream reads), a disconnect watcher, and a
-  keep-alive timer for silences longer than ``keepalive_s``. A ``GatewayError`` after the
+- ``HeldSSEResponse``: one extra task per stream, none per event: the pump runs in the
+  request's task (one ``send`` per batch, so a slow client slows the upstream reads), a
+  disconnect watcher task cancels it, and a timer starts a keep-alive send after a
+  silence of ``keepalive_s``. A ``GatewayError`` after the
   commit is one in-band error event. A client disconnect cancels the pump (the hold-back
   cancels corrections in flight and closes the upstream); the ledger row then has status
   499 ``client_disconnected`` and the tokens so far (``estimated`` if unreported).
@@ -85,7 +86,7 @@ async def open_held_stream(
 
 
 class HeldSSEResponse(Response, Generic[E]):
-    """The committed stream: a pump, a disconnect watcher and a keep-alive timer.
+    """The committed stream: the pump, a disconnect watcher and a keep-alive timer.
     ``encoder`` is the dialect's (``self.encoder`` in the byte methods)."""
 
     def __init__(
@@ -111,6 +112,8 @@ class HeldSSEResponse(Response, Generic[E]):
         self._keepalive_s = keepalive_s
         self._last_send = 0.0
         self._completed = False
+        self._keepalive_timer: asyncio.TimerHandle | None = None
+        self._keepalive_task: asyncio.Future[None] | None = None
 
     # -- the dialect's bytes ------------------------------------------------------------
 
@@ -135,27 +138,53 @@ class HeldSSEResponse(Response, Generic[E]):
     # -- the stream ---------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # The pump runs in this task (#8: a task and an ``asyncio.wait`` per stream fewer);
+        # the watcher cancels it on a disconnect; keep-alives come from a timer that starts
+        # a send only when the stream has been silent for ``keepalive_s``.
         loop = asyncio.get_running_loop()
-        tasks: list[asyncio.Future[None]] = []
+        current = asyncio.current_task()
+        assert current is not None
         disconnected = False
+        pumping = True
+        watch: asyncio.Future[None] | None = None
+
+        def on_disconnect(task: asyncio.Future[None]) -> None:
+            nonlocal disconnected
+            if task.cancelled() or task.exception() is not None or not pumping:
+                return
+            disconnected = True
+            current.cancel()
+
         try:
             await send({"type": "http.response.start", "status": 200,
                         "headers": self.raw_headers})
             self._last_send = loop.time()
-            pump = asyncio.ensure_future(self._pump(send))
             watch = asyncio.ensure_future(_disconnected(receive))
-            tasks = [pump, watch, asyncio.ensure_future(self._keepalive(send))]
-            done, _ = await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
-            disconnected = pump not in done
+            watch.add_done_callback(on_disconnect)
+            self._arm_keepalive(send)
+            try:
+                await self._pump(send)
+            except asyncio.CancelledError:
+                if not (disconnected and current.uncancel() == 0):
+                    raise
+            finally:
+                pumping = False
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            pending: list[asyncio.Future[None]] = []
+            if watch is not None:
+                watch.cancel()
+                pending.append(watch)
+            if self._keepalive_timer is not None:
+                self._keepalive_timer.cancel()
+                self._keepalive_timer = None
+            if self._keepalive_task is not None:
+                self._keepalive_task.cancel()
+                pending.append(self._keepalive_task)
+            await asyncio.gather(*pending, return_exceptions=True)
             await self._batches.aclose()
             self._settle_outcome(disconnected)
             await self._service.settle(self._ctx, self._estimate)
         if not disconnected:
-            pump.result()  # a bug in the pump surfaces here (logged as a 500)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     def _settle_outcome(self, disconnected: bool) -> None:
@@ -186,15 +215,23 @@ class HeldSSEResponse(Response, Generic[E]):
             self._ctx.error_code = exc.code
             await self._send_bytes(send, self.error(exc, self._ctx.request_id))
 
-    async def _keepalive(self, send: Send) -> None:
+    def _arm_keepalive(self, send: Send) -> None:
+        """Check for silence every ``keepalive_s``; a keep-alive is sent only after one."""
         loop = asyncio.get_running_loop()
         interval = self._keepalive_s
-        while True:
+
+        def tick() -> None:
             idle = loop.time() - self._last_send
             if idle >= interval:
-                await self._send_bytes(send, self.keepalive())
+                sending = self._keepalive_task
+                if sending is None or sending.done():
+                    self._keepalive_task = asyncio.ensure_future(
+                        self._send_bytes(send, self.keepalive())
+                    )
                 idle = 0.0
-            await asyncio.sleep(interval - idle)
+            self._keepalive_timer = loop.call_later(interval - idle, tick)
+
+        self._keepalive_timer = loop.call_later(interval, tick)
 
 
 async def _disconnected(receive: Receive) -> None:
