@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 import uvicorn  # noqa: E402
 
 from gateway.app import create_app  # noqa: E402
+from gateway.commands.serve import freeze_startup_heap  # noqa: E402
 from gateway.edge_protocol import serve_options  # noqa: E402
 from gateway.settings import load_settings  # noqa: E402
 from tests.bench.gateway_bench import Mock, _headers, _models, body  # noqa: E402
@@ -62,7 +63,7 @@ def main() -> int:
     parser.add_argument("--no-limits", action="store_true",
                         help="a key without rpm/tpm: no rate-limit check (ablation)")
     parser.add_argument("--gc-threshold", type=int, default=0,
-                        help="gc.set_threshold(N) for the young generation (0: default)")
+                        help="gc.set_threshold(N) for the young generation (0: as syntic serve)")
     ns = parser.parse_args()
     mock = Mock()
     try:
@@ -101,10 +102,9 @@ def main() -> int:
             cpu.append(_thread_cpu(main_tid) - loop_before)
             server.should_exit = True
 
+        freeze_startup_heap()  # as ``syntic serve`` does (also the young-generation threshold)
         if ns.gc_threshold:
             gc.set_threshold(ns.gc_threshold)
-        gc.collect()
-        gc.freeze()  # as ``syntic serve`` does
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {0})
         threading.Thread(target=drive, daemon=True).start()
