@@ -63,14 +63,12 @@ class _Deadline:
 
     __slots__ = ("_handle", "_task", "expired")
 
-    def __init__(self, delay_s: float) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], delay_s: float
+    ) -> None:
         self._task = task
         self.expired = False
-        self._handle: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
-            delay_s, self._fire
-        )
+        self._handle: asyncio.TimerHandle | None = loop.call_later(delay_s, self._fire)
 
     def _fire(self) -> None:
         self._handle = None
@@ -161,8 +159,13 @@ class GatewayMiddleware:
                     budget = self.limits.request_timeout_s
                     token = set_request_deadline(time.monotonic() + budget if budget else None)
                     try:
-                        receive = body_deadline(receive, self.limits.body_timeout_s)
-                        deadline = _Deadline(budget) if budget else None
+                        loop = asyncio.get_running_loop()
+                        task = asyncio.current_task()
+                        assert task is not None
+                        receive = body_deadline(
+                            receive, self.limits.body_timeout_s, loop=loop, task=task
+                        )
+                        deadline = _Deadline(loop, task, budget) if budget else None
                         await self.app(scope, self._capped(receive), send_wrapper)
                     except asyncio.CancelledError:
                         if deadline is None or not deadline.expired_here():

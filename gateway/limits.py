@@ -29,6 +29,7 @@ import contextvars
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.types import Message, Receive
 
@@ -97,12 +98,20 @@ class InflightGate:
         self.inflight -= 1
 
 
-def body_deadline(receive: Receive, timeout_s: float) -> Receive:
+def body_deadline(
+    receive: Receive,
+    timeout_s: float,
+    *,
+    loop: asyncio.AbstractEventLoop | None = None,
+    task: asyncio.Task[Any] | None = None,
+) -> Receive:
     """``receive`` that raises ``RequestTimeout`` if the body is not complete within
-    ``timeout_s`` of the first call (0 = no deadline)."""
+    ``timeout_s`` of the first call (0 = no deadline). ``loop`` and ``task`` (the task
+    that reads the body) save a lookup each when the caller has them."""
     if timeout_s <= 0:
         return receive
-    loop = asyncio.get_running_loop()
+    if loop is None:
+        loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     done = False
 
@@ -113,20 +122,20 @@ def body_deadline(receive: Receive, timeout_s: float) -> Receive:
         nonlocal done
         if done:
             return await receive()
-        task = asyncio.current_task()
-        assert task is not None
+        reader = task if task is not None else asyncio.current_task()
+        assert reader is not None and loop is not None
         expired = False
 
         def expire() -> None:
             nonlocal expired
             expired = True
-            task.cancel()
+            reader.cancel()
 
         handle = loop.call_at(deadline, expire)
         try:
             message = await receive()
         except asyncio.CancelledError:
-            if expired and task.uncancel() == 0:
+            if expired and reader.uncancel() == 0:
                 raise RequestTimeout(
                     f"The request body did not arrive within {timeout_s:g}s.",
                     headers={"connection": "close"},
