@@ -188,26 +188,36 @@ class BufferedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
     def emit(self, record: logging.LogRecord) -> None:  # called with self.lock held
         try:
-            line = self.format(record)
-            self._held.append(line)
-            self._held_chars += len(line)
-            if record.levelno >= logging.WARNING or self._held_chars >= self.max_chars:
-                self.flush()
-                return
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # no loop in this thread: nothing would come back for it
-                self.flush()
-                return
-            if self._timer_loop is not loop:
-                if self._timer_loop is not None:
-                    self.flush()  # held for another (perhaps closed) loop: write them now
-                loop.call_later(self.interval_s, self._on_timer)
-                self._timer_loop = loop
+            self._hold(self.format(record), record.levelno)
         except RecursionError:  # as StreamHandler.emit
             raise
         except Exception:
             self.handleError(record)
+
+    def hold_line(self, line: str, levelno: int) -> None:
+        """Take one already formatted line, as ``emit`` does after formatting."""
+        self.acquire()
+        try:
+            self._hold(line, levelno)
+        finally:
+            self.release()
+
+    def _hold(self, line: str, levelno: int) -> None:
+        self._held.append(line)
+        self._held_chars += len(line)
+        if levelno >= logging.WARNING or self._held_chars >= self.max_chars:
+            self.flush()
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: nothing would come back for it
+            self.flush()
+            return
+        if self._timer_loop is not loop:
+            if self._timer_loop is not None:
+                self.flush()  # held for another (perhaps closed) loop: write them now
+            loop.call_later(self.interval_s, self._on_timer)
+            self._timer_loop = loop
 
     def _on_timer(self) -> None:
         self.acquire()
@@ -265,6 +275,7 @@ def configure_logging(
     handler.addFilter(RedactingFilter())
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root.addHandler(handler)
+    _direct[0] = handler if fmt == "json" else None
     root.setLevel(level.upper())
     # Neither formatter shows thread or process names; not collecting them makes every
     # record (one per request) cheaper.
@@ -327,6 +338,33 @@ def _access_record(level: int) -> logging.LogRecord:
     return record
 
 
+_direct: list[BufferedStreamHandler | None] = [None]  # set by configure_logging (json)
+_ROOT = logging.getLogger()
+
+
+def _direct_handler(level: int) -> BufferedStreamHandler | None:
+    """The handler to give the access line to directly, or None for the record path:
+    only an info line, only while ``configure_logging``'s JSON handler (with just its
+    redacting filter) is the one handler the line would reach, and with the default
+    record factory (a custom one must see the record)."""
+    handler = _direct[0]
+    if (
+        handler is None
+        or level != logging.INFO
+        or _access.handlers
+        or _access.filters
+        or not _access.propagate
+        or _ROOT.filters
+        or len(_ROOT.handlers) != 1
+        or _ROOT.handlers[0] is not handler
+        or level < handler.level
+        or len(handler.filters) != 1
+        or logging.getLogRecordFactory() is not logging.LogRecord
+    ):
+        return None
+    return handler
+
+
 def log_request(entry: RequestLog) -> None:
     """Emit the per-request line on ``syntic.access`` (info; warning for 5xx).
 
@@ -334,6 +372,21 @@ def log_request(entry: RequestLog) -> None:
     request."""
     level = logging.WARNING if entry.status >= 500 else logging.INFO
     if not _access.isEnabledFor(level):
+        return
+    direct = _direct_handler(level)
+    if direct is not None:
+        # The JSON line straight into the handler (#8: no record, filter or formatter;
+        # ~half the cost). Same fields and values as the record path; the one field a
+        # client chooses (``model``) is redacted as the filter would.
+        model = entry.model
+        direct.hold_line(orjson.dumps({
+            "ts": _iso(time.time()), "level": "info", "logger": ACCESS_LOGGER,
+            "msg": "request", "request_id": entry.request_id, "key_id": entry.key_id,
+            "model": redact(model) if model else model, "route": entry.route,
+            "status": entry.status, "code": entry.code,
+            "schema_retries": entry.schema_retries,
+            "latency_ms": round(entry.latency_ms, 3), "streamed": entry.streamed,
+        }).decode(), level)
         return
     record = _access_record(level)
     attrs = record.__dict__

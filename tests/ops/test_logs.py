@@ -325,3 +325,61 @@ def test_a_custom_record_factory_is_used_for_the_access_line(kept: _Keep) -> Non
         logging.setLogRecordFactory(default)
     (record,) = kept.records
     assert record.__dict__["trace_id"] == "t-1"
+
+
+def _entry(model: str | None = "amara") -> RequestLog:
+    return RequestLog(
+        request_id="req_9", route="/v1/chat/completions", status=200, latency_ms=3.21,
+        key_id="key_9", model=model, code=None, schema_retries=2, streamed=True,
+    )
+
+
+DIRECT_SCRIPT = """
+import io, logging, sys
+from gateway.logs import RequestLog, _direct_handler, configure_logging, log_request
+buf = io.StringIO()
+handler = configure_logging("info", "json", stream=buf)
+assert _direct_handler(logging.INFO) is handler, logging.getLogger().handlers
+entry = RequestLog(request_id="req_9", route="/v1/chat/completions", status=200,
+                   latency_ms=3.21, key_id="key_9", model=sys.argv[1], code=None,
+                   schema_retries=2, streamed=True)
+log_request(entry)  # the direct path
+access = logging.getLogger("syntic.access")
+access.addFilter(logging.Filter())  # any filter on the logger turns the shortcut off
+assert _direct_handler(logging.INFO) is None
+log_request(entry)  # the record -> filter -> formatter path
+handler.flush()
+sys.stdout.write(buf.getvalue())
+"""
+
+
+def _direct_and_record_lines(model: str) -> list[dict[str, object]]:
+    out = subprocess.run([sys.executable, "-c", DIRECT_SCRIPT, model], capture_output=True,
+                         text=True, timeout=60, check=True,
+                         cwd=Path(__file__).resolve().parents[2]).stdout
+    return [json.loads(line) for line in out.splitlines() if line]
+
+
+def test_direct_access_line_equals_the_record_path_line() -> None:
+    """In a served process the access line goes straight to the JSON handler (#8); it must
+    be what the record -> filter -> formatter path writes, field for field (time aside).
+    (A subprocess: under pytest its own handlers sit on the root logger, which turns the
+    shortcut off.)"""
+    direct, via_record = _direct_and_record_lines("amara")
+    assert direct.pop("ts") and via_record.pop("ts")
+    assert direct == via_record
+    assert direct["schema_retries"] == 2 and direct["streamed"] is True
+
+
+def test_direct_access_line_redacts_a_key_sent_as_the_model() -> None:
+    direct, via_record = _direct_and_record_lines(f"gpt {CANARY}")
+    assert direct["model"] == via_record["model"] == "gpt sk_live_[REDACTED]"
+
+
+def test_another_handler_gets_a_real_record(
+    captured: io.StringIO, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="syntic.access")
+    log_request(_entry())
+    assert [r.__dict__["request_id"] for r in caplog.records] == ["req_9"]
+    assert _lines(captured)[0]["request_id"] == "req_9"  # and our handler still has it
