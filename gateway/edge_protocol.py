@@ -256,11 +256,21 @@ if _HTTPTOOLS:
 
         _refused = False
 
+        _awaiting_headers = False
+
         def data_received(self, data: bytes) -> None:
             if self._refused:
                 return
             if self._header_timer is None and (self.cycle is None or self.cycle.response_complete):
-                self._arm()  # bytes of a new request on an idle keep-alive connection
+                # Bytes of a new request on an idle keep-alive connection: its headers must
+                # arrive within the deadline. Armed only if this chunk did not complete them
+                # (#8: usually it does, and a timer set and cancelled per request is saved).
+                self._awaiting_headers = True
+                super().data_received(data)
+                if self._awaiting_headers and not self._refused:
+                    self._awaiting_headers = False
+                    self._arm()
+                return
             super().data_received(data)
 
         def on_message_begin(self) -> None:
@@ -282,6 +292,7 @@ if _HTTPTOOLS:
             self.headers.append((name, value))
 
         def on_headers_complete(self) -> None:
+            self._awaiting_headers = False
             self._disarm()
             if not self._refused:
                 super().on_headers_complete()
