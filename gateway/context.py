@@ -76,6 +76,7 @@ class RequestContext:
     estimated: bool = False
     tally: Tally | None = None
     extra_headers: dict[str, str] | None = None
+    raw_headers: list[tuple[bytes, bytes]] | None = None
 
     @classmethod
     def start(cls, request_id: str, endpoint: str) -> RequestContext:
@@ -90,11 +91,20 @@ class RequestContext:
             self.extra_headers = {}
         self.extra_headers[name] = value
 
+    def add_raw_headers(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        """Already encoded headers (lower-case names) for every response to this request."""
+        if self.raw_headers is None:
+            self.raw_headers = pairs
+        else:
+            self.raw_headers.extend(pairs)
+
     def response_headers(self) -> list[tuple[bytes, bytes]]:
         """Headers every response to this request carries (error responses included)."""
         out = [(b"x-request-id", self.request_id.encode())]
         if self.enforced and self.tally is not None:
             out.append((b"x-syntic-schema-retries", str(self.tally.retries).encode()))
+        if self.raw_headers:
+            out.extend(self.raw_headers)
         if self.extra_headers:
             out.extend((k.encode(), v.encode()) for k, v in self.extra_headers.items())
         return out

@@ -106,6 +106,22 @@ def rate_headers(decision: RateDecision) -> dict[str, str]:
     return headers
 
 
+def rate_header_pairs(decision: RateDecision) -> list[tuple[bytes, bytes]]:
+    """``rate_headers`` as the encoded pairs a response carries (built per request: #8)."""
+    out: list[tuple[bytes, bytes]] = []
+    if decision.limit_requests is not None:
+        out.append((b"x-ratelimit-limit-requests", b"%d" % decision.limit_requests))
+    if decision.remaining_requests is not None:
+        out.append((b"x-ratelimit-remaining-requests", b"%d" % decision.remaining_requests))
+    if decision.limit_tokens is not None:
+        out.append((b"x-ratelimit-limit-tokens", b"%d" % decision.limit_tokens))
+    if decision.remaining_tokens is not None:
+        out.append((b"x-ratelimit-remaining-tokens", b"%d" % decision.remaining_tokens))
+    if decision.limit_requests is not None or decision.limit_tokens is not None:
+        out.append((b"x-ratelimit-reset", f"{decision.reset_s:g}s".encode()))
+    return out
+
+
 class ChatService:
     """One per app: owns the lint cache, reads the model catalogue and the registry."""
 
@@ -144,12 +160,12 @@ class ChatService:
         if self.limiter is None or ctx.principal is None:
             return
         decision = await self.limiter.check(ctx.principal, estimated_tokens)
-        headers = rate_headers(decision)
         if not decision.allowed:
+            headers = rate_headers(decision)
             headers["retry-after"] = str(max(1, math.ceil(decision.retry_after_s)))
             raise RateLimited("Rate limit exceeded for this API key.", headers=headers)
-        for name, value in headers.items():
-            ctx.add_header(name, value)
+        if decision.limit_requests is not None or decision.limit_tokens is not None:
+            ctx.add_raw_headers(rate_header_pairs(decision))
 
     async def settle(self, ctx: RequestContext, estimated_tokens: int) -> None:
         """Once usage is known, charge actual minus estimated tokens (may be negative)."""

@@ -47,10 +47,20 @@ def _rows(gw: GatewayProcess) -> dict[str, sqlite3.Row]:
 def test_rate_limit_refuses_before_upstream(
     ledger_gateway: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    key = ledger_gateway.create_key("limited", "--rpm", "2")
+    key = ledger_gateway.create_key("limited", "--rpm", "2", "--tpm", "100000")
     upstream.queue(Reply(content="a"), Reply(content="b"))
     body = {"model": "strict-model", "messages": MESSAGES}
-    assert [_post(ledger_gateway, body, key).status_code for _ in range(2)] == [200, 200]
+    admitted = [_post(ledger_gateway, body, key) for _ in range(2)]
+    assert [r.status_code for r in admitted] == [200, 200]
+    # Admitted responses carry the limits and what is left of them.
+    assert [r.headers["x-ratelimit-limit-requests"] for r in admitted] == ["2", "2"]
+    assert [r.headers["x-ratelimit-remaining-requests"] for r in admitted] == ["1", "0"]
+    assert [r.headers["x-ratelimit-limit-tokens"] for r in admitted] == ["100000"] * 2
+    first_left = int(admitted[0].headers["x-ratelimit-remaining-tokens"])
+    assert 0 < first_left < 100000
+    assert int(admitted[1].headers["x-ratelimit-remaining-tokens"]) < first_left
+    assert all(0 < float(r.headers["x-ratelimit-reset"].removesuffix("s")) <= 60
+               for r in admitted)
     refused = _post(ledger_gateway, body, key)
     assert refused.status_code == 429
     assert refused.json()["error"]["code"] == "rate_limit_exceeded"
