@@ -186,6 +186,7 @@ class RedisRateLimiter:
         lease_max: int = 1,
         lease_grow_s: float = 0.05,
         lease_idle_s: float = 1.0,
+        max_leases: int = 10_000,
     ) -> None:
         # At most ``max_connections`` scripts in flight: a burst queues on the semaphore
         # (latency, not failure) instead of opening hundreds of connections, which on a busy
@@ -228,6 +229,7 @@ class RedisRateLimiter:
         self.lease_grow_s = lease_grow_s
         self.lease_idle_s = lease_idle_s
         self._leases: dict[str, _Lease] = {}
+        self.max_leases = max_leases  # keys with a lease entry, before empty ones are purged
         self._sweep_timer: asyncio.TimerHandle | None = None
         self.leased_count = 0  # requests admitted from a reservation, without Redis
         self.trip_count = 0  # check scripts sent
@@ -363,6 +365,8 @@ class RedisRateLimiter:
             return None
         lease = self._leases.get(principal.key_id)
         if lease is None:
+            if len(self._leases) >= self.max_leases:
+                self._purge_leases()
             lease = self._leases[principal.key_id] = _Lease(last_use=now)
         if lease.refill is not None:  # one fetch per key at a time; this one asks for 1
             want = 1
@@ -381,6 +385,14 @@ class RedisRateLimiter:
         if want > 1 or refund_r or refund_t:
             args += [want, refund_r, refund_t, lease.window]
         return mine
+
+    def _purge_leases(self) -> None:
+        """Forget every key's lease that holds nothing and is not being refilled (the
+        dict is bounded by ``max_leases``; amortized over that many new keys)."""
+        self._leases = {
+            k: v for k, v in self._leases.items()
+            if v.reqs or v.toks or v.refill is not None
+        }
 
     def _granted(self, lease: _Lease, res: list[Any], sent_at: float) -> None:
         """Keep the slots a check reserved (the reply to ``_lease_args``'s trip)."""

@@ -163,3 +163,22 @@ async def test_four_processes_with_reservations_admit_exactly_the_limit(
     # Each refused request is one round trip; most admitted ones took none.
     assert sum(o[1] for o in outs) - (4000 - admitted) < admitted / 4
     assert all(o[2] == 0 for o in outs)
+
+
+async def test_lease_entries_stay_bounded_over_many_keys(prefix: str) -> None:
+    lim = RedisRateLimiter(REDIS_URL, prefix=prefix, lease_max=64, max_leases=10)
+    try:
+        for _ in range(60):  # sixty keys, a request each: no reservation left anywhere
+            assert (await lim.check(_key(rpm=5), 1)).allowed
+        assert len(lim._leases) <= 10
+        busy = _key(rpm=100_000)
+        for _ in range(30):  # one busy key holding slots survives every purge
+            assert (await lim.check(busy, 1)).allowed
+        held = lim.reserved
+        assert held > 0
+        for _ in range(30):
+            assert (await lim.check(_key(rpm=5), 1)).allowed
+        assert len(lim._leases) <= 11 and lim.reserved == held
+    finally:
+        await lim.aclose()
+    assert (await _stored(prefix, busy))[0] == 30  # and its slots still went back at close
