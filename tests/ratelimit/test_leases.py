@@ -7,37 +7,17 @@ import asyncio
 import secrets
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 
 import pytest
-import redis.asyncio as aioredis
 
 from gateway.keys.base import Principal
 from gateway.ratelimit.redis import RedisRateLimiter
-from tests.ratelimit.test_redis import _away_from_window_edge
-
-REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    value = f"syntic_l_{secrets.token_hex(6)}:"
-    yield value
-    client = aioredis.Redis.from_url(REDIS_URL)
-    keys = [k async for k in client.scan_iter(match=value + "*")]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
+from tests.ratelimit.helpers import REDIS_URL, stored_counts
+from tests.ratelimit.helpers import away_from_window_edge as _away_from_window_edge
 
 
 async def _stored(prefix: str, p: Principal) -> tuple[int, int]:
-    """Requests and tokens Redis counts for the key's window (reservations included)."""
-    client = aioredis.Redis.from_url(REDIS_URL)
-    try:
-        r, t = await client.hmget(f"{prefix}rl:{{{p.key_id}}}", ["r", "t"])
-    finally:
-        await client.aclose()
-    return int(r or 0), int(t or 0)
+    return await stored_counts(prefix, p.key_id)
 
 
 def _key(rpm: int | None = None, tpm: int | None = None) -> Principal:

@@ -9,39 +9,15 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 
 import pytest
-import redis.asyncio as aioredis
 
 from gateway.keys.base import Principal
 from gateway.ratelimit.redis import RedisRateLimiter
+from tests.ratelimit.helpers import REDIS_URL
+from tests.ratelimit.helpers import away_from_window_edge as _away_from_window_edge
 from tests.support.gateway_proc import free_port
 from tests.support.private_services import PrivateRedis
-
-REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    """A key prefix of our own; its keys are deleted afterwards."""
-    value = f"syntic_t_{secrets.token_hex(6)}:"
-    yield value
-    client = aioredis.Redis.from_url(REDIS_URL)
-    keys = [k async for k in client.scan_iter(match=value + "*")]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
-
-
-async def _away_from_window_edge(window_s: int = 60, margin_s: float = 3.0) -> None:
-    """Start bursts well inside one window (by Redis time), so they can't straddle two."""
-    client = aioredis.Redis.from_url(REDIS_URL)
-    secs, micros = await client.time()
-    await client.aclose()
-    into = (secs + micros / 1e6) % window_s
-    if into > window_s - margin_s:
-        await asyncio.sleep(window_s - into + 0.1)
 
 
 async def test_concurrent_burst_from_separate_clients_admits_exactly_the_limit(
@@ -67,6 +43,8 @@ BURST_SCRIPT = """
 import asyncio, sys
 from gateway.keys.base import Principal
 from gateway.ratelimit.redis import RedisRateLimiter
+from tests.ratelimit.helpers import REDIS_URL
+from tests.ratelimit.helpers import away_from_window_edge as _away_from_window_edge
 from tests.support.gateway_proc import free_port
 from tests.support.private_services import PrivateRedis
 async def main():

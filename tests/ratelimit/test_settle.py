@@ -5,28 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 from gateway.keys.base import Principal
 from gateway.ratelimit.redis import RedisRateLimiter
+from tests.ratelimit.helpers import REDIS_URL, stored_counts
 from tests.support.gateway_proc import free_port
-
-REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    value = f"syntic_s_{secrets.token_hex(6)}:"
-    yield value
-    client = aioredis.Redis.from_url(REDIS_URL)
-    keys = [k async for k in client.scan_iter(match=value + "*")]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
 
 
 def _principal(tpm: int = 10_000) -> Principal:
@@ -34,12 +20,7 @@ def _principal(tpm: int = 10_000) -> Principal:
 
 
 async def _stored_tokens(lim: RedisRateLimiter, p: Principal) -> int:
-    client = aioredis.Redis.from_url(REDIS_URL)
-    try:
-        raw = await client.hget(f"{lim.prefix}rl:{{{p.key_id}}}", "t")
-    finally:
-        await client.aclose()
-    return int(raw or 0)
+    return (await stored_counts(lim.prefix, p.key_id))[1]
 
 
 def _count_scripts(lim: RedisRateLimiter) -> list[list[Any]]:
