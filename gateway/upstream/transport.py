@@ -285,8 +285,6 @@ class UpstreamClient(httpx.AsyncClient):
             raise TypeError("post_capped needs the AiohttpTransport")
         if self.is_closed:
             raise RuntimeError("Cannot send a request, as the client has been closed.")
-        if self.is_closed:
-            raise RuntimeError("Cannot send a request, as the client has been closed.")
         response = await self.pool.post(url, content, headers, timeout)
         try:
             cap = error_limit if response.status_code >= 400 else limit
