@@ -75,7 +75,6 @@ class RequestContext:
     error_code: str | None = None
     estimated: bool = False
     tally: Tally | None = None
-    extra_headers: dict[str, str] | None = None
     raw_headers: list[tuple[bytes, bytes]] | None = None
 
     @classmethod
@@ -85,11 +84,6 @@ class RequestContext:
         ctx = cls(request_id, endpoint, time.time(), time.perf_counter(), tally=Tally())
         _CURRENT.set(ctx)
         return ctx
-
-    def add_header(self, name: str, value: str) -> None:
-        if self.extra_headers is None:
-            self.extra_headers = {}
-        self.extra_headers[name] = value
 
     def add_raw_headers(self, pairs: list[tuple[bytes, bytes]]) -> None:
         """Already encoded headers (lower-case names) for every response to this request."""
@@ -105,8 +99,6 @@ class RequestContext:
             out.append((b"x-syntic-schema-retries", str(self.tally.retries).encode()))
         if self.raw_headers:
             out.extend(self.raw_headers)
-        if self.extra_headers:
-            out.extend((k.encode(), v.encode()) for k, v in self.extra_headers.items())
         return out
 
     def usage_record(self) -> UsageRecord:

@@ -91,23 +91,9 @@ def _replaced(obj: _T, **changes: Any) -> _T:
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
-def rate_headers(decision: RateDecision) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for name, value in (
-        ("x-ratelimit-limit-requests", decision.limit_requests),
-        ("x-ratelimit-remaining-requests", decision.remaining_requests),
-        ("x-ratelimit-limit-tokens", decision.limit_tokens),
-        ("x-ratelimit-remaining-tokens", decision.remaining_tokens),
-    ):
-        if value is not None:
-            headers[name] = str(value)
-    if decision.limit_requests is not None or decision.limit_tokens is not None:
-        headers["x-ratelimit-reset"] = f"{decision.reset_s:g}s"
-    return headers
-
-
 def rate_header_pairs(decision: RateDecision) -> list[tuple[bytes, bytes]]:
-    """``rate_headers`` as the encoded pairs a response carries (built per request: #8)."""
+    """The ``x-ratelimit-*`` headers of a decision, encoded as a response carries them
+    (built per request, so as pairs: #8)."""
     out: list[tuple[bytes, bytes]] = []
     if decision.limit_requests is not None:
         out.append((b"x-ratelimit-limit-requests", b"%d" % decision.limit_requests))
@@ -120,6 +106,11 @@ def rate_header_pairs(decision: RateDecision) -> list[tuple[bytes, bytes]]:
     if decision.limit_requests is not None or decision.limit_tokens is not None:
         out.append((b"x-ratelimit-reset", f"{decision.reset_s:g}s".encode()))
     return out
+
+
+def rate_headers(decision: RateDecision) -> dict[str, str]:
+    """``rate_header_pairs`` as a header dict (a 429's ``GatewayError`` headers)."""
+    return {k.decode(): v.decode() for k, v in rate_header_pairs(decision)}
 
 
 class ChatService:
