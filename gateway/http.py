@@ -35,6 +35,7 @@ from gateway.errors import GatewayError, PayloadTooLarge, UpstreamTimeout
 from gateway.limits import (
     EdgeLimits,
     InflightGate,
+    TaskDeadline,
     body_deadline,
     reset_request_deadline,
     set_request_deadline,
@@ -55,35 +56,6 @@ class RequestObserver(Protocol):
 
     def started(self, ctx: RequestContext) -> None: ...
     def finished(self, ctx: RequestContext) -> None: ...
-
-
-class _Deadline:
-    """``asyncio.timeout``'s job for one request, without its state machine (#8): a timer
-    that cancels the request's task; ``disarm`` once the response has started."""
-
-    __slots__ = ("_handle", "_task", "expired")
-
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], delay_s: float
-    ) -> None:
-        self._task = task
-        self.expired = False
-        self._handle: asyncio.TimerHandle | None = loop.call_later(delay_s, self._fire)
-
-    def _fire(self) -> None:
-        self._handle = None
-        self.expired = True
-        self._task.cancel()
-
-    def disarm(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-
-    def expired_here(self) -> bool:
-        """After a ``CancelledError``: was it this deadline's (then it is consumed), and not
-        also a cancellation from outside (then it must propagate)?"""
-        return self.expired and self._task.uncancel() == 0
 
 
 def new_request_id() -> str:
@@ -133,7 +105,7 @@ class GatewayMiddleware:
             self.observer.started(ctx)
         metered = scope["method"] == "POST" and path.startswith("/v1/")
         started = False
-        deadline: _Deadline | None = None
+        deadline: TaskDeadline | None = None
 
         async def send_wrapper(message: Message) -> None:
             nonlocal started
@@ -165,7 +137,9 @@ class GatewayMiddleware:
                         receive = body_deadline(
                             receive, self.limits.body_timeout_s, loop=loop, task=task
                         )
-                        deadline = _Deadline(loop, task, budget) if budget else None
+                        deadline = (
+                            TaskDeadline(loop, task, loop.time() + budget) if budget else None
+                        )
                         await self.app(scope, self._capped(receive), send_wrapper)
                     except asyncio.CancelledError:
                         if deadline is None or not deadline.expired_here():

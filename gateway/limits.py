@@ -98,6 +98,35 @@ class InflightGate:
         self.inflight -= 1
 
 
+class TaskDeadline:
+    """``asyncio.timeout``'s job without its Timeout object and state machine (#8): a
+    timer that cancels ``task`` at loop time ``when``. ``disarm`` it when the bounded work
+    is over; after a ``CancelledError``, ``expired_here()`` says whether the cancellation
+    was this deadline's (then consumed) rather than one from outside (to propagate)."""
+
+    __slots__ = ("_handle", "_task", "expired")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], when: float
+    ) -> None:
+        self._task = task
+        self.expired = False
+        self._handle: asyncio.TimerHandle | None = loop.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        self.expired = True
+        self._task.cancel()
+
+    def disarm(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def expired_here(self) -> bool:
+        return self.expired and self._task.uncancel() == 0
+
+
 def body_deadline(
     receive: Receive,
     timeout_s: float,
@@ -116,33 +145,23 @@ def body_deadline(
     done = False
 
     async def bounded() -> Message:
-        # A timer handle that cancels this task, not ``asyncio.timeout_at`` (its Timeout
-        # object and state machine cost more than the read itself when the body is already
-        # here, the common case; #8).
         nonlocal done
         if done:
             return await receive()
         reader = task if task is not None else asyncio.current_task()
         assert reader is not None and loop is not None
-        expired = False
-
-        def expire() -> None:
-            nonlocal expired
-            expired = True
-            reader.cancel()
-
-        handle = loop.call_at(deadline, expire)
+        timer = TaskDeadline(loop, reader, deadline)
         try:
             message = await receive()
         except asyncio.CancelledError:
-            if expired and reader.uncancel() == 0:
+            if timer.expired_here():
                 raise RequestTimeout(
                     f"The request body did not arrive within {timeout_s:g}s.",
                     headers={"connection": "close"},
                 ) from None
             raise
         finally:
-            handle.cancel()
+            timer.disarm()
         if message["type"] != "http.request" or not message.get("more_body", False):
             done = True
         return message
