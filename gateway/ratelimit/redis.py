@@ -234,8 +234,8 @@ class RedisRateLimiter:
         self.leased_count = 0  # requests admitted from a reservation, without Redis
         self.trip_count = 0  # check scripts sent
 
-    def _key(self, principal: Principal) -> str:
-        return f"{self.prefix}rl:{{{principal.key_id}}}"
+    def _key(self, key_id: str) -> str:
+        return f"{self.prefix}rl:{{{key_id}}}"
 
     @property
     def redis_down(self) -> bool:
@@ -306,7 +306,7 @@ class RedisRateLimiter:
                         try:
                             self.trip_count += 1
                             res = await self._script(
-                                self._check, keys=[self._key(principal)], args=args
+                                self._check, keys=[self._key(principal.key_id)], args=args
                             )
                             if mine is not None:
                                 self._granted(mine, res, sent_at)
@@ -449,7 +449,7 @@ class RedisRateLimiter:
         try:
             async with self._slots:
                 await self._script(
-                    self._refund, keys=[f"{self.prefix}rl:{{{key_id}}}"],
+                    self._refund, keys=[self._key(key_id)],
                     args=[reqs, toks, window],
                 )
         except _FAILURES as exc:
@@ -500,7 +500,7 @@ class RedisRateLimiter:
             try:
                 async with self._slots:
                     await self._script(
-                        self._add, keys=[self._key(principal)], args=[tokens, self.window_s]
+                        self._add, keys=[self._key(principal.key_id)], args=[tokens, self.window_s]
                     )
             except _FAILURES as exc:
                 self._failed(exc)
