@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import redis.asyncio as aioredis
 
@@ -27,3 +29,23 @@ async def stored_counts(prefix: str, key_id: str) -> tuple[int, int]:
     finally:
         await client.aclose()
     return int(r or 0), int(t or 0)
+
+
+async def run_together(
+    script: str, *args: str, n: int = 4, wait_s: float = 60
+) -> list[list[str]]:
+    """Start ``n`` interpreters on ``script`` (which reads one line from stdin before its
+    burst), release them together, and return each one's stdout split into words."""
+    procs = [
+        subprocess.Popen(  # noqa: ASYNC220 - plain Popen is fine for a test driver
+            [sys.executable, "-c", script, *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        for _ in range(n)
+    ]
+    await asyncio.sleep(1.5)  # let the interpreters import
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    return [proc.communicate(timeout=wait_s)[0].split() for proc in procs]

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import subprocess
-import sys
 
 import pytest
 
 from gateway.keys.base import Principal
 from gateway.ratelimit.redis import RedisRateLimiter
-from tests.ratelimit.helpers import REDIS_URL, stored_counts
+from tests.ratelimit.helpers import REDIS_URL, run_together, stored_counts
 from tests.ratelimit.helpers import away_from_window_edge as _away_from_window_edge
 
 
@@ -124,19 +122,8 @@ async def test_four_processes_with_reservations_admit_exactly_the_limit(
 ) -> None:
     key = f"key_{secrets.token_hex(4)}"
     await _away_from_window_edge(margin_s=15.0)
-    procs = [
-        subprocess.Popen(  # noqa: ASYNC220 - plain Popen is fine for a test driver
-            [sys.executable, "-c", PROCESS_SCRIPT, REDIS_URL, prefix, key, rpm, tpm],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )
-        for _ in range(4)
-    ]
-    await asyncio.sleep(1.5)  # let the interpreters import
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    outs = [[int(x) for x in proc.communicate(timeout=90)[0].split()] for proc in procs]
+    words = await run_together(PROCESS_SCRIPT, REDIS_URL, prefix, key, rpm, tpm, wait_s=90)
+    outs = [[int(x) for x in w] for w in words]
     admitted = sum(o[0] for o in outs)
     assert admitted <= 2000  # never more than the limit, reservations included
     assert admitted == 2000  # and the demand (4 x 1000) used every slot

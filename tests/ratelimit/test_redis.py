@@ -6,15 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import subprocess
-import sys
 import time
 
 import pytest
 
 from gateway.keys.base import Principal
 from gateway.ratelimit.redis import RedisRateLimiter
-from tests.ratelimit.helpers import REDIS_URL
+from tests.ratelimit.helpers import REDIS_URL, run_together
 from tests.ratelimit.helpers import away_from_window_edge as _away_from_window_edge
 from tests.support.gateway_proc import free_port
 from tests.support.private_services import PrivateRedis
@@ -43,7 +41,7 @@ BURST_SCRIPT = """
 import asyncio, sys
 from gateway.keys.base import Principal
 from gateway.ratelimit.redis import RedisRateLimiter
-from tests.ratelimit.helpers import REDIS_URL
+from tests.ratelimit.helpers import REDIS_URL, run_together
 from tests.ratelimit.helpers import away_from_window_edge as _away_from_window_edge
 from tests.support.gateway_proc import free_port
 from tests.support.private_services import PrivateRedis
@@ -61,19 +59,7 @@ asyncio.run(main())
 async def test_burst_across_processes_shares_one_limit(prefix: str) -> None:
     key = f"key_{secrets.token_hex(4)}"
     await _away_from_window_edge(margin_s=10.0)
-    procs = [
-        subprocess.Popen(  # noqa: ASYNC220 - plain Popen is fine for a test driver
-            [sys.executable, "-c", BURST_SCRIPT, REDIS_URL, prefix, key, "1000", "370"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )
-        for _ in range(4)
-    ]
-    await asyncio.sleep(1.5)  # let the interpreters import
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    outs = [proc.communicate(timeout=60)[0].split() for proc in procs]
+    outs = await run_together(BURST_SCRIPT, REDIS_URL, prefix, key, "1000", "370")
     assert sum(int(o[0]) for o in outs) == 37  # tpm 370 at 10 tokens each
     assert all(o[1] == "0" for o in outs)
 
