@@ -34,10 +34,11 @@ import re
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
 import orjson
+
+from gateway.canonical.record import record
 
 LogFormat = Literal["json", "text"]
 ACCESS_LOGGER = "syntic.access"
@@ -292,7 +293,7 @@ def configure_logging(
     return handler
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RequestLog:
     """The fields of the per-request log line. No secret, no prompt, no arguments."""
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from gateway.canonical import ChatRequest, ChatResponse, JsonSchemaFormat, Usage
+from gateway.canonical.record import record
 from gateway.context import RequestContext, Tally
 from gateway.enforcement import (
     EnforceContext,
@@ -35,7 +35,7 @@ from gateway.upstream.registry import UpstreamRegistry
 from gateway.upstream.retry import RetryingUpstream, RetryPolicy
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Prepared:
     """A request that passed the request-side checks: its model, plan and the request as
     it goes to the upstream (``strict`` stripped unless the model is constrained)."""
@@ -70,7 +70,7 @@ _T = TypeVar("_T")
 
 
 def _replaced(obj: _T, **changes: Any) -> _T:
-    """``dataclasses.replace`` for the canonical frozen, slotted dataclasses, a quarter of
+    """``dataclasses.replace`` for the canonical slotted ``@record`` dataclasses, a quarter of
     its cost (it runs per request, #8): the fields are copied slot by slot. A class with a
     ``__post_init__`` (none of them has one) goes through ``dataclasses.replace``."""
     cls = type(obj)

@@ -1,8 +1,9 @@
 """The canonical request/response model shared by both dialects and every upstream.
 
-Plain frozen dataclasses, no HTTP types. Dialects decode wire JSON into these and encode
-them back; upstream adapters translate them to and from a provider's wire format; the
-enforcement loop only ever sees these.
+Immutable slotted dataclasses (``@record``: frozen to the type checker, a plain
+dataclass's constructor cost at run time), no HTTP types. Dialects decode wire JSON
+into these and encode them back; upstream adapters translate them to and from a
+provider's wire format; the enforcement loop only ever sees these.
 """
 
 from __future__ import annotations

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gateway.canonical.model import FinishReason, Usage
+from gateway.canonical.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TextDelta:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolCallStart:
     """A new tool call at position ``index`` of the assistant turn."""
 
@@ -21,7 +20,7 @@ class ToolCallStart:
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolCallDelta:
     """A fragment of the arguments JSON text of the call at ``index``."""
 
@@ -29,13 +28,13 @@ class ToolCallDelta:
     arguments: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Finish:
     reason: FinishReason
     stop_sequence: str | None = None  # as ``ChatResponse.stop_sequence``
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UsageReport:
     usage: Usage
 

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
+
+from gateway.canonical.record import record
 
 Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TextPart:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ImagePart:
     """An image passed through. Either ``url`` (http(s) or data: URL) or base64 ``data``."""
 
@@ -26,7 +28,7 @@ class ImagePart:
 ContentPart = TextPart | ImagePart
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolCall:
     """A tool call as the model sent it. ``raw_arguments`` is the JSON text, kept verbatim."""
 
@@ -35,7 +37,7 @@ class ToolCall:
     raw_arguments: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Message:
     """One conversation turn.
 
@@ -55,7 +57,7 @@ class Message:
         return "".join(p.text for p in self.content if isinstance(p, TextPart))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolSpec:
     """A function tool. ``parameters`` is the client's JSON Schema, untouched."""
 
@@ -65,7 +67,7 @@ class ToolSpec:
     strict: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ForcedTool:
     name: str
 
@@ -73,7 +75,7 @@ class ForcedTool:
 ToolChoice = Literal["auto", "none", "required"] | ForcedTool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JsonSchemaFormat:
     """Structured output: the assistant's text content must be JSON matching ``schema``."""
 
@@ -86,7 +88,7 @@ class JsonSchemaFormat:
 ResponseFormat = JsonSchemaFormat | Literal["text", "json_object"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ChatRequest:
     """A dialect-neutral chat request. ``model`` is the catalogue name the client sent."""
 
@@ -111,7 +113,7 @@ class ChatRequest:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -127,7 +129,7 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ChatResponse:
     """One assistant turn from an upstream (or the gateway's final answer)."""
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.canonical import ChatRequest
+from gateway.canonical.record import record
 from gateway.context import RequestContext, Tally
 from gateway.enforcement import ParamPaths
 from gateway.enforcement.holdback import HeldEvent, HoldBack, holdback_for
@@ -47,7 +47,7 @@ SSE_HEADERS = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class OpenedStream:
     """A stream past its commit point: the hold-back, its batches, and the first batch."""
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import validator
 from gateway.canonical import ChatRequest, JsonSchemaFormat
+from gateway.canonical.record import record
 from gateway.errors import InvalidRequest
 from gateway.settings import ModelConfig
 
@@ -56,7 +57,7 @@ class SchemaRejected(InvalidRequest):
         return body
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StrictPlan:
     """What the response side enforces: compiled schemas of strict tools, by name, and of a
     strict ``response_format``. ``tool_names`` is every tool in the request."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.canonical import (
@@ -36,6 +35,7 @@ from gateway.canonical import (
     ToolChoice,
     Usage,
 )
+from gateway.canonical.record import record
 from gateway.context import Tally
 from gateway.enforcement.check import StrictPlan
 from gateway.errors import GatewayError, UnprocessableOutput
@@ -43,7 +43,7 @@ from gateway.settings import ModelConfig
 from gateway.upstream.base import Upstream
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Violation:
     """One way a value failed its schema: JSON pointer inside the value, and a message
     that already names the pointer (``/amount_pence must be integer``)."""
@@ -52,7 +52,7 @@ class Violation:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EnforceContext:
     """What enforcement needs besides the request: where to send corrections, the plan
     from the request-side check, and the request's tally (usage, retries)."""

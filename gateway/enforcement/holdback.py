@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.canonical import (
@@ -57,6 +56,7 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
+from gateway.canonical.record import record
 from gateway.context import Tally
 from gateway.enforcement.check import StrictPlan
 from gateway.enforcement.correct import (
@@ -74,7 +74,7 @@ OutputEnforcer = Callable[[str, FinishReason], Awaitable[str]]
 """Validate + correct a strict ``response_format`` reply: return valid content or raise."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FinalUsage:
     """Last event of a successful stream: usage over every upstream call of the request."""
 

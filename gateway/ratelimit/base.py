@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
+from gateway.canonical.record import record
 from gateway.keys.base import Principal
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RateDecision:
     allowed: bool
     limit_requests: int | None = None

@@ -32,12 +32,12 @@ import contextlib
 import functools
 import ssl
 from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import httpx
 
+from gateway.canonical.record import record
 from gateway.upstream.lines import LineSplitter
 from gateway.upstream.pool import PooledResponse, UpstreamPool
 
@@ -95,7 +95,7 @@ def _client_timeout(timeout: Mapping[str, float | None]) -> aiohttp.ClientTimeou
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reply:
     """A whole response from ``UpstreamClient.post_capped``; ``body`` is None when it went
     over the cap (the connection is then closed, not reused)."""

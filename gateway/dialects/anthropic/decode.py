@@ -16,7 +16,6 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, cast
 
 import orjson
@@ -33,12 +32,13 @@ from gateway.canonical import (
     ToolChoice,
     ToolSpec,
 )
+from gateway.canonical.record import record
 from gateway.errors import InvalidRequest
 
 __all__ = ["DecodedRequest", "decode_request"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DecodedRequest:
     """The canonical request plus where each schema came from in the client's JSON.
 
