@@ -9,13 +9,13 @@ on the request context; the secret itself is never kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import AuthenticationError, PermissionDenied
 from gateway.http import request_context
-from gateway.keys.base import KeyStore
+from gateway.keys.base import KeyStore, Principal
 
 
 def presented_key(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
@@ -38,7 +38,11 @@ class AuthMiddleware:
         self.app = app
         self.keys = keys
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Not a coroutine itself when the key store answers from memory (nearly every
+        # request): the inner app's awaitable is returned, one coroutine frame fewer on
+        # every suspension of the request (#8). Errors raise here, inside the caller's
+        # ``await``, as they would from a coroutine.
         if scope["type"] == "http" and scope["path"].startswith("/v1/"):
             secret = presented_key(scope.get("headers", ()))
             if secret is None:
@@ -46,13 +50,23 @@ class AuthMiddleware:
                     "Missing API key. Send 'Authorization: Bearer sk_live_...'.",
                     code="missing_api_key",
                 )
-            principal = await self.keys().authenticate(secret)
-            if principal is None:
-                raise AuthenticationError("Invalid or revoked API key.")
-            if principal.admin:
-                # Least privilege: admin keys open /admin/* only (issue #11).
-                raise PermissionDenied(
-                    "Admin keys cannot call /v1 routes; use a customer key (sk_live_/sk_test_)."
-                )
-            request_context(scope).principal = principal
+            known, principal = self.keys().cached(secret)
+            if not known:
+                return self._looked_up(scope, receive, send, secret)
+            _admit(scope, principal)
+        return self.app(scope, receive, send)
+
+    async def _looked_up(self, scope: Scope, receive: Receive, send: Send, secret: str) -> None:
+        _admit(scope, await self.keys().authenticate(secret))
         await self.app(scope, receive, send)
+
+
+def _admit(scope: Scope, principal: Principal | None) -> None:
+    if principal is None:
+        raise AuthenticationError("Invalid or revoked API key.")
+    if principal.admin:
+        # Least privilege: admin keys open /admin/* only (issue #11).
+        raise PermissionDenied(
+            "Admin keys cannot call /v1 routes; use a customer key (sk_live_/sk_test_)."
+        )
+    request_context(scope).principal = principal

@@ -33,6 +33,7 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -210,11 +211,15 @@ class IdempotencyMiddleware:
             self._store = store_for(self._settings)
         return self._store
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Not a coroutine itself: a request without the header is handed to the inner
+        # app's awaitable directly, one coroutine frame fewer on every suspension (#8).
         key = _idempotency_key(scope)
         if key is None:
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
+        return self._idempotent(scope, receive, send, key)
+
+    async def _idempotent(self, scope: Scope, receive: Receive, send: Send, key: str) -> None:
         body = await _read_body(receive)
         replay = _replaying(body, receive)
         if _streaming(body):

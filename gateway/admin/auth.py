@@ -15,7 +15,7 @@ never kept. The console's static files (``/console``) need no key: they hold no 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -39,21 +39,26 @@ class AdminAuthMiddleware:
         self.app = app
         self.keys = keys
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Not a coroutine itself: other paths get the inner app's awaitable directly (#8).
         if scope["type"] == "http" and is_admin_path(scope["path"]):
-            secret = presented_key(scope.get("headers", ()))
-            if secret is None:
-                raise AuthenticationError(
-                    "Missing admin key. Send 'Authorization: Bearer sk_admin_...'.",
-                    code="missing_api_key",
-                )
-            principal = await self.keys().authenticate(secret)
-            if principal is None:
-                raise AuthenticationError("Invalid or revoked API key.")
-            request_context(scope).principal = principal
-            if not principal.admin:
-                raise PermissionDenied(
-                    "The admin API needs an admin key (sk_admin_..., created with "
-                    "'syntic keys create --admin'); customer keys cannot use it."
-                )
+            return self._admin(scope, receive, send)
+        return self.app(scope, receive, send)
+
+    async def _admin(self, scope: Scope, receive: Receive, send: Send) -> None:
+        secret = presented_key(scope.get("headers", ()))
+        if secret is None:
+            raise AuthenticationError(
+                "Missing admin key. Send 'Authorization: Bearer sk_admin_...'.",
+                code="missing_api_key",
+            )
+        principal = await self.keys().authenticate(secret)
+        if principal is None:
+            raise AuthenticationError("Invalid or revoked API key.")
+        request_context(scope).principal = principal
+        if not principal.admin:
+            raise PermissionDenied(
+                "The admin API needs an admin key (sk_admin_..., created with "
+                "'syntic keys create --admin'); customer keys cannot use it."
+            )
         await self.app(scope, receive, send)

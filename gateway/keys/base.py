@@ -18,6 +18,11 @@ class Principal:
 
 
 class KeyStore(Protocol):
+    def cached(self, secret: str) -> tuple[bool, Principal | None]:
+        """``(True, what authenticate would return)`` when that is known without waiting
+        (cached, or malformed), else ``(False, None)``."""
+        ...
+
     async def authenticate(self, secret: str) -> Principal | None:
         """The principal for a presented key, or None (unknown, malformed or revoked).
         Cached in process for a short TTL; revocation is seen within that TTL."""

@@ -24,6 +24,9 @@ class RecordingLedger:
 
 
 class OneKey:
+    def cached(self, secret: str) -> tuple[bool, Principal | None]:
+        return False, None  # always the awaited path here; DbKeyStore tests cover both
+
     async def authenticate(self, secret: str) -> Principal | None:
         if secret == "admin":
             return Principal(key_id="key_admin", name="ops", admin=True)

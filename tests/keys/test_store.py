@@ -82,6 +82,36 @@ async def test_malformed_and_unknown_keys(db: Database) -> None:
     assert store.db_lookups == 2  # and re-checked after the TTL
 
 
+async def test_cached_answers_only_what_authenticate_would_without_waiting(
+    db: Database,
+) -> None:
+    """``cached`` is the auth middleware's no-await path: it must give authenticate's
+    answer when that needs no query, and say "ask" otherwise (unknown, expired, revoked
+    past the TTL)."""
+    admin = DbKeyStore(db, SERVER_SECRET)
+    created = await admin.create("frank")
+    clock = Clock()
+    store = DbKeyStore(db, SERVER_SECRET, ttl_s=2.0, clock=clock)
+    assert store.cached("sk_live_nope") == (True, None)  # malformed: no query needed
+    assert store.cached(created.secret) == (False, None)  # never seen: ask the database
+    principal = await store.authenticate(created.secret)
+    assert principal is not None and principal.key_id == created.info.id
+    assert store.cached(created.secret) == (True, principal)
+    unknown = generate_key("live")
+    assert await store.authenticate(unknown) is None
+    assert store.cached(unknown) == (True, None)  # negative answer cached
+    assert store.db_lookups == 2
+    await admin.revoke(created.info.id)
+    clock.now += 1.9
+    assert store.cached(created.secret) == (True, principal)  # inside the TTL, as authenticate
+    clock.now += 0.2
+    assert store.cached(created.secret) == (False, None)  # expired: must ask again
+    assert store.cached(unknown) == (False, None)
+    assert await store.authenticate(created.secret) is None  # revoked
+    assert store.cached(created.secret) == (True, None)
+    assert store.db_lookups == 3
+
+
 async def test_wrong_server_secret_refuses(db: Database) -> None:
     created = await DbKeyStore(db, SERVER_SECRET).create("carol")
     assert await DbKeyStore(db, "another-pepper").authenticate(created.secret) is None
