@@ -156,6 +156,10 @@ class _Scalar(_Metric):
             self._series[()] = _Value(self._lock, self.type == "counter")
 
     def labels(self, *values: str, **kw: str) -> _Value:
+        if not kw:  # the request path: positional strings of a series seen before (#8)
+            found = self._series.get(values)
+            if found is not None:
+                return found
         key = self._key(values, kw)
         series = self._series.get(key)
         if series is None:
@@ -241,6 +245,10 @@ class Histogram(_Metric):
         self._series: dict[tuple[str, ...], _HistogramSeries] = {}
 
     def labels(self, *values: str, **kw: str) -> _HistogramSeries:
+        if not kw:  # as ``_Scalar.labels``
+            found = self._series.get(values)
+            if found is not None:
+                return found
         key = self._key(values, kw)
         series = self._series.get(key)
         if series is None:
