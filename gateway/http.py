@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import orjson
 from starlette.requests import ClientDisconnect
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.context import RequestContext
@@ -241,6 +242,20 @@ async def read_body(receive: Receive) -> bytes:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+class JsonResponse(Response):
+    """A 200 ``application/json`` response of ready bytes: what ``Response(body,
+    media_type="application/json")`` sends, byte for byte, without its per-call render
+    and header building (#8: the two chat endpoints answer with one per request)."""
+
+    media_type = "application/json"
+
+    def __init__(self, body: bytes) -> None:
+        self.status_code = 200
+        self.background = None
+        self.body = body
+        self.raw_headers = [(b"content-length", b"%d" % len(body)), _JSON]
 
 
 def json_bytes(payload: Any) -> bytes:

@@ -6,11 +6,12 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from starlette.types import Receive, Scope, Send
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
 
 from gateway.auth import AuthMiddleware, presented_key
 from gateway.errors import GatewayError, RateLimited
-from gateway.http import GatewayMiddleware, request_context
+from gateway.http import GatewayMiddleware, JsonResponse, request_context
 from gateway.keys.base import Principal
 from gateway.usage.base import UsageRecord
 
@@ -153,3 +154,24 @@ def test_presented_key(headers: list[tuple[bytes, bytes]], key: str | None) -> N
 
 def test_gateway_error_default_is_500() -> None:
     assert GatewayError("x").status == 500
+
+
+@pytest.mark.parametrize("body", [b"", b'{"a":1}', "{\"é\":\"ü\"}".encode() * 300])
+async def test_json_response_sends_what_starlette_response_sends(body: bytes) -> None:
+    """``JsonResponse`` (the chat endpoints' lean 200) must put the same ASGI messages on
+    the wire as ``Response(body, media_type="application/json")``."""
+    async def sent(response: Response) -> list[Message]:
+        out: list[Message] = []
+
+        async def send(message: Message) -> None:
+            out.append(message)
+
+        async def receive() -> Message:
+            raise AssertionError("a response never reads the request")
+
+        await response({"type": "http", "method": "POST"}, receive, send)
+        return out
+
+    assert await sent(JsonResponse(body)) == await sent(
+        Response(body, media_type="application/json")
+    )

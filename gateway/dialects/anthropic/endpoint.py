@@ -20,7 +20,7 @@ from gateway.dialects.anthropic.encode import encode_response
 from gateway.dialects.anthropic.stream_endpoint import stream_messages
 from gateway.enforcement import ParamPaths, strict_requested
 from gateway.errors import InvalidRequest
-from gateway.http import read_body, request_context
+from gateway.http import JsonResponse, read_body, request_context
 from gateway.service import ChatService
 
 __all__ = ["anthropic_paths", "messages"]
@@ -64,4 +64,4 @@ async def messages(request: Request) -> Response:
     result = await service.complete(chat, ctx, paths, estimated_tokens=estimate)
     retries = ctx.tally.retries if ctx.tally else 0
     payload = encode_response(result, model=chat.model, schema_retries=retries)
-    return Response(orjson.dumps(payload), media_type="application/json")
+    return JsonResponse(orjson.dumps(payload))

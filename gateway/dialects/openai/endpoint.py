@@ -11,7 +11,7 @@ from gateway.dialects.openai.encode import encode_chat_response
 from gateway.dialects.openai.stream_endpoint import stream_chat_completions
 from gateway.enforcement import OPENAI_PATHS, strict_requested
 from gateway.errors import InvalidRequest
-from gateway.http import read_body, request_context
+from gateway.http import JsonResponse, read_body, request_context
 from gateway.service import ChatService
 
 
@@ -37,4 +37,4 @@ async def chat_completions(request: Request) -> Response:
     payload = encode_chat_response(
         result, model=chat.model, request_id=ctx.request_id, schema_retries=retries
     )
-    return Response(orjson.dumps(payload), media_type="application/json")
+    return JsonResponse(orjson.dumps(payload))
