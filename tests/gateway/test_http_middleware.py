@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
+import time
 from collections.abc import AsyncIterator
 
 import httpx
@@ -80,6 +83,24 @@ async def test_success_headers_and_ledger(
     assert r.headers["x-syntic-schema-retries"] == "0"
     [rec] = ledger.records
     assert (rec.request_id, rec.status, rec.key_id) == (r.headers["x-request-id"], 200, "key_1")
+
+
+async def test_request_ids_are_unique_and_time_ordered(client: httpx.AsyncClient) -> None:
+    """``req_`` + 12 hex digits of milliseconds + 16 random: unique, and sorted by time
+    (the ledger's primary key then grows at its end, #8)."""
+    ids: list[str] = []
+    for i in range(60):
+        r = await client.post("/v1/echo", content=b"x", headers=AUTH)
+        ids.append(r.headers["x-request-id"])
+        if i % 20 == 19:
+            await asyncio.sleep(0.003)  # the next id is in a later millisecond
+    assert all(re.fullmatch(r"req_[0-9a-f]{28}", i) for i in ids), ids[:3]
+    assert len(set(ids)) == len(ids)
+    ms = [int(i[4:16], 16) for i in ids]
+    assert ms == sorted(ms)
+    assert ms[20] > ms[19] and ms[40] > ms[39]
+    assert abs(ms[-1] / 1000 - time.time()) < 60
+    assert len({i[16:] for i in ids}) == len(ids)  # the random part differs too
 
 
 async def test_unhandled_exception_is_500_envelope(
