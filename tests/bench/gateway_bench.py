@@ -25,7 +25,12 @@ concurrency, server CPU microseconds per request (utime+stime from /proc), RSS. 
 - ``stall``: hot requests while new ~400-property schemas arrive; max latency vs. without.
 
 Then: time to first body byte at 1 connection (mock vs gateway; strict SSE, text SSE,
-JSON), CPU per extra SSE event, and LiteLLM's throughput ratio. Needs ``wrk`` (Debian:
+JSON), CPU per extra SSE event, and LiteLLM's throughput ratio: once from the table's
+pair, then over ``--ratio-rounds`` more alternating pairs of json c32 runs (default 3) with
+the ratio of their medians (on a shared host the machine's speed drifts by tens of percent
+between runs; alternating puts both gateways under the same drift). A first line gives the
+host's speed as the time of a fixed pure-Python loop on the server core (the ``machine:``
+line), so figures taken on different machines can be compared. Needs ``wrk`` (Debian:
 ``apt-get install -y wrk``), Redis on 127.0.0.1:6379. Profile with
 ``tests/bench/profile_gateway.py`` (cProfile on a CPU clock, in process).
 """
@@ -36,6 +41,7 @@ import argparse
 import contextlib
 import os
 import secrets
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -332,6 +338,9 @@ def main() -> int:
                         help="seconds allowed to install + start LiteLLM")
     parser.add_argument("--redis-db", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="json rows only")
+    parser.add_argument("--ratio-rounds", type=int, default=3,
+                        help="with --compare-litellm: extra alternating json c32 runs of "
+                             "syntic and LiteLLM for the throughput ratio (0: none)")
     ns = parser.parse_args()
     if not have_wrk():
         print("wrk not found: apt-get install -y wrk", file=sys.stderr)
@@ -398,12 +407,59 @@ def main() -> int:
                                   and r.scenario == "json" and r.conns == 32)
                     extra += (f"\nthroughput vs LiteLLM (json, 32 conns): "
                               f"{ours.m.wrk.rps / max(theirs.m.wrk.rps, 1e-9):.0f}x")
+                    if ns.ratio_rounds > 0:
+                        extra += ratio_rounds(
+                            (gw.proc.pid, gw.base_url, key), lite, d, ns.ratio_rounds,
+                            first=(ours.m.wrk.rps, theirs.m.wrk.rps))
+        print(f"machine: {calibrate():.0f} ms for the pure-Python calibration loop on core "
+              f"{SERVER_CPU} (10M additions; lower is a faster machine)")
         print(table(rows) + extra)
     finally:
         if gw is not None:
             gw.stop()
         mock.stop()
     return 0
+
+
+def ratio_rounds(
+    ours: tuple[int, str, str], theirs: tuple[int, str, str], duration: float, rounds: int,
+    *, first: tuple[float, float],
+) -> str:
+    """The LiteLLM ratio again over ``rounds`` alternating json c32 runs of each (the host's
+    speed drifts between runs on a shared machine; alternating puts both under the same
+    drift). Returns the per-round ratios and the ratio of the medians, the main table's
+    pair included."""
+    script_ours = wrk_script(_headers(ours[2]), body("bench"))
+    script_theirs = wrk_script(_headers(theirs[2]), body("bench"))
+    pairs = [first]
+    for i in range(rounds):
+        a = measure(ours[0], ours[1] + "/v1/chat/completions", script_ours, connections=32,
+                    duration_s=duration, cpu=LOAD_CPU)
+        b = measure(theirs[0], theirs[1] + "/v1/chat/completions", script_theirs,
+                    connections=32, duration_s=duration, cpu=LOAD_CPU)
+        pairs.append((a.wrk.rps, b.wrk.rps))
+        print(f"  ratio round {i + 1}: syntic {a.wrk.rps:.0f} req/s "
+              f"({a.cpu_us_per_req:.0f} us/req), litellm {b.wrk.rps:.0f} req/s "
+              f"({b.cpu_us_per_req:.0f} us/req): {a.wrk.rps / max(b.wrk.rps, 1e-9):.1f}x",
+              file=sys.stderr)
+    each = ", ".join(f"{a / max(b, 1e-9):.0f}x" for a, b in pairs)
+    median = statistics.median(a for a, _ in pairs) / max(
+        statistics.median(b for _, b in pairs), 1e-9)
+    return (f"\nthroughput vs LiteLLM over {len(pairs)} alternating json c32 pairs: {each}; "
+            f"ratio of medians {median:.0f}x")
+
+
+def calibrate() -> float:
+    """Milliseconds a fixed pure-Python loop takes on the server core: how fast this host
+    runs Python, to compare figures taken on different machines."""
+    code = ("import time\nt = time.perf_counter()\ns = 0\nfor i in range(10_000_000):\n"
+            "    s += i\nprint((time.perf_counter() - t) * 1000)")
+    best = float("inf")
+    for _ in range(3):
+        out = subprocess.run(["taskset", "-c", str(SERVER_CPU), sys.executable, "-c", code],
+                             capture_output=True, text=True, check=True)
+        best = min(best, float(out.stdout))
+    return best
 
 
 def _check_path(base_url: str, key: str) -> None:
