@@ -1,7 +1,7 @@
 """Profile the gateway's request path under load (issue #8). A script, not collected::
 
     .venv/bin/python tests/bench/profile_gateway.py [--duration 8] [--conns 32]
-        [--model bench|bench-fix] [--stream] [--top 40] [--no-profile]
+        [--model bench|bench-fix] [--stream] [--top 40] [--no-profile] [--log FILE]
 
 The app runs in this process (uvicorn, uvloop + httptools, the production app from
 ``create_app`` with Redis limits, a real key and the SQLite ledger) under ``cProfile`` with a
@@ -33,6 +33,7 @@ import uvicorn  # noqa: E402
 from gateway.app import create_app  # noqa: E402
 from gateway.commands.serve import freeze_startup_heap  # noqa: E402
 from gateway.edge_protocol import serve_options  # noqa: E402
+from gateway.logs import configure_logging  # noqa: E402
 from gateway.settings import load_settings  # noqa: E402
 from tests.bench.gateway_bench import Mock, _headers, _models, body  # noqa: E402
 from tests.bench.loadgen import WrkResult, run_wrk, wrk_script  # noqa: E402
@@ -62,6 +63,9 @@ def main() -> int:
     parser.add_argument("--redis-db", type=int, default=0)
     parser.add_argument("--no-limits", action="store_true",
                         help="a key without rpm/tpm: no rate-limit check (ablation)")
+    parser.add_argument("--log", metavar="FILE", default="",
+                        help="log as syntic serve does (info, one JSON line per request) "
+                             "into FILE")
     parser.add_argument("--gc-threshold", type=int, default=0,
                         help="gc.set_threshold(N) for the young generation (0: as syntic serve)")
     ns = parser.parse_args()
@@ -102,6 +106,8 @@ def main() -> int:
             cpu.append(_thread_cpu(main_tid) - loop_before)
             server.should_exit = True
 
+        if ns.log:
+            configure_logging("info", "json", stream=open(ns.log, "a"))  # noqa: SIM115
         freeze_startup_heap()  # as ``syntic serve`` does (also the young-generation threshold)
         if ns.gc_threshold:
             gc.set_threshold(ns.gc_threshold)

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,8 +156,11 @@ def start_gateway(
     server: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     key_name: str = "e2e",
+    wrap: Sequence[str] = (),
+    ready_timeout: float = 20.0,
 ) -> GatewayProcess:
-    """Write the config, migrate, create a key, start ``syntic serve`` and wait for it."""
+    """Write the config, migrate, create a key, start ``syntic serve`` and wait for it.
+    ``wrap`` prefixes the serve command (a profiler such as valgrind, for benchmarks)."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "gateway.toml"
     config.write_text(toml_config(models, server))
@@ -174,13 +177,13 @@ def start_gateway(
         port = free_port()
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "gateway", "serve", "--config", str(config),
+                [*wrap, sys.executable, "-m", "gateway", "serve", "--config", str(config),
                  "--host", "127.0.0.1", "--port", str(port)],
                 env=full_env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
             )
         gw = GatewayProcess(proc, port, key, config, full_env, log_path, [key])
         try:
-            wait_ready(gw.base_url, proc)
+            wait_ready(gw.base_url, proc, timeout=ready_timeout)
             return gw
         except (RuntimeError, TimeoutError) as exc:  # e.g. the port was taken meanwhile
             last_error = exc

@@ -1,0 +1,133 @@
+"""Instructions per request of ``syntic serve`` (issue #8): a figure the host's noise can't
+move. A script, not collected::
+
+    .venv/bin/python tests/bench/instructions.py [--requests 2000] [--conns 8]
+        [--scenario json|sse|fix ...]
+
+CPU time per request on a shared 2-core VM moves by 10-30% between identical runs, which
+hides any change smaller than that. This runs the same production gateway as
+``gateway_bench.py`` (real key with rpm/tpm limits and Redis, strict tool linted and
+validated, SQLite ledger, JSON request log, metrics) under ``valgrind --tool=callgrind``
+with instrumentation off until it serves (``callgrind_control -i on``); per scenario, warms
+it up, zeroes the counters, sends exactly ``--requests`` requests from an asyncio client
+in this process and dumps the counts; and prints the gateway process's instructions (all
+its threads, user space) per request. Repeated runs of the same code agree to within a
+few percent (the ledger's batches and the rate-limit reservations fall a little
+differently), whatever else the machine is doing; CPU time moves by 10-30%. System calls
+(kernel time) are not counted: the two writes and two
+reads per request are the same before and after a change to Python code. Needs valgrind
+(Debian: ``apt-get install -y valgrind``) and Redis on 127.0.0.1:6379. ~2-4 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.bench.gateway_bench import Mock, _headers, _models, body  # noqa: E402
+from tests.support.gateway_proc import start_gateway  # noqa: E402
+
+BODIES = {
+    "json": lambda: body("bench"),
+    "sse": lambda: body("bench", stream=True),
+    "fix": lambda: body("bench-fix"),
+}
+
+
+async def _send(url: str, key: str, payload: str, n: int, conns: int) -> None:
+    """Exactly ``n`` requests, ``conns`` at a time; every one must succeed."""
+    left = n
+    limits = httpx.Limits(max_connections=conns, max_keepalive_connections=conns)
+    async with httpx.AsyncClient(limits=limits, timeout=120, headers=_headers(key)) as client:
+
+        async def worker() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                r = await client.post(url, content=payload)
+                r.raise_for_status()
+                await r.aread()
+
+        await asyncio.gather(*(worker() for _ in range(conns)))
+
+
+def _control(*args: str) -> None:
+    subprocess.run(["callgrind_control", *args], check=True, capture_output=True, timeout=120)
+
+
+def _total(out_dir: Path, before: set[Path]) -> int:
+    """The instruction total of the newest dump."""
+    dumps = sorted(set(out_dir.glob("callgrind.out*")) - before, key=lambda p: p.stat().st_mtime)
+    if not dumps:
+        raise RuntimeError(f"no callgrind dump in {out_dir}")
+    for line in dumps[-1].read_text(errors="replace").splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"no totals in {dumps[-1]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="instructions per request under callgrind")
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--conns", type=int, default=8)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--scenario", action="append", choices=sorted(BODIES))
+    parser.add_argument("--redis-db", type=int, default=0)
+    ns = parser.parse_args()
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            print(f"{tool} not found: apt-get install -y valgrind", file=sys.stderr)
+            return 2
+    scenarios = ns.scenario or ["json", "sse"]
+    workdir = Path(tempfile.mkdtemp(prefix="syntic-instr-"))
+    out_dir = workdir / "callgrind"
+    out_dir.mkdir()
+    mock = Mock()
+    gw = None
+    try:
+        print("starting syntic serve under callgrind (~30 s)...", file=sys.stderr)
+        gw = start_gateway(
+            workdir / "gw", _models(mock.url),
+            env={"SYNTIC_REDIS_URL": f"redis://127.0.0.1:6379/{ns.redis_db}"},
+            wrap=("valgrind", "--tool=callgrind", "--instr-atstart=no",
+                  f"--callgrind-out-file={out_dir}/callgrind.out"),
+            ready_timeout=300,
+        )
+        key = gw.create_key("instr", "--rpm", "1000000000", "--tpm", "1000000000000")
+        url = gw.base_url + "/v1/chat/completions"
+        pid = str(gw.proc.pid)
+        results = []
+        _control("-i", "on", pid)  # started off: startup and imports are not instrumented
+        for scenario in scenarios:
+            payload = BODIES[scenario]()
+            asyncio.run(_send(url, key, payload, ns.warmup, ns.conns))
+            before = set(out_dir.glob("callgrind.out*"))
+            _control("-z", pid)  # zero the counters: only the next requests count
+            asyncio.run(_send(url, key, payload, ns.requests, ns.conns))
+            _control("-d", pid)
+            total = _total(out_dir, before)
+            results.append((scenario, total / ns.requests))
+            print(f"  {scenario}: {total:,} instructions / {ns.requests} requests", file=sys.stderr)
+        print(f"instructions per request (syntic serve under callgrind, {ns.conns} "
+              f"connections, {ns.requests} requests each, after {ns.warmup} warm-up):")
+        for scenario, per in results:
+            print(f"  {scenario:5} {per / 1000:8.0f} k")
+    finally:
+        if gw is not None:
+            gw.stop(timeout=120)
+        mock.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
