@@ -19,7 +19,7 @@ cycle installed here (``_FastCycle``) keeps its checks and its behaviour, but:
 
 - a header name is validated once (an RFC 9110 token, else ``RuntimeError`` as uvicorn
   raises) and its ``b"name: "`` prefix cached (bounded); values are checked with one
-  ``bytes.translate`` (no CR, LF, NUL or other control byte but HTAB, else
+  table ``bytes.translate`` (no CR, LF, NUL or other control byte but HTAB, else
   ``RuntimeError``). A refused response writes nothing; the connection is closed.
 - the server's default headers (``date``, ``server`` and ``--header``) are rendered once
   per change (once a second), not per response;
@@ -65,6 +65,11 @@ def _refusal(status: int, reason: str, code: str, message: str) -> bytes:
 _TCHAR = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 # Bytes refused in a header value: controls but HTAB, and DEL (as uvicorn's HEADER_VALUE_RE).
 _VALUE_BAD = bytes(range(0x00, 0x09)) + bytes(range(0x0A, 0x20)) + b"\x7f"
+# Every refused byte mapped to NUL, every other byte to itself: ``b"\0" in
+# value.translate(_TO_NUL)`` is the check. A translation with a table and no deletions is
+# one pass and returns the value itself when nothing changed; ``translate(None, bad)``
+# builds a 256-entry table on every call (#8: ~7,000 instructions per response).
+_TO_NUL = bytes(0 if b in _VALUE_BAD else b for b in range(256))
 _NAMES_MAX = 256  # validated names cached; past this, names are validated every time
 _names: dict[bytes, bytes] = {}  # raw header name -> b"lowercased-name: "
 _CONTENT_LENGTH = b"content-length: "
@@ -85,7 +90,7 @@ def _name_prefix(name: Any) -> bytes:
 
 
 def _check_value(value: Any) -> None:
-    if len(value.translate(None, _VALUE_BAD)) != len(value):
+    if b"\0" in value.translate(_TO_NUL):
         raise RuntimeError("Invalid HTTP header value.")
 
 
@@ -170,14 +175,14 @@ if _HTTPTOOLS:
                 headers = message.get("headers", ())
             names = _names
             framing = _FRAMING
-            bad = _VALUE_BAD
+            to_nul = _TO_NUL
             has_connection_close = False
             for name, value in headers:
                 try:
                     prefix = names[name]
                 except (KeyError, TypeError):
                     prefix = _name_prefix(name)
-                if len(value.translate(None, bad)) != len(value):
+                if b"\0" in value.translate(to_nul):
                     raise RuntimeError("Invalid HTTP header value.")
                 if prefix in framing:
                     if prefix == _CONTENT_LENGTH:

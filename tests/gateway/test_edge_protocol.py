@@ -274,3 +274,21 @@ def test_cycles_are_built_as_fast_cycles(
     _, ours = servers
     exchange(ours.port, req("/fixed") + req("/echo", "POST", body=b"abc", close=True))
     assert built == [_FastCycle, _FastCycle]
+
+
+def test_header_value_check_refuses_exactly_what_uvicorn_refuses() -> None:
+    """Every byte value, alone and inside a value: the one-pass table check refuses
+    exactly the bytes uvicorn's own ``HEADER_VALUE_RE`` finds (controls but HTAB, DEL)."""
+    from uvicorn.protocols.http.httptools_impl import HEADER_VALUE_RE
+
+    from gateway.edge_protocol import _check_value
+
+    for b in range(256):
+        for value in (bytes([b]), b"ok " + bytes([b]) + b" ok"):
+            refused = HEADER_VALUE_RE.search(value) is not None
+            try:
+                _check_value(value)
+            except RuntimeError:
+                assert refused, value
+            else:
+                assert not refused, value
