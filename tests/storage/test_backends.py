@@ -151,3 +151,17 @@ async def test_refused_values_are_data_errors(empty_db_url: str) -> None:
         assert not isinstance(info.value, StorageDataError)  # schema problem, not the row
     finally:
         await db.aclose()
+
+
+async def test_sqlite_stores_bools_as_the_integers_1_and_0(tmp_path: Path) -> None:
+    """With the registered bool adapter (#8) a bool is stored exactly as before: an
+    INTEGER 1 or 0, read back as int."""
+    db = open_database(f"sqlite:///{tmp_path / 'b.db'}")
+    try:
+        await db.execute("CREATE TABLE t (ok BOOLEAN, n INTEGER)")
+        await db.executemany("INSERT INTO t (ok, n) VALUES (?, ?)", [(True, True), (False, 0)])
+        got = await db.fetch("SELECT ok, typeof(ok), n, typeof(n) FROM t ORDER BY n")
+        assert got == [(0, "integer", 0, "integer"), (1, "integer", 1, "integer")]
+        assert all(type(r[0]) is int for r in got)
+    finally:
+        await db.aclose()
