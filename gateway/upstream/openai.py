@@ -149,7 +149,7 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     if request.stop:
         body["stop"] = list(request.stop)
     extra = request.metadata.get(PASSTHROUGH_KEY)
-    if isinstance(extra, Mapping):
+    if extra is not None and isinstance(extra, Mapping):  # None: no ABC check (#8)
         for key, value in extra.items():
             body.setdefault(key, value)
     if stream:
@@ -159,7 +159,7 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
 
 
 def _usage(raw: Any) -> Usage:
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):  # dict: no ABC check (#8)
         return Usage()
     return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
 
