@@ -215,6 +215,14 @@ class PooledResponse:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The (decoded) body as it arrives."""
+        while (chunk := await self.next_chunk()) is not None:
+            yield chunk
+
+    async def next_chunk(self) -> bytes | None:
+        """The next (decoded, non-empty) piece of the body, or None at its end. A plain
+        coroutine: ``read_upto`` loops on it instead of iterating ``chunks()``, an async
+        generator, which the event loop's first-iteration hook tracks in a ``WeakSet``
+        (added, then removed on finalisation: per request, #8)."""
         conn = self._conn
         while True:
             data = conn.take()
@@ -222,15 +230,18 @@ class PooledResponse:
                 if self._decoder is not None:
                     data = self._decode(data)
                 if data:
-                    yield data
+                    return data
                 continue
             if conn.complete:
                 break
             await conn.wait(self._read_timeout)
-        if self._decoder is not None:
-            tail = self._decoder.flush()
+        decoder = self._decoder
+        if decoder is not None:
+            self._decoder = None  # flushed once
+            tail: bytes = decoder.flush()
             if tail:
-                yield tail
+                return tail
+        return None
 
     def _decode(self, data: bytes) -> bytes:
         try:
@@ -243,7 +254,7 @@ class PooledResponse:
         """The whole body, or None past ``cap`` bytes."""
         parts: list[bytes] = []
         size = 0
-        async for chunk in self.chunks():
+        while (chunk := await self.next_chunk()) is not None:
             size += len(chunk)
             if cap is not None and size > cap:
                 return None
