@@ -2,7 +2,7 @@
 move. A script, not collected::
 
     .venv/bin/python tests/bench/instructions.py [--requests 2000] [--conns 8]
-        [--scenario json|sse|fix ...]
+        [--scenario json|sse|fix ...] [--no-limits]
 
 CPU time per request on a shared 2-core VM moves by 10-30% between identical runs, which
 hides any change smaller than that. This runs the same production gateway as
@@ -11,11 +11,16 @@ validated, SQLite ledger, JSON request log, metrics) under ``valgrind --tool=cal
 with instrumentation off until it serves (``callgrind_control -i on``); per scenario, warms
 it up, zeroes the counters, sends exactly ``--requests`` requests from an asyncio client
 in this process and dumps the counts; and prints the gateway process's instructions (all
-its threads, user space) per request. Repeated runs of the same code agree to within a
-few percent (the ledger's batches and the rate-limit reservations fall a little
-differently), whatever else the machine is doing; CPU time moves by 10-30%. System calls
-(kernel time) are not counted: the two writes and two
-reads per request are the same before and after a change to Python code. Needs valgrind
+its threads, user space) per request, and the rate-limit trips to Redis it made.
+
+With ``--no-limits`` (a key without rpm/tpm) repeated runs of the same code agree to
+within ~0.3%, whatever else the machine is doing (CPU time moves by 10-30%): use it to
+compare two versions of any other code. With limits, the count also moves with the number
+of Redis trips (each ~150,000 instructions; reservations grow while a key's requests come
+back within 50 ms, which valgrind's slowness disturbs): ~1,000 trips per 2,000 requests
+here against ~1 per 60 requests at full speed. System calls (kernel time) are not
+counted: the two writes and two reads per request are the same before and after a change
+to Python code. Needs valgrind
 (Debian: ``apt-get install -y valgrind``) and Redis on 127.0.0.1:6379. ~2-4 minutes.
 """
 
@@ -61,6 +66,15 @@ async def _send(url: str, key: str, payload: str, n: int, conns: int) -> None:
         await asyncio.gather(*(worker() for _ in range(conns)))
 
 
+def _trips(base_url: str) -> float:
+    """``syntic_ratelimit_redis_trips_total`` from the gateway's /metrics."""
+    text = httpx.get(base_url + "/metrics", timeout=60).text
+    for line in text.splitlines():
+        if line.startswith("syntic_ratelimit_redis_trips_total "):
+            return float(line.split()[1])
+    return 0.0
+
+
 def _control(*args: str) -> None:
     subprocess.run(["callgrind_control", *args], check=True, capture_output=True, timeout=120)
 
@@ -83,6 +97,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--scenario", action="append", choices=sorted(BODIES))
     parser.add_argument("--redis-db", type=int, default=0)
+    parser.add_argument("--no-limits", action="store_true",
+                        help="a key without rpm/tpm: no rate-limit check, and no run-to-run "
+                             "variance from reservation refills (for A/B of other code)")
     ns = parser.parse_args()
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
@@ -103,7 +120,8 @@ def main() -> int:
                   f"--callgrind-out-file={out_dir}/callgrind.out"),
             ready_timeout=300,
         )
-        key = gw.create_key("instr", "--rpm", "1000000000", "--tpm", "1000000000000")
+        limits = () if ns.no_limits else ("--rpm", "1000000000", "--tpm", "1000000000000")
+        key = gw.create_key("instr", *limits)
         url = gw.base_url + "/v1/chat/completions"
         pid = str(gw.proc.pid)
         results = []
@@ -112,16 +130,20 @@ def main() -> int:
             payload = BODIES[scenario]()
             asyncio.run(_send(url, key, payload, ns.warmup, ns.conns))
             before = set(out_dir.glob("callgrind.out*"))
+            trips = _trips(gw.base_url)
             _control("-z", pid)  # zero the counters: only the next requests count
             asyncio.run(_send(url, key, payload, ns.requests, ns.conns))
             _control("-d", pid)
             total = _total(out_dir, before)
-            results.append((scenario, total / ns.requests))
-            print(f"  {scenario}: {total:,} instructions / {ns.requests} requests", file=sys.stderr)
+            trips = _trips(gw.base_url) - trips
+            results.append((scenario, total / ns.requests, trips))
+            print(f"  {scenario}: {total:,} instructions / {ns.requests} requests, "
+                  f"{trips:.0f} Redis trips", file=sys.stderr)
         print(f"instructions per request (syntic serve under callgrind, {ns.conns} "
               f"connections, {ns.requests} requests each, after {ns.warmup} warm-up):")
-        for scenario, per in results:
-            print(f"  {scenario:5} {per / 1000:8.0f} k")
+        for scenario, per, trips in results:
+            print(f"  {scenario:5} {per / 1000:8.0f} k   ({trips:.0f} rate-limit trips to Redis: "
+                  "reservations refill by timing, which valgrind's slowness moves)")
     finally:
         if gw is not None:
             gw.stop(timeout=120)
