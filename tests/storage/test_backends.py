@@ -153,15 +153,18 @@ async def test_refused_values_are_data_errors(empty_db_url: str) -> None:
         await db.aclose()
 
 
-async def test_sqlite_stores_bools_as_the_integers_1_and_0(tmp_path: Path) -> None:
-    """With the registered bool adapter (#8) a bool is stored exactly as before: an
-    INTEGER 1 or 0, read back as int."""
+async def test_sqlite_stores_bools_as_integers_and_none_as_null(tmp_path: Path) -> None:
+    """With the registered bool and None adapters (#8) values are stored exactly as
+    before: a bool as INTEGER 1 or 0 (read back as int), None as NULL."""
     db = open_database(f"sqlite:///{tmp_path / 'b.db'}")
     try:
-        await db.execute("CREATE TABLE t (ok BOOLEAN, n INTEGER)")
-        await db.executemany("INSERT INTO t (ok, n) VALUES (?, ?)", [(True, True), (False, 0)])
-        got = await db.fetch("SELECT ok, typeof(ok), n, typeof(n) FROM t ORDER BY n")
-        assert got == [(0, "integer", 0, "integer"), (1, "integer", 1, "integer")]
+        await db.execute("CREATE TABLE t (ok BOOLEAN, n INTEGER, s TEXT)")
+        await db.executemany("INSERT INTO t (ok, n, s) VALUES (?, ?, ?)",
+                             [(True, True, None), (False, 0, "x")])
+        got = await db.fetch(
+            "SELECT ok, typeof(ok), n, typeof(n), s, typeof(s) FROM t ORDER BY n")
+        assert got == [(0, "integer", 0, "integer", "x", "text"),
+                       (1, "integer", 1, "integer", None, "null")]
         assert all(type(r[0]) is int for r in got)
     finally:
         await db.aclose()
