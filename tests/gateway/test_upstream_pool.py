@@ -81,6 +81,37 @@ async def test_framings_and_keep_alive(pool: UpstreamPool, framing: str) -> None
     assert connections == (3 if framing == "close" else 1)
 
 
+async def test_one_connection_answers_alternating_framings(pool: UpstreamPool) -> None:
+    """The response parser lives as long as its connection (#8): each answer on it is read
+    afresh, whatever the framing and headers of the one before."""
+    connections = 0
+    framings = ["chunked", "length", "chunked", "length"]
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        for i, framing in enumerate(framings):
+            body = await _read_request(reader)
+            answer = _answer(b"echo:" + body, framing=framing)
+            if i == 0:  # a header only the first answer carries
+                answer = answer.replace(b"200 OK\r\n", b"200 OK\r\nx-first: yes\r\n", 1)
+            writer.write(answer)
+            await writer.drain()
+        writer.close()
+
+    server, url = await _serve(handler)
+    async with server:
+        for i in range(len(framings)):
+            response = await pool.post(url, b"m%d" % i, {"content-type": "x"}, TIMEOUT)
+            try:
+                assert response.status_code == 200
+                assert ("x-first" in response.headers) == (i == 0)
+                assert await response.read_upto(None) == b"echo:m%d" % i
+            finally:
+                response.finish()
+    assert connections == 1
+
+
 async def test_over_the_cap_closes_instead_of_reusing(pool: UpstreamPool) -> None:
     connections = 0
 
