@@ -64,12 +64,12 @@ def new_request_id() -> str:
 
     Time-ordered, so the ledger's primary key (``usage_records.request_id``) grows at the
     end of its B-tree instead of at a random place: on SQLite, inserting 200,000 rows cost
-    19.8 us per row with random ids and 8.1 us with these (#8,
-    ``tests/bench/ledger_insert_bench.py``), and PostgreSQL's index has the same locality
-    problem with random keys. 64 random bits per millisecond keep ids unique across a
-    fleet; they come from a private PRNG (seeded from os.urandom, reseeded in forked
-    workers, never reseeded by tests that seed ``random``) instead of one urandom syscall
-    per request: a request id must be unique, not secret."""
+    27.6 us per row with random ids and 8.4 us with these (#8,
+    ``tests/bench/ledger_insert_bench.py``; PostgreSQL, 100,000 rows: 22.5 and 17.9 us).
+    64 random bits per millisecond keep ids unique across a fleet; they come from a
+    private PRNG (seeded from os.urandom, reseeded in forked workers, never reseeded by
+    tests that seed ``random``) instead of one urandom syscall per request: a request id
+    must be unique, not secret."""
     return f"req_{int(time.time() * 1000):012x}{_random_bits(64):016x}"
 
 
