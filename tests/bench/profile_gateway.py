@@ -47,9 +47,11 @@ def _syntic(config: Path, env: dict[str, str], *args: str) -> str:
     return out.stdout.strip().splitlines()[-1].strip()
 
 
-def _thread_cpu(tid: int) -> float:
+def _thread_cpu(tid: int) -> tuple[float, float]:
+    """The thread's user and system CPU seconds so far."""
     fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def main() -> int:
@@ -103,7 +105,9 @@ def main() -> int:
             result.append(run_wrk(url, script, connections=ns.conns,
                                   duration_s=ns.duration, cpu=1))
             cpu.append(time.process_time() - before)
-            cpu.append(_thread_cpu(main_tid) - loop_before)
+            loop_after = _thread_cpu(main_tid)
+            cpu.append(loop_after[0] - loop_before[0])  # user
+            cpu.append(loop_after[1] - loop_before[1])  # system (syscalls: sockets, epoll)
             server.should_exit = True
 
         if ns.log:
@@ -123,7 +127,9 @@ def main() -> int:
         w = result[0]
         print(f"{w.requests} requests, {w.rps:.0f} req/s, p50 {w.p50_us / 1000:.2f} ms, "
               f"errors {w.errors}, process CPU {cpu[0] * 1e6 / max(w.requests, 1):.0f} us/req"
-              f" (event loop thread {cpu[1] * 1e6 / max(w.requests, 1):.0f})"
+              f" (event loop thread {(cpu[1] + cpu[2]) * 1e6 / max(w.requests, 1):.0f}:"
+              f" user {cpu[1] * 1e6 / max(w.requests, 1):.0f},"
+              f" system {cpu[2] * 1e6 / max(w.requests, 1):.0f})"
               + (" (profiled)" if prof is not None else ""))
         limiter = getattr(getattr(app.state, "services", None), "limiter", None)
         if hasattr(limiter, "trip_count"):

@@ -1,7 +1,7 @@
-"""The edge protocol's response path (#8) against uvicorn's own, over real sockets.
+"""The edge protocol (#8, #9) against uvicorn's own httptools protocol, over real sockets.
 
 A small ASGI app is served twice by uvicorn: once with its stock httptools protocol and
-once with ``gateway.edge_protocol.GuardedHttpToolsProtocol``; every scenario must give
+once with ``gateway.edge_protocol.EdgeProtocol``; every scenario must give
 the same bytes on the wire (framing, keep-alive, HEAD, 204, expect-100, pipelining,
 default headers). Header injection attempts must be refused: nothing written, the
 connection closed.
@@ -23,7 +23,7 @@ pytest.importorskip("httptools")
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from gateway.edge_protocol import GuardedHttpToolsProtocol
+from gateway.edge_protocol import EdgeProtocol
 
 BAD_HEADERS: dict[str, tuple[Any, Any]] = {
     "crlf-value": (b"x-note", b"a\r\nx-injected: 1"),
@@ -37,6 +37,9 @@ BAD_HEADERS: dict[str, tuple[Any, Any]] = {
     "colon-name": (b"x-a:", b"1"),
     "tab-name": (b"x-a\t", b"1"),
 }
+
+
+AFTER_BODY: list[str] = []
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -55,6 +58,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         message = await receive()
         body += message.get("body", b"")
         more = message.get("more_body", False)
+    if path == "/after-body":  # what a second receive() gives once the body is read
+        AFTER_BODY.append((await receive())["type"])
 
     async def start(status: int, headers: list[tuple[Any, Any]]) -> None:
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -110,8 +115,8 @@ class Served:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
-        cfg = uvicorn.Config(app, http=protocol, log_config=None, lifespan="on",
-                             timeout_keep_alive=5, **config)
+        config.setdefault("timeout_keep_alive", 5)
+        cfg = uvicorn.Config(app, http=protocol, log_config=None, lifespan="on", **config)
         self.server = uvicorn.Server(cfg)
         self.thread = threading.Thread(target=self.server.run, args=([self.sock],), daemon=True)
         self.thread.start()
@@ -163,6 +168,12 @@ SCENARIOS: dict[str, bytes] = {
     "http10-chunked": req("/chunked", version="1.0"),
     "expect-100": req("/echo", extra="expect: 100-continue\r\n", body=b"body", close=True),
     "404": req("/nope", close=True),
+    "not-http": b"GARBAGE\r\n\r\n",
+    "malformed-chunk-size": req("/echo", "POST", extra="transfer-encoding: chunked\r\n")
+    + b"zz\r\n",
+    "chunked-request": req("/echo", "POST", close=True, extra="transfer-encoding: chunked\r\n")
+    + b"".join(b"1\r\n%c\r\n" % c for c in b"tiny chunks") + b"0\r\n\r\n",
+    "percent-path": req("/fi%78ed?q=1", close=True),
     **{f"bad-{k}": req(f"/bad/{k}") for k in BAD_HEADERS},
 }
 
@@ -172,7 +183,7 @@ def servers(request: pytest.FixtureRequest) -> Iterator[tuple[Served, Served]]:
     config = {"date_header": False, "server_header": request.param,
               "headers": [("X-Deploy", "blue")] if request.param else []}
     stock = Served(HttpToolsProtocol, **config)
-    ours = Served(GuardedHttpToolsProtocol, **config)
+    ours = Served(EdgeProtocol, **config)
     try:
         yield stock, ours
     finally:
@@ -217,7 +228,7 @@ def test_header_injection_writes_nothing_and_closes(
 def test_header_names_must_be_tokens(name: bytes) -> None:
     # Stricter than uvicorn (which lets an empty name or bytes >= 0x80 through).
     BAD_HEADERS["extra"] = (name, b"1")
-    served = Served(GuardedHttpToolsProtocol, date_header=False)
+    served = Served(EdgeProtocol, date_header=False)
     try:
         assert exchange(served.port, req("/bad/extra")) == b""
     finally:
@@ -226,7 +237,7 @@ def test_header_names_must_be_tokens(name: bytes) -> None:
 
 
 def test_date_header_is_current() -> None:
-    served = Served(GuardedHttpToolsProtocol, date_header=True)
+    served = Served(EdgeProtocol, date_header=True)
     try:
         first = exchange(served.port, req("/fixed", close=True))
         assert first.count(b"\r\ndate: ") == 1
@@ -253,27 +264,127 @@ def test_head_is_written_before_a_late_body(servers: tuple[Served, Served]) -> N
     assert rest == b"4\r\nlate\r\n0\r\n\r\n"
 
 
-def test_cycles_are_built_as_fast_cycles(
-    servers: tuple[Served, Served], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each request's cycle is constructed as a ``_FastCycle`` (uvicorn's own
-    ``on_headers_complete`` code, bound to it), not built as uvicorn's class and swapped:
-    a swapped instance keeps a layout CPython can't specialise attribute access on
-    (+33,000 instructions per request under callgrind, #8). Also fails if an installed
-    uvicorn no longer allows the binding (the swap fallback would be in use)."""
-    from gateway.edge_protocol import _FastCycle
+def test_a_body_sent_in_pieces_is_received_whole(servers: tuple[Served, Served]) -> None:
+    """The app's receive() waits for the rest of the body (the lean path returns at once
+    only when the whole request is in): same answer as uvicorn's."""
+    payload = b"0123456789" * 5000  # 50 kB, in three writes with pauses
+    request = req("/echo", "POST", body=payload, close=True)
+    pieces = [request[:100], request[100:30_000], request[30_000:]]
+    answers = []
+    for served in servers:
+        with socket.create_connection(("127.0.0.1", served.port), timeout=3) as sock:
+            for piece in pieces:
+                sock.sendall(piece)
+                time.sleep(0.1)
+            out = b""
+            while part := sock.recv(65536):
+                out += part
+        answers.append(out)
+    assert answers[1] == answers[0]
+    assert answers[1].endswith(b"\r\n\r\n" + payload)
 
-    built: list[type] = []
-    original = _FastCycle.__init__
 
-    def recording(self: Any, *args: Any, **kwargs: Any) -> None:
-        built.append(type(self))
-        original(self, *args, **kwargs)
+def test_a_receive_after_the_body_waits_for_the_disconnect() -> None:
+    """Once the body is read, receive() blocks until the client goes away, then gives
+    ``http.disconnect`` (what the streaming endpoints watch for)."""
+    served = Served(EdgeProtocol, date_header=False)
+    AFTER_BODY.clear()
+    try:
+        with socket.create_connection(("127.0.0.1", served.port), timeout=3) as sock:
+            sock.sendall(req("/after-body", "POST", body=b"x"))
+            time.sleep(0.3)
+            assert AFTER_BODY == []  # still waiting: nothing to give yet
+        deadline = time.monotonic() + 3
+        while not AFTER_BODY and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert AFTER_BODY == ["http.disconnect"]
+    finally:
+        served.stop()
 
-    monkeypatch.setattr(_FastCycle, "__init__", recording)
-    _, ours = servers
-    exchange(ours.port, req("/fixed") + req("/echo", "POST", body=b"abc", close=True))
-    assert built == [_FastCycle, _FastCycle]
+
+def _closed_after(sock: socket.socket, limit: float) -> float:
+    """Seconds until the server closes ``sock`` (reading and discarding what comes)."""
+    started = time.monotonic()
+    sock.settimeout(limit)
+    while sock.recv(65536):
+        pass
+    return time.monotonic() - started
+
+
+def test_keep_alive_deadline_moves_with_each_request() -> None:
+    """One deadline per connection, not a timer per request: a connection in use stays
+    open well past the keep-alive timeout, and is closed (silently) that long after its
+    last response, as uvicorn does."""
+    served = Served(EdgeProtocol, date_header=False, timeout_keep_alive=0.5)
+    try:
+        with socket.create_connection(("127.0.0.1", served.port), timeout=3) as sock:
+            for _ in range(6):  # 1.8 s of use, a request every 0.3 s
+                sock.sendall(req("/fixed"))
+                assert sock.recv(65536).endswith(b"\r\n\r\nhello")
+                time.sleep(0.3)
+            idle = _closed_after(sock, 3)
+        assert 0.1 <= idle <= 0.6  # 0.5 s after the last answer (0.3 s of it slept)
+    finally:
+        served.stop()
+
+
+@pytest.mark.parametrize("after_a_request", [False, True], ids=["new", "kept-alive"])
+def test_headers_that_do_not_arrive_in_time_get_408(after_a_request: bool) -> None:
+    served = Served(EdgeProtocol, date_header=False, timeout_keep_alive=0.5)
+    try:
+        with socket.create_connection(("127.0.0.1", served.port), timeout=3) as sock:
+            if after_a_request:
+                sock.sendall(req("/fixed"))
+                assert sock.recv(65536).endswith(b"hello")
+            sock.sendall(b"POST /fixed HTTP/1.1\r\nhost: t\r\n")  # and no more
+            started = time.monotonic()
+            out = b""
+            while part := sock.recv(65536):
+                out += part
+            took = time.monotonic() - started
+        assert out.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+        assert b'"code":"request_timeout"' in out
+        assert 0.3 <= took <= 1.5
+    finally:
+        served.stop()
+
+
+def test_oversized_headers_get_431() -> None:
+    served = Served(EdgeProtocol, date_header=False, h11_max_incomplete_event_size=1024)
+    try:
+        small = exchange(served.port, req("/fixed", extra="x-pad: " + "a" * 800 + "\r\n",
+                                          close=True))
+        big = exchange(served.port, req("/fixed", extra="x-pad: " + "a" * 1100 + "\r\n"))
+        long_url = exchange(served.port, req("/fixed?" + "q" * 1100))
+    finally:
+        served.stop()
+    assert small.startswith(b"HTTP/1.1 200 OK\r\n")
+    for out in (big, long_url):
+        assert out.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+        assert b'"code":"headers_too_large"' in out
+
+
+def test_an_upgrade_request_is_served_as_plain_http() -> None:
+    served = Served(EdgeProtocol, date_header=False, ws="none")
+    try:
+        out = exchange(served.port, req(
+            "/fixed", close=True, extra="connection: Upgrade\r\nupgrade: websocket\r\n"))
+    finally:
+        served.stop()
+    assert out.startswith(b"HTTP/1.1 200 OK\r\n") and out.endswith(b"hello")
+
+
+def test_concurrency_limit_answers_503_as_uvicorn_does() -> None:
+    stock = Served(HttpToolsProtocol, date_header=False, limit_concurrency=1)
+    ours = Served(EdgeProtocol, date_header=False, limit_concurrency=1)
+    try:
+        expected = exchange(stock.port, req("/fixed", close=True))
+        got = exchange(ours.port, req("/fixed", close=True))
+    finally:
+        stock.stop()
+        ours.stop()
+    assert got == expected
+    assert got.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
 
 
 def test_header_value_check_refuses_exactly_what_uvicorn_refuses() -> None:
