@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.context import RequestContext
 from gateway.errors import GatewayError, PayloadTooLarge, UpstreamTimeout
 from gateway.limits import (
+    Deadlines,
     EdgeLimits,
     InflightGate,
     TaskDeadline,
@@ -101,6 +102,7 @@ class GatewayMiddleware:
         self.observer = observer
         self.limits = limits
         self.gate = InflightGate(limits.max_inflight if limits else 0)
+        self._deadlines: Deadlines | None = None  # the request and body deadlines' timer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -142,11 +144,15 @@ class GatewayMiddleware:
                         loop = asyncio.get_running_loop()
                         task = asyncio.current_task()
                         assert task is not None
+                        deadlines = self._deadlines
+                        if deadlines is None or deadlines.loop is not loop:
+                            deadlines = self._deadlines = Deadlines(loop)
                         receive = body_deadline(
-                            receive, self.limits.body_timeout_s, loop=loop, task=task
+                            receive, self.limits.body_timeout_s, loop=loop, task=task,
+                            deadlines=deadlines,
                         )
                         deadline = (
-                            TaskDeadline(loop, task, loop.time() + budget) if budget else None
+                            deadlines.arm(task, loop.time() + budget) if budget else None
                         )
                         await self.app(scope, self._capped(receive), send_wrapper)
                     except asyncio.CancelledError:

@@ -53,6 +53,10 @@ class _Conn(asyncio.Protocol):
         # complete, and only a complete response leaves its connection reusable (a new
         # parser per request was ~2,700 instructions, #8).
         self.parser = httptools.HttpResponseParser(self)
+        # The read timeout: a deadline per wait, one loop timer per connection (_wake_up).
+        self.read_deadline: float | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_when = 0.0
         self._reset()
 
     def _reset(self) -> None:
@@ -87,6 +91,9 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         if self.complete:
             return
         if self.head_done and not self._framed():
@@ -137,21 +144,43 @@ class _Conn(asyncio.Protocol):
             waiter.set_result(None)
 
     async def wait(self, read_timeout: float | None) -> None:
-        """Until the parser has something new (or the connection failed)."""
+        """Until the parser has something new (or the connection failed); ``ReadTimeout``
+        if that takes more than ``read_timeout`` seconds."""
         if self.error is None:
             loop = asyncio.get_running_loop()
             waiter = self.waiter = loop.create_future()
-            # A timer on the future: a third of the CPU of ``asyncio.timeout`` (#8).
-            timer = None if read_timeout is None else loop.call_later(
-                read_timeout, _read_timed_out, waiter)
+            if read_timeout is None:
+                self.read_deadline = None
+            else:
+                # One timer per connection, re-armed when it fires before the current
+                # deadline, moved only for an earlier one (a shorter timeout than the last
+                # caller's): not one set and cancelled per wait (~2.5 us each, #8).
+                self.read_deadline = when = loop.time() + read_timeout
+                timer = self.timer
+                if timer is None or when < self.timer_when:
+                    if timer is not None:
+                        timer.cancel()
+                    self.timer = loop.call_at(when, self._on_read_deadline)
+                    self.timer_when = when
             try:
                 await waiter
             finally:
                 self.waiter = None
-                if timer is not None:
-                    timer.cancel()
         if self.error is not None:
             raise self.error
+
+    def _on_read_deadline(self) -> None:
+        self.timer = None
+        waiter = self.waiter
+        deadline = self.read_deadline
+        if waiter is None or waiter.done() or deadline is None or self.closed:
+            return  # not waiting with a deadline now; the next wait sets the timer again
+        loop = asyncio.get_running_loop()
+        if loop.time() < deadline:  # moved on since the timer was set
+            self.timer = loop.call_at(deadline, self._on_read_deadline)
+            self.timer_when = deadline
+        else:
+            waiter.set_exception(httpx.ReadTimeout("timed out reading the upstream answer"))
 
     def take(self) -> bytes | None:
         if not self.chunks:
@@ -166,11 +195,6 @@ class _Conn(asyncio.Protocol):
 
     def reusable(self) -> bool:
         return self.complete and self.keep_alive and not self.closed
-
-
-def _read_timed_out(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_exception(httpx.ReadTimeout("timed out reading the upstream answer"))
 
 
 # A connection idle for less than this is reused without the ``select`` probe (#8: one

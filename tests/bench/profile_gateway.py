@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/bench/profile_gateway.py [--duration 8] [--conns 32]
         [--model bench|bench-fix] [--stream] [--top 40] [--no-profile] [--log FILE]
+        [--dump FILE]
 
 The app runs in this process (uvicorn, uvloop + httptools, the production app from
 ``create_app`` with Redis limits, a real key and the SQLite ledger) under ``cProfile`` with a
@@ -62,6 +63,8 @@ def main() -> int:
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--dump", metavar="FILE", default="",
+                        help="also save the raw cProfile stats (pstats) to FILE")
     parser.add_argument("--redis-db", type=int, default=0)
     parser.add_argument("--no-limits", action="store_true",
                         help="a key without rpm/tpm: no rate-limit check (ablation)")
@@ -136,6 +139,8 @@ def main() -> int:
             print(f"rate limits: {limiter.trip_count} Redis check trips, "
                   f"{limiter.leased_count} requests admitted from reservations")
         if prof is not None:
+            if ns.dump:
+                prof.dump_stats(ns.dump)
             stats = pstats.Stats(prof)
             stats.sort_stats("tottime").print_stats(ns.top)
             stats.sort_stats("cumulative").print_stats(ns.top)

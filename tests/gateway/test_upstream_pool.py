@@ -218,3 +218,46 @@ async def test_an_idle_connection_the_server_closed_is_not_reused(pool: Upstream
             if i == 0:
                 await asyncio.sleep(0.05)  # the server closes the idle connection
     assert connections == 2
+
+
+async def test_the_read_timeout_bounds_each_wait_on_a_reused_connection() -> None:
+    """The read timeout is per wait (a slow but steady stream is not cut), and it holds on
+    a connection reused after earlier answers (one timer per connection, re-armed), also
+    when the earlier caller's timeout was longer (models share an origin's connections)."""
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        await _read_request(reader)  # 1: answered at once
+        writer.write(_answer(b"fast", framing="length"))
+        await _read_request(reader)  # 2: a piece every 0.2 s, 1 s in all
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        for _ in range(5):
+            await asyncio.sleep(0.2)
+            writer.write(b"1\r\nx\r\n")
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await _read_request(reader)  # 3: never answered
+        await reader.read()
+        writer.close()
+
+    pool = UpstreamPool(max_connections=1)
+    server, url = await _serve(handler)
+    timeout = httpx.Timeout(0.35)
+    loop = asyncio.get_running_loop()
+    try:
+        async with server:
+            for expected, first_timeout in ((b"fast", httpx.Timeout(30)), (b"xxxxx", timeout)):
+                response = await pool.post(url, b"{}", {}, first_timeout)
+                try:
+                    assert await response.read_upto(None) == expected
+                finally:
+                    response.finish()
+            started = loop.time()
+            with pytest.raises(httpx.ReadTimeout):
+                await pool.post(url, b"{}", {}, timeout)
+            assert 0.3 <= loop.time() - started < 0.8
+    finally:
+        await pool.aclose()
+    assert connections == 1

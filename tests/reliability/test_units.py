@@ -11,6 +11,7 @@ import pytest
 from gateway.errors import Overloaded, UpstreamError, UpstreamTimeout
 from gateway.idempotency import MemoryStore, Pending, StoredResponse
 from gateway.limits import (
+    Deadlines,
     InflightGate,
     RequestTimeout,
     body_deadline,
@@ -92,15 +93,65 @@ def test_inflight_gate_refuses_past_its_limit_and_frees_on_exit() -> None:
     assert (gate.inflight, gate.refused) == (0, 1)
 
 
-async def test_body_deadline_times_out_a_trickle() -> None:
+@pytest.mark.parametrize("shared", [False, True], ids=["own-timer", "shared-timer"])
+async def test_body_deadline_times_out_a_trickle(shared: bool) -> None:
     async def trickle() -> dict[str, object]:
         await asyncio.sleep(0.1)
         return {"type": "http.request", "body": b"x", "more_body": True}
 
-    receive = body_deadline(trickle, 0.35)
+    loop = asyncio.get_running_loop()
+    deadlines = Deadlines(loop) if shared else None
+    receive = body_deadline(trickle, 0.35, deadlines=deadlines)
+    started = loop.time()
     with pytest.raises(RequestTimeout):
         for _ in range(10):
             await receive()
+    assert 0.3 <= loop.time() - started < 0.6
+    assert deadlines is None or len(deadlines) == 0
+
+
+async def test_deadlines_fire_in_time_order_whatever_the_order_armed() -> None:
+    loop = asyncio.get_running_loop()
+    deadlines = Deadlines(loop)
+    cancelled_at: dict[str, float] = {}
+
+    async def sleeper(name: str) -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled_at[name] = loop.time() - start
+            raise
+
+    start = loop.time()
+    tasks = {name: asyncio.create_task(sleeper(name)) for name in ("late", "early", "mid")}
+    armed = {name: deadlines.arm(tasks[name], start + at)
+             for name, at in (("late", 0.30), ("early", 0.10), ("mid", 0.20))}
+    kept = asyncio.create_task(asyncio.sleep(0.5))
+    deadlines.arm(kept, start + 0.15).disarm()  # disarmed: never fires
+    await asyncio.gather(*tasks.values(), kept, return_exceptions=True)
+    assert list(cancelled_at) == ["early", "mid", "late"]
+    for name, at in (("early", 0.10), ("mid", 0.20), ("late", 0.30)):
+        assert at <= cancelled_at[name] < at + 0.1, (name, cancelled_at)
+        assert armed[name].expired_here()
+    assert not kept.cancelled()
+    assert len(deadlines) == 0
+
+
+async def test_disarmed_deadlines_do_not_pile_up() -> None:
+    """Arming is a heap push and disarming a flag; the heap is rebuilt once disarmed
+    entries outnumber live ones, so a busy gateway's heap stays near its live count."""
+    loop = asyncio.get_running_loop()
+    deadlines = Deadlines(loop)
+    task = asyncio.create_task(asyncio.sleep(1))
+    keep = [deadlines.arm(task, loop.time() + 60) for _ in range(10)]
+    for _ in range(10_000):
+        deadlines.arm(task, loop.time() + 60).disarm()
+    assert len(deadlines) == 10
+    assert len(deadlines._heap) <= 2 * 10 + 65
+    for deadline in keep:
+        deadline.disarm()
+    await task
+    assert not task.cancelled()
 
 
 async def test_memory_store_claims_replays_and_stays_bounded() -> None:
