@@ -14,6 +14,7 @@ and the retry policy classify them as before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import select
 import ssl
 import time
@@ -219,6 +220,52 @@ def _quiet(conn: _Conn) -> bool:
     return not readable
 
 
+class _Slots:
+    """The pool's bound on connections in use: a counting semaphore for one event loop.
+
+    ``try_take`` is a decrement when a slot is free and nobody queues (nearly always);
+    ``asyncio.Semaphore`` costs ~80 bytecodes per request for the same (``locked()``,
+    ``acquire()``, ``release()``, #8). Waiters are served first come, first served, a
+    freed slot handed straight to the next one."""
+
+    __slots__ = ("_waiters", "free")
+
+    def __init__(self, n: int) -> None:
+        self.free = n
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def try_take(self) -> bool:
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return True
+        return False
+
+    async def take(self) -> None:
+        """Wait for a slot (cancellable: a slot handed over meanwhile is given back)."""
+        if self.try_take():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.give()  # handed a slot, but cancelled before taking it
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+
+    def give(self) -> None:
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot goes to this waiter
+                return
+        self.free += 1
+
+
 class PooledResponse:
     """An answer being read; ``finish()`` (always) returns or closes its connection."""
 
@@ -302,7 +349,7 @@ class UpstreamPool:
         keepalive_s: float = 5.0,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        self._slots = asyncio.Semaphore(max_connections)
+        self._slots = _Slots(max_connections)
         self._idle: dict[tuple[str, str, int], deque[_Conn]] = {}
         self._origins: dict[str, _Origin] = {}
         self._busy: set[_Conn] = set()
@@ -365,14 +412,12 @@ class UpstreamPool:
             raise RuntimeError("the upstream pool is closed")
         o = self._origin(url)
         slots = self._slots
-        if slots.locked():
+        if not slots.try_take():  # a free slot is taken at once, no timer needed
             try:
                 async with asyncio.timeout(timeout.pool):
-                    await slots.acquire()
+                    await slots.take()
             except TimeoutError as exc:
                 raise httpx.PoolTimeout("no upstream connection free in time") from exc
-        else:
-            await slots.acquire()  # a free slot: taken at once, no timer needed
         conn: _Conn | None = None
         try:
             key = (o.scheme, o.host, o.port)
@@ -391,7 +436,7 @@ class UpstreamPool:
             if conn is not None:
                 self._busy.discard(conn)
                 conn.transport.close()
-            self._slots.release()
+            self._slots.give()
             raise
 
     def release(self, conn: _Conn) -> None:
@@ -399,7 +444,7 @@ class UpstreamPool:
         if conn not in self._busy:
             return
         self._busy.discard(conn)
-        self._slots.release()
+        self._slots.give()
         if conn.reusable() and not self.closed:
             conn.idle_since = time.monotonic()
             self._idle.setdefault(conn.key, deque()).append(conn)

@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/bench/profile_gateway.py [--duration 8] [--conns 32]
         [--model bench|bench-fix] [--stream] [--top 40] [--no-profile] [--log FILE]
-        [--dump FILE]
+        [--dump FILE] [--opcodes]
 
 The app runs in this process (uvicorn, uvloop + httptools, the production app from
 ``create_app`` with Redis limits, a real key and the SQLite ledger) under ``cProfile`` with a
@@ -15,6 +15,7 @@ the CPU per request measured without the profiler's overhead when ``--no-profile
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import gc
 import os
@@ -24,7 +25,9 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -55,6 +58,31 @@ def _thread_cpu(tid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
+def _opcode_counter(counts: collections.Counter[types.CodeType]) -> Any:
+    """A ``sys.settrace`` function counting every bytecode executed, by code object."""
+
+    def local(frame: types.FrameType, event: str, arg: Any) -> Any:
+        if event == "opcode":
+            counts[frame.f_code] += 1
+        return local
+
+    def tracer(frame: types.FrameType, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        return local
+
+    return tracer
+
+
+def _print_opcodes(counts: collections.Counter[types.CodeType], requests: int, top: int) -> None:
+    per = max(requests, 1)
+    total = sum(counts.values())
+    print(f"bytecodes on the event loop thread: {total / per:,.0f} per request "
+          f"({requests} requests, warm-up included)")
+    for code, n in counts.most_common(top):
+        where = code.co_filename.replace(str(ROOT) + "/", "").split("site-packages/")[-1]
+        print(f"  {n / per:8.1f}  {where}:{code.co_firstlineno}({code.co_name})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="profile the gateway under wrk load")
     parser.add_argument("--duration", type=float, default=8.0)
@@ -63,6 +91,10 @@ def main() -> int:
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--opcodes", action="store_true",
+                        help="count Python bytecodes executed per request by function on "
+                             "the event loop thread instead of profiling (deterministic; "
+                             "slow: use --duration 3 --conns 8)")
     parser.add_argument("--dump", metavar="FILE", default="",
                         help="also save the raw cProfile stats (pstats) to FILE")
     parser.add_argument("--redis-db", type=int, default=0)
@@ -121,10 +153,14 @@ def main() -> int:
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {0})
         threading.Thread(target=drive, daemon=True).start()
-        prof = None if ns.no_profile else cProfile.Profile(time.thread_time)
+        prof = None if ns.no_profile or ns.opcodes else cProfile.Profile(time.thread_time)
         if prof is not None:
             prof.enable()
+        opcodes: collections.Counter[types.CodeType] = collections.Counter()
+        if ns.opcodes:
+            sys.settrace(_opcode_counter(opcodes))
         server.run()
+        sys.settrace(None)
         if prof is not None:
             prof.disable()
         w = result[0]
@@ -134,6 +170,8 @@ def main() -> int:
               f" user {cpu[1] * 1e6 / max(w.requests, 1):.0f},"
               f" system {cpu[2] * 1e6 / max(w.requests, 1):.0f})"
               + (" (profiled)" if prof is not None else ""))
+        if ns.opcodes:
+            _print_opcodes(opcodes, server.server_state.total_requests, ns.top)
         limiter = getattr(getattr(app.state, "services", None), "limiter", None)
         if hasattr(limiter, "trip_count"):
             print(f"rate limits: {limiter.trip_count} Redis check trips, "

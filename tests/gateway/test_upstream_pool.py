@@ -261,3 +261,51 @@ async def test_the_read_timeout_bounds_each_wait_on_a_reused_connection() -> Non
     finally:
         await pool.aclose()
     assert connections == 1
+
+
+async def test_waiters_for_a_slot_are_served_in_order_and_cancelling_one_leaks_nothing(
+    pool: UpstreamPool,
+) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await _read_request(reader)
+            except asyncio.IncompleteReadError:
+                break
+            writer.write(_answer(b"ok", framing="length"))
+        writer.close()
+
+    server, url = await _serve(handler)
+    waiting = httpx.Timeout(2.0, pool=1.0)
+    order: list[str] = []
+
+    async def call(name: str) -> None:
+        response = await pool.post(url, b"{}", {}, waiting)
+        order.append(name)
+        try:
+            assert await response.read_upto(None) == b"ok"
+        finally:
+            response.finish()
+
+    async with server:
+        first = await pool.post(url, b"{}", {}, TIMEOUT)  # holds the only slot
+        cancelled = asyncio.create_task(call("cancelled"))
+        await asyncio.sleep(0.05)
+        second, third = asyncio.create_task(call("second")), asyncio.create_task(call("third"))
+        await asyncio.sleep(0.05)
+        cancelled.cancel()
+        await asyncio.sleep(0.05)
+        assert order == []  # all still waiting for the one slot
+        await first.read_upto(None)
+        first.finish()
+        await asyncio.gather(second, third)
+        assert order == ["second", "third"]
+        assert cancelled.cancelled()
+        # Still exactly one slot: one call holds it, the next times out waiting.
+        held = await pool.post(url, b"{}", {}, TIMEOUT)
+        with pytest.raises(httpx.PoolTimeout):
+            await pool.post(url, b"{}", {}, httpx.Timeout(2.0, pool=0.1))
+        await held.read_upto(None)
+        held.finish()
+        await call("after")
+    assert order[-1] == "after"
