@@ -401,6 +401,12 @@ if _HTTPTOOLS:
                     self.transport.close()
                 self.on_response()
 
+    def _complete_body_size(receive: Any) -> int | None:
+        cycle = getattr(receive, "__self__", None)
+        if type(cycle) is EdgeCycle and not cycle.more_body:
+            return len(cycle.body)
+        return None
+
     class EdgeProtocol(asyncio.Protocol):
         """HTTP/1.1 over httptools for uvicorn's server: the edge guards and the lean
         request path (module docstring). Built by uvicorn per connection, as its own
@@ -706,6 +712,14 @@ if _HTTPTOOLS:
             ])
             self.transport.write(b"".join(content))
             self.transport.close()
+
+
+def complete_body_size(receive: Any) -> int | None:
+    """The request body's size when ``receive`` is an ``EdgeProtocol`` request's and the
+    whole body has already arrived (0 once it has been read); None otherwise (another
+    server, or more body to come). Then no body deadline or size cap needs to wrap
+    ``receive``: the body is in, and its size is known (#8)."""
+    return _complete_body_size(receive) if _HTTPTOOLS else None
 
 
 def serve_options(settings: Settings) -> dict[str, Any]:

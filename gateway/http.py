@@ -32,6 +32,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.context import RequestContext
+from gateway.edge_protocol import complete_body_size
 from gateway.errors import GatewayError, PayloadTooLarge, UpstreamTimeout
 from gateway.limits import (
     Deadlines,
@@ -132,8 +133,16 @@ class GatewayMiddleware:
             declared = _content_length(scope)
             if declared is not None and declared > self.max_body_bytes:
                 raise PayloadTooLarge(self._too_large_message())
+            # The usual request has all its body in by now (EdgeProtocol says so): no body
+            # deadline or size cap to wrap receive in, the size is known (#8).
+            buffered = complete_body_size(receive)
+            if buffered is not None and buffered > self.max_body_bytes:
+                raise PayloadTooLarge(self._too_large_message())
             if self.limits is None:
-                await self.app(scope, self._capped(receive), send_wrapper)
+                await self.app(
+                    scope, receive if buffered is not None else self._capped(receive),
+                    send_wrapper,
+                )
             else:
                 if metered:
                     self.gate.enter()  # not a context manager: a generator per request (#8)
@@ -147,14 +156,15 @@ class GatewayMiddleware:
                         deadlines = self._deadlines
                         if deadlines is None or deadlines.loop is not loop:
                             deadlines = self._deadlines = Deadlines(loop)
-                        receive = body_deadline(
-                            receive, self.limits.body_timeout_s, loop=loop, task=task,
-                            deadlines=deadlines,
-                        )
+                        if buffered is None:
+                            receive = self._capped(body_deadline(
+                                receive, self.limits.body_timeout_s, loop=loop, task=task,
+                                deadlines=deadlines,
+                            ))
                         deadline = (
                             deadlines.arm(task, loop.time() + budget) if budget else None
                         )
-                        await self.app(scope, self._capped(receive), send_wrapper)
+                        await self.app(scope, receive, send_wrapper)
                     except asyncio.CancelledError:
                         if deadline is None or not deadline.expired_here():
                             raise

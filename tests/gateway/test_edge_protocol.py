@@ -23,7 +23,7 @@ pytest.importorskip("httptools")
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from gateway.edge_protocol import EdgeProtocol
+from gateway.edge_protocol import EdgeProtocol, complete_body_size
 
 BAD_HEADERS: dict[str, tuple[Any, Any]] = {
     "crlf-value": (b"x-note", b"a\r\nx-injected: 1"),
@@ -52,6 +52,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
     path = scope["path"]
+    size = complete_body_size(receive)  # before anything is read (for /body-size)
     body = b""
     more = True
     while more:
@@ -67,7 +68,11 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     async def chunk(data: bytes, more_body: bool = False) -> None:
         await send({"type": "http.response.body", "body": data, "more_body": more_body})
 
-    if path == "/fixed":
+    if path == "/body-size":
+        answer = repr(size).encode()
+        await start(200, [(b"content-length", str(len(answer)).encode())])
+        await chunk(answer)
+    elif path == "/fixed":
         await start(200, [(b"content-type", b"text/plain"), (b"content-length", b"5")])
         await chunk(b"hello")
     elif path == "/echo":
@@ -282,6 +287,27 @@ def test_a_body_sent_in_pieces_is_received_whole(servers: tuple[Served, Served])
         answers.append(out)
     assert answers[1] == answers[0]
     assert answers[1].endswith(b"\r\n\r\n" + payload)
+
+
+def test_complete_body_size_only_when_the_whole_body_is_in(
+    servers: tuple[Served, Served],
+) -> None:
+    """What lets the gateway skip its body deadline and size cap: the size of a body that
+    has fully arrived, None while more is to come (and for another server's receive)."""
+    stock, ours = servers
+    whole = exchange(ours.port, req("/body-size", "POST", body=b"x" * 300, close=True))
+    assert whole.endswith(b"\r\n\r\n300")
+    with socket.create_connection(("127.0.0.1", ours.port), timeout=3) as sock:
+        request = req("/body-size", "POST", body=b"y" * 300, close=True)
+        sock.sendall(request[:-100])  # the app starts with 100 bytes still to come
+        time.sleep(0.2)
+        sock.sendall(request[-100:])
+        out = b""
+        while part := sock.recv(65536):
+            out += part
+    assert out.endswith(b"\r\n\r\nNone")
+    assert exchange(stock.port, req("/body-size", "POST", body=b"z", close=True)).endswith(
+        b"\r\n\r\nNone")
 
 
 def test_a_receive_after_the_body_waits_for_the_disconnect() -> None:

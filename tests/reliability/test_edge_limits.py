@@ -83,6 +83,18 @@ def test_chunked_oversize_is_refused_while_streaming_in(gw: GatewayProcess) -> N
     assert (status, body["error"]["code"]) == (413, "request_too_large")
 
 
+def test_an_oversize_body_that_arrived_whole_is_refused(gw: GatewayProcess) -> None:
+    """No content-length, the whole chunked body in one write: refused on its buffered
+    size (the edge protocol knows it) before any of it is read, with the ledger row."""
+    body = b"x" * (BODY_LIMIT + 100)
+    raw, _ = raw_http(gw.port, [_head(gw, "transfer-encoding: chunked")
+                                + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)])
+    status, headers, answer = parse_response(raw)
+    assert (status, answer["error"]["code"]) == (413, "request_too_large")
+    row = ledger_rows(gw, [answer["request_id"]])[answer["request_id"]]
+    assert (row["status"], row["error_code"]) == (413, "request_too_large")
+
+
 @pytest.mark.parametrize(
     "declared, sent, pause",
     [
