@@ -29,8 +29,8 @@ per request (#8; 856k -> 824k instructions with the whole gateway, ``instruction
   byte but HTAB, else ``RuntimeError``); a refused response writes nothing and the
   connection is closed. The server's default headers are rendered once per change (once
   a second). The head is held until the first body message and written with it in one
-  ``transport.write``; a response that starts and then waits (SSE) has its head written
-  at the end of the current event-loop iteration (``loop.call_soon``);
+  ``transport.write``; a chunked response that starts and then waits (SSE) has its head
+  written at the end of the current event-loop iteration (``loop.call_soon``);
 - slotted per-request state, the scope built in one step.
 
 No WebSocket: ``serve_options`` sets ``ws="none"`` and an upgrade request is served as
@@ -299,7 +299,12 @@ if _HTTPTOOLS:
                 self.response_started = True
                 self.waiting_for_100_continue = False
                 self._start(message)
-                self.loop.call_soon(self._flush_head)
+                if self.chunked_encoding:
+                    # A streamed body may come much later (SSE): the head goes out at the
+                    # end of this loop iteration if no body has come with it by then. A
+                    # Content-Length response's head waits for its body (#8: no callback
+                    # per JSON response; it comes in the same step).
+                    self.loop.call_soon(self._flush_head)
             elif not self.response_complete:
                 if message["type"] != "http.response.body":
                     raise RuntimeError(

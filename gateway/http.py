@@ -130,13 +130,11 @@ class GatewayMiddleware:
             await send(message)
 
         try:
-            declared = _content_length(scope)
-            if declared is not None and declared > self.max_body_bytes:
-                raise PayloadTooLarge(self._too_large_message())
             # The usual request has all its body in by now (EdgeProtocol says so): no body
             # deadline or size cap to wrap receive in, the size is known (#8).
             buffered = complete_body_size(receive)
-            if buffered is not None and buffered > self.max_body_bytes:
+            size = buffered if buffered is not None else _content_length(scope)
+            if size is not None and size > self.max_body_bytes:
                 raise PayloadTooLarge(self._too_large_message())
             if self.limits is None:
                 await self.app(
