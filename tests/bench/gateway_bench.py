@@ -27,7 +27,8 @@ concurrency, server CPU microseconds per request (utime+stime from /proc), RSS. 
 Then: time to first body byte at 1 connection (mock vs gateway; strict SSE, text SSE,
 JSON), CPU per extra SSE event, and LiteLLM's throughput ratio: once from the table's
 pair, then over ``--ratio-rounds`` more alternating pairs of json c32 runs (default 3) with
-the ratio of their medians (on a shared host the machine's speed drifts by tens of percent
+the ratio of their medians, and the ratio of CPU per request with the host's steal time per
+round (on a shared host the machine's speed drifts by tens of percent
 between runs; alternating puts both gateways under the same drift). A first line gives the
 host's speed as the time of a fixed pure-Python loop on the server core (the ``machine:``
 line), so figures taken on different machines can be compared. Needs ``wrk`` (Debian:
@@ -432,21 +433,44 @@ def ratio_rounds(
     script_ours = wrk_script(_headers(ours[2]), body("bench"))
     script_theirs = wrk_script(_headers(theirs[2]), body("bench"))
     pairs = [first]
+    cpu_ratios: list[float] = []
     for i in range(rounds):
+        steal_before = steal_counters()
         a = measure(ours[0], ours[1] + "/v1/chat/completions", script_ours, connections=32,
                     duration_s=duration, cpu=LOAD_CPU)
         b = measure(theirs[0], theirs[1] + "/v1/chat/completions", script_theirs,
                     connections=32, duration_s=duration, cpu=LOAD_CPU)
+        steal = steal_share(steal_before)
         pairs.append((a.wrk.rps, b.wrk.rps))
+        cpu_ratios.append(b.cpu_us_per_req / max(a.cpu_us_per_req, 1e-9))
         print(f"  ratio round {i + 1}: syntic {a.wrk.rps:.0f} req/s "
               f"({a.cpu_us_per_req:.0f} us/req), litellm {b.wrk.rps:.0f} req/s "
-              f"({b.cpu_us_per_req:.0f} us/req): {a.wrk.rps / max(b.wrk.rps, 1e-9):.1f}x",
+              f"({b.cpu_us_per_req:.0f} us/req): {a.wrk.rps / max(b.wrk.rps, 1e-9):.1f}x; "
+              f"CPU per request {cpu_ratios[-1]:.1f}x; host steal {steal:.1f}%",
               file=sys.stderr)
     each = ", ".join(f"{a / max(b, 1e-9):.0f}x" for a, b in pairs)
     median = statistics.median(a for a, _ in pairs) / max(
         statistics.median(b for _, b in pairs), 1e-9)
     return (f"\nthroughput vs LiteLLM over {len(pairs)} alternating json c32 pairs: {each}; "
-            f"ratio of medians {median:.0f}x")
+            f"ratio of medians {median:.0f}x"
+            f"\nCPU per request, LiteLLM / syntic, over the {len(cpu_ratios)} rounds: "
+            + ", ".join(f"{r:.0f}x" for r in cpu_ratios)
+            + f"; median {statistics.median(cpu_ratios):.0f}x (the throughput one core could"
+            " give each, whatever the host's stalls)")
+
+
+def steal_counters() -> tuple[int, int]:
+    """``/proc/stat``'s CPU time stolen by the hypervisor, and all CPU time (jiffies)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def steal_share(since: tuple[int, int]) -> float:
+    """The stolen share (%) of all CPU time since ``since`` (``steal_counters()``). A host
+    that steals many percent also stalls the runs: throughput then says more about the
+    host than about the code."""
+    steal, total = steal_counters()
+    return 100.0 * (steal - since[0]) / max(total - since[1], 1)
 
 
 def calibrate() -> float:
