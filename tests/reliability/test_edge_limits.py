@@ -91,6 +91,7 @@ def test_an_oversize_body_that_arrived_whole_is_refused(gw: GatewayProcess) -> N
                                 + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)])
     status, headers, answer = parse_response(raw)
     assert (status, answer["error"]["code"]) == (413, "request_too_large")
+    assert headers["x-request-id"] == answer["request_id"]
     row = ledger_rows(gw, [answer["request_id"]])[answer["request_id"]]
     assert (row["status"], row["error_code"]) == (413, "request_too_large")
 
