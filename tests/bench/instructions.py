@@ -1,7 +1,7 @@
 """Instructions per request of ``syntic serve`` (issue #8): a figure the host's noise can't
 move. A script, not collected::
 
-    .venv/bin/python tests/bench/instructions.py [--requests 2000] [--conns 8]
+    .venv/bin/python tests/bench/instructions.py [--requests 2000] [--conns 8] [--sdk-headers]
         [--scenario json|sse|fix ...] [--no-limits]
 
 CPU time per request on a shared 2-core VM moves by 10-30% between identical runs, which
@@ -49,11 +49,30 @@ BODIES = {
 }
 
 
-async def _send(url: str, key: str, payload: str, n: int, conns: int) -> None:
+# What the official ``openai`` Python SDK adds to each request (its ``x-stainless-*``
+# telemetry and its user agent): with httpx's own, 17 request headers instead of 8.
+SDK_HEADERS = {
+    "user-agent": "AsyncOpenAI/Python 1.109.1",
+    "x-stainless-lang": "python",
+    "x-stainless-package-version": "1.109.1",
+    "x-stainless-os": "Linux",
+    "x-stainless-arch": "x64",
+    "x-stainless-runtime": "CPython",
+    "x-stainless-runtime-version": "3.11.7",
+    "x-stainless-async": "async:asyncio",
+    "x-stainless-retry-count": "0",
+    "x-stainless-read-timeout": "600",
+}
+
+
+async def _send(
+    url: str, key: str, payload: str, n: int, conns: int, extra: dict[str, str] | None = None
+) -> None:
     """Exactly ``n`` requests, ``conns`` at a time; every one must succeed."""
     left = n
     limits = httpx.Limits(max_connections=conns, max_keepalive_connections=conns)
-    async with httpx.AsyncClient(limits=limits, timeout=120, headers=_headers(key)) as client:
+    headers = {**_headers(key), **(extra or {})}
+    async with httpx.AsyncClient(limits=limits, timeout=120, headers=headers) as client:
 
         async def worker() -> None:
             nonlocal left
@@ -97,6 +116,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--scenario", action="append", choices=sorted(BODIES))
     parser.add_argument("--redis-db", type=int, default=0)
+    parser.add_argument("--sdk-headers", action="store_true",
+                        help="send the headers the openai SDK sends (17 instead of 8)")
     parser.add_argument("--no-limits", action="store_true",
                         help="a key without rpm/tpm: no rate-limit check, and no run-to-run "
                              "variance from reservation refills (for A/B of other code)")
@@ -106,6 +127,7 @@ def main() -> int:
             print(f"{tool} not found: apt-get install -y valgrind", file=sys.stderr)
             return 2
     scenarios = ns.scenario or ["json", "sse"]
+    extra = SDK_HEADERS if ns.sdk_headers else None
     workdir = Path(tempfile.mkdtemp(prefix="syntic-instr-"))
     out_dir = workdir / "callgrind"
     out_dir.mkdir()
@@ -128,11 +150,11 @@ def main() -> int:
         _control("-i", "on", pid)  # started off: startup and imports are not instrumented
         for scenario in scenarios:
             payload = BODIES[scenario]()
-            asyncio.run(_send(url, key, payload, ns.warmup, ns.conns))
+            asyncio.run(_send(url, key, payload, ns.warmup, ns.conns, extra))
             before = set(out_dir.glob("callgrind.out*"))
             trips = _trips(gw.base_url)
             _control("-z", pid)  # zero the counters: only the next requests count
-            asyncio.run(_send(url, key, payload, ns.requests, ns.conns))
+            asyncio.run(_send(url, key, payload, ns.requests, ns.conns, extra))
             _control("-d", pid)
             total = _total(out_dir, before)
             trips = _trips(gw.base_url) - trips

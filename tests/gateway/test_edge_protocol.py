@@ -72,6 +72,11 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         answer = repr(size).encode()
         await start(200, [(b"content-length", str(len(answer)).encode())])
         await chunk(answer)
+    elif path == "/big":  # 8 MiB in 64 KiB chunks: more than the transport buffers
+        await start(200, [(b"content-type", b"application/octet-stream")])
+        for i in range(128):
+            await chunk(bytes([65 + i % 26]) * 65536, True)
+        await chunk(b"")
     elif path == "/fixed":
         await start(200, [(b"content-type", b"text/plain"), (b"content-length", b"5")])
         await chunk(b"hello")
@@ -287,6 +292,38 @@ def test_a_body_sent_in_pieces_is_received_whole(servers: tuple[Served, Served])
         answers.append(out)
     assert answers[1] == answers[0]
     assert answers[1].endswith(b"\r\n\r\n" + payload)
+
+
+def test_flow_control_both_ways(servers: tuple[Served, Served]) -> None:
+    """A 1 MiB request body (reading pauses past 64 KiB until the app reads) and an 8 MiB
+    streamed response to a client that reads slowly (the app waits while the transport's
+    buffer is full): every byte arrives, in order, as from uvicorn."""
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    echo = req("/echo", "POST", body=payload, close=True)
+    big = req("/big", close=True)
+    for served in servers:
+        answer = exchange(served.port, echo, timeout=10)
+        assert answer.endswith(b"\r\n\r\n" + payload)
+        with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+            sock.sendall(big)
+            out = bytearray()
+            while part := sock.recv(65536):
+                out += part
+                if len(out) < 2_000_000:
+                    time.sleep(0.002)  # a slow reader for the first part
+        head, _, body = bytes(out).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK")
+        chunks = []
+        while body:
+            size_line, _, body = body.partition(b"\r\n")
+            size = int(size_line, 16)
+            chunks.append(body[:size])
+            body = body[size + 2:]
+            if size == 0:
+                break
+        data = b"".join(chunks)
+        assert len(data) == 128 * 65536
+        assert all(data[i * 65536] == 65 + i % 26 for i in range(128))
 
 
 def test_complete_body_size_only_when_the_whole_body_is_in(
