@@ -290,3 +290,40 @@ async def test_sync_compile_of_a_lazy_entry_generates_its_code_there(
     await asyncio.sleep(0.1)
     assert len(g.calls) == 1  # nothing left to upgrade
     assert lazy.validate(INSTANCES[5])[0].keyword == "minimum"
+
+
+async def test_validate_json_async_moves_only_large_input_off_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Generated code validates up to 64 KiB right on the loop; the interpreter (a schema
+    from the async paths before its code exists) up to 4 KiB; anything larger goes to a
+    worker thread. Same answers either way."""
+    threads: list[threading.Thread] = []
+    original = validator.CompiledSchema.validate_json
+
+    def recording(self: validator.CompiledSchema, raw: bytes | str) -> Any:
+        threads.append(threading.current_thread())
+        return original(self, raw)
+
+    monkeypatch.setattr(validator.CompiledSchema, "validate_json", recording)
+    kids = [dict(OK, id=f"{i:06d}") for i in range(80)]  # ~8 KiB
+    medium = orjson.dumps(dict(OK, kids=kids))
+    large = orjson.dumps(dict(OK, kids=kids * 10))  # ~80 KiB
+    bad = orjson.dumps(dict(OK, kids=[*kids, dict(OK, id="x")]))
+    assert 4096 < len(medium) < 65536 < len(large)
+
+    eager = validator.compile(dict(SCHEMA, title=uuid.uuid4().hex))
+    assert eager.compiled_code
+    assert await eager.validate_json_async(medium) == []
+    assert await eager.validate_json_async(large) == []
+    assert [t is threading.main_thread() for t in threads] == [True, False]
+
+    threads.clear()
+    issues, lazy = await validator.lint_compile_async(dict(SCHEMA, title=uuid.uuid4().hex))
+    assert issues == [] and lazy is not None and not lazy.compiled_code
+    assert await lazy.validate_json_async(b'{"id": 1}') != []  # small: here
+    # Over 4 KiB: a worker thread (this second use also queues code generation, after
+    # which the 64 KiB bound applies).
+    errors = await lazy.validate_json_async(bad)
+    assert [e.pointer for e in errors] == ["/kids/80/id"]
+    assert [t is threading.main_thread() for t in threads] == [True, False]
