@@ -108,13 +108,13 @@ def call_violations(call: ToolCall, plan: StrictPlan) -> list[Violation]:
 
 # Arguments up to this size are validated on the loop by ``validate_json_async`` whatever
 # the schema's back end: checked here first, so the usual call costs no extra coroutine.
-_INLINE_ARGUMENT_BYTES = 4 * 1024
+INLINE_ARGUMENT_BYTES = 4 * 1024
 
 
 async def call_violations_async(call: ToolCall, plan: StrictPlan) -> list[Violation]:
     """``call_violations``; large arguments are validated in a worker thread."""
     compiled = plan.tools.get(call.name)
-    if compiled is None or len(call.raw_arguments) <= _INLINE_ARGUMENT_BYTES:
+    if compiled is None or len(call.raw_arguments) <= INLINE_ARGUMENT_BYTES:
         return call_violations(call, plan)
     return await _validate_async(compiled, call.raw_arguments)
 

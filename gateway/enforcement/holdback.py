@@ -60,6 +60,7 @@ from gateway.canonical.record import record
 from gateway.context import Tally
 from gateway.enforcement.check import StrictPlan
 from gateway.enforcement.correct import (
+    INLINE_ARGUMENT_BYTES,
     EnforceContext,
     call_violations,
     enforce_call,
@@ -330,7 +331,11 @@ class HoldBack:
         waiting for the next call or the finish chunk (one model step later upstream). A
         strict root is an object, so nothing valid can follow its closing brace."""
         call = slot.call()
-        if call.name in self._strict and not call_violations(call, self._plan):
+        if (
+            call.name in self._strict
+            and len(call.raw_arguments) <= INLINE_ARGUMENT_BYTES  # larger: checked at close
+            and not call_violations(call, self._plan)
+        ):
             slot.open = False
             slot.early = True
             slot.release(call)
@@ -354,9 +359,13 @@ class HoldBack:
     def _close(self, slot: _Held, cut: FinishReason | None) -> None:
         slot.open = False
         call = slot.call()
-        if not call_violations(call, self._plan):
+        if len(call.raw_arguments) <= INLINE_ARGUMENT_BYTES and not call_violations(
+            call, self._plan
+        ):
             slot.release(call)
             return
+        # Invalid, or large: the enforcer validates (a large call in a worker thread, not on
+        # the event loop) and corrects it once if it has to; the stream keeps flowing.
         self._spawn(slot, self._correct_call(slot, call, cut))
 
     async def _correct_call(self, slot: _Held, call: ToolCall, cut: FinishReason | None) -> None:

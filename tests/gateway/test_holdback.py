@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
@@ -499,3 +501,42 @@ async def test_correction_finishing_while_upstream_read_pending_does_not_read_tw
     assert error is None
     assert flat(batches)[:-1] == [*released(0, GOOD), *released(1, GOOD2, "add_note"),
                                   T("after"), Fin("tool_calls")]
+
+
+async def test_large_calls_are_validated_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Arguments over 4 KiB to a schema still on the interpreter are not validated on the
+    loop (not on each closing brace, not at the call's close): the enforcer validates them
+    in a worker thread, then releases the call or corrects it once, as for any call."""
+
+    checked: list[tuple[int, bool]] = []  # (size, on the loop thread)
+    original = validator.CompiledSchema.validate_json
+
+    def recording(self: validator.CompiledSchema, raw: bytes | str) -> object:
+        checked.append((len(raw), threading.current_thread() is threading.main_thread()))
+        return original(self, raw)
+
+    monkeypatch.setattr(validator.CompiledSchema, "validate_json", recording)
+    big_good = orjson.dumps({"text": "x" * 6000}).decode()
+    big_bad = orjson.dumps({"text": "y" * 6000, "extra": 1}).decode()
+    events: list[StreamEvent] = [
+        *call(0, big_good, "add_note"), *call(1, big_bad, "add_note"), Fin("tool_calls"), USAGE,
+    ]
+    # As in the gateway: a new schema comes from lint_compile_async, on the interpreter.
+    req = request()
+    issues, lazy = await validator.lint_compile_async(dict(NOTE, title=uuid.uuid4().hex))
+    assert issues == [] and lazy is not None and not lazy.compiled_code
+    plan = plan_for(req)
+    plan = StrictPlan(tools={**plan.tools, "add_note": lazy}, tool_names=plan.tool_names)
+    up = Corrections([reply(("add_note", GOOD2))])
+    ctx = EnforceContext(upstream=up, model=MODEL, plan=plan, tally=Tally())
+    hb = holdback_for(req, ctx, Script(events).run())
+    batches, error = await collect(hb)
+    assert error is None
+    assert flat(batches)[:4] == [
+        *released(0, big_good, "add_note"), *released(1, GOOD2, "add_note"),
+    ]
+    assert len(up.requests) == 1  # only the invalid one was corrected
+    big = [on_loop for size, on_loop in checked if size > 4096]
+    assert big and not any(big)  # both large calls checked, neither on the loop
