@@ -52,6 +52,7 @@ from typing import Any
 import orjson
 
 from gateway.settings import Settings
+from gateway.timers import MovingDeadline
 
 _HTTPTOOLS = importlib.util.find_spec("httptools") is not None
 
@@ -461,8 +462,7 @@ if _HTTPTOOLS:
             self.refused = False
             # one deadline and at most one timer per connection (_on_deadline)
             self.deadline_kind = _NO_DEADLINE
-            self.deadline = 0.0
-            self.timer: asyncio.TimerHandle | None = None
+            self.deadline = MovingDeadline(self.loop, self._on_deadline)
 
         # asyncio.Protocol
 
@@ -491,9 +491,7 @@ if _HTTPTOOLS:
             if exc is None:
                 self.transport.close()
             self.deadline_kind = _NO_DEADLINE
-            if self.timer is not None:
-                self.timer.cancel()
-                self.timer = None
+            self.deadline.cancel()
             self.parser = None  # type: ignore[assignment]
 
         def _peer(self) -> str:
@@ -660,26 +658,21 @@ if _HTTPTOOLS:
 
         def _set_deadline(self, kind: int) -> None:
             """From now, ``timeout`` seconds for the next request's first byte (keep-alive)
-            or for the rest of its headers. One timer per connection, re-armed only when
-            it fires early: not one set and cancelled per request (#8)."""
+            or for the rest of its headers (one timer per connection, not one set and
+            cancelled per request: ``MovingDeadline``, #8)."""
             timeout = self.timeout
             if timeout <= 0:
                 if kind == _KEEP_ALIVE:  # uvicorn closes at once
                     self.transport.close()
                 return
             self.deadline_kind = kind
-            self.deadline = deadline = self.loop.time() + timeout
-            if self.timer is None:
-                self.timer = self.loop.call_at(deadline, self._on_deadline)
+            self.deadline.set(self.loop.time() + timeout)
 
         def _on_deadline(self) -> None:
-            self.timer = None
             kind = self.deadline_kind
             if kind == _NO_DEADLINE or self.transport.is_closing():
                 return
-            if self.loop.time() < self.deadline:  # moved on since the timer was set
-                self.timer = self.loop.call_at(self.deadline, self._on_deadline)
-            elif kind == _KEEP_ALIVE:
+            if kind == _KEEP_ALIVE:
                 self.transport.close()
             else:
                 self._refuse(

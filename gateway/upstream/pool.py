@@ -28,6 +28,8 @@ from urllib.parse import urlsplit
 import httptools
 import httpx
 
+from gateway.timers import MovingDeadline
+
 __all__ = ["PooledResponse", "UpstreamPool"]
 
 _HIGH_WATER = 256 * 1024  # buffered body bytes before reading from the socket pauses
@@ -54,10 +56,8 @@ class _Conn(asyncio.Protocol):
         # complete, and only a complete response leaves its connection reusable (a new
         # parser per request was ~2,700 instructions, #8).
         self.parser = httptools.HttpResponseParser(self)
-        # The read timeout: a deadline per wait, one loop timer per connection (_wake_up).
-        self.read_deadline: float | None = None
-        self.timer: asyncio.TimerHandle | None = None
-        self.timer_when = 0.0
+        # The read timeout: a deadline per wait, one loop timer per connection.
+        self.read_deadline: MovingDeadline | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -77,6 +77,7 @@ class _Conn(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+        self.read_deadline = MovingDeadline(asyncio.get_running_loop(), self._read_timed_out)
 
     def data_received(self, data: bytes) -> None:
         self.got_bytes = True
@@ -92,9 +93,8 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        if self.read_deadline is not None:
+            self.read_deadline.cancel()
         if self.complete:
             return
         if self.head_done and not self._framed():
@@ -150,19 +150,14 @@ class _Conn(asyncio.Protocol):
         if self.error is None:
             loop = asyncio.get_running_loop()
             waiter = self.waiter = loop.create_future()
-            if read_timeout is None:
-                self.read_deadline = None
-            else:
-                # One timer per connection, re-armed when it fires before the current
-                # deadline, moved only for an earlier one (a shorter timeout than the last
-                # caller's): not one set and cancelled per wait (~2.5 us each, #8).
-                self.read_deadline = when = loop.time() + read_timeout
-                timer = self.timer
-                if timer is None or when < self.timer_when:
-                    if timer is not None:
-                        timer.cancel()
-                    self.timer = loop.call_at(when, self._on_read_deadline)
-                    self.timer_when = when
+            deadline = self.read_deadline
+            if deadline is not None:
+                # One timer per connection (``MovingDeadline``), not one set and cancelled
+                # per wait (~2.5 us each, #8).
+                if read_timeout is None:
+                    deadline.clear()
+                else:
+                    deadline.set(loop.time() + read_timeout)
             try:
                 await waiter
             finally:
@@ -170,17 +165,9 @@ class _Conn(asyncio.Protocol):
         if self.error is not None:
             raise self.error
 
-    def _on_read_deadline(self) -> None:
-        self.timer = None
+    def _read_timed_out(self) -> None:
         waiter = self.waiter
-        deadline = self.read_deadline
-        if waiter is None or waiter.done() or deadline is None or self.closed:
-            return  # not waiting with a deadline now; the next wait sets the timer again
-        loop = asyncio.get_running_loop()
-        if loop.time() < deadline:  # moved on since the timer was set
-            self.timer = loop.call_at(deadline, self._on_read_deadline)
-            self.timer_when = deadline
-        else:
+        if waiter is not None and not waiter.done() and not self.closed:
             waiter.set_exception(httpx.ReadTimeout("timed out reading the upstream answer"))
 
     def take(self) -> bytes | None:
