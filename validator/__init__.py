@@ -25,6 +25,8 @@ Command line: ``python -m validator lint|strictify|validate`` (see ``validator._
 from __future__ import annotations
 
 from validator._compile import (
+    OFFLOAD_CODE_BYTES,
+    OFFLOAD_INTERPRETER_BYTES,
     CacheStats,
     CompiledSchema,
     cache_stats,
@@ -41,6 +43,8 @@ from validator._strictify import StrictifyResult, canonicalize, strictify
 
 __all__ = [
     "LIMITS",
+    "OFFLOAD_CODE_BYTES",
+    "OFFLOAD_INTERPRETER_BYTES",
     "CacheStats",
     "CompiledSchema",
     "Issue",

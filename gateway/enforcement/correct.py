@@ -24,6 +24,7 @@ import asyncio
 import dataclasses
 from typing import Any
 
+import validator
 from gateway.canonical import (
     ChatRequest,
     ChatResponse,
@@ -108,7 +109,7 @@ def call_violations(call: ToolCall, plan: StrictPlan) -> list[Violation]:
 
 # Arguments up to this size are validated on the loop by ``validate_json_async`` whatever
 # the schema's back end: checked here first, so the usual call costs no extra coroutine.
-INLINE_ARGUMENT_BYTES = 4 * 1024
+INLINE_ARGUMENT_BYTES = min(validator.OFFLOAD_INTERPRETER_BYTES, validator.OFFLOAD_CODE_BYTES)
 
 
 async def call_violations_async(call: ToolCall, plan: StrictPlan) -> list[Violation]:
