@@ -455,7 +455,7 @@ def test_header_value_check_refuses_exactly_what_uvicorn_refuses() -> None:
     exactly the bytes uvicorn's own ``HEADER_VALUE_RE`` finds (controls but HTAB, DEL)."""
     from uvicorn.protocols.http.httptools_impl import HEADER_VALUE_RE
 
-    from gateway.edge_protocol import _check_value
+    from gateway.edge_cycle import _check_value
 
     for b in range(256):
         for value in (bytes([b]), b"ok " + bytes([b]) + b" ok"):
