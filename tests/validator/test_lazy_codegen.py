@@ -82,8 +82,16 @@ def _wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
 
 
 async def _upgraded(compiled: validator.CompiledSchema) -> bool:
-    """Whether the generated code takes over within the timeout."""
-    return await asyncio.to_thread(_wait_for, lambda: compiled.compiled_code)
+    """Whether the generated code takes over within the timeout. Then waits for the
+    background job to return: ``compiled_code`` turns True while the job still holds the
+    schema and the generated function in its frame for a moment."""
+    if not await asyncio.to_thread(_wait_for, lambda: compiled.compiled_code):
+        return False
+    executor = _compile._EXECUTOR
+    assert executor is not None
+    # One worker runs jobs in order: once this no-op has run, the upgrade job has returned.
+    await asyncio.wrap_future(executor.submit(lambda: None))
+    return True
 
 
 async def _via_lint_compile(schema: dict[str, Any]) -> validator.CompiledSchema:
