@@ -15,7 +15,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import orjson
@@ -37,7 +37,7 @@ from gateway.upstream.anthropic_codec import (
 )
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import UpstreamStatusError, parse_retry_after
-from gateway.upstream.transport import model_timeout
+from gateway.upstream.transport import model_timeout, open_stream, post_capped
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicUpstream", "create", "decode_response"]
 
@@ -74,7 +74,25 @@ def decode_response(body: object, model: ModelConfig) -> ChatResponse:
     )
 
 
-def _error_message(response: httpx.Response, text: str, secret: str | None = None) -> str:
+class _Answer(Protocol):
+    """What an error message needs of an answer: ``Reply``, ``LineStream``, ``HttpxLines``."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+_ERROR_BODY_BYTES = 64 * 1024  # of an error answer, enough for its message
+
+
+def _text(body: bytes | None) -> str:
+    """An error answer's text; empty when it went over ``_ERROR_BODY_BYTES``."""
+    return (body or b"").decode("utf-8", "replace")
+
+
+def _error_message(response: _Answer, text: str, secret: str | None = None) -> str:
     detail = text[:500]
     try:
         body = orjson.loads(text)
@@ -87,7 +105,7 @@ def _error_message(response: httpx.Response, text: str, secret: str | None = Non
 
 
 def _status_error(
-    response: httpx.Response, text: str, secret: str | None = None
+    response: _Answer, text: str, secret: str | None = None
 ) -> UpstreamStatusError:
     # status-aware, so 429/529/502/503 are retried (gateway.upstream.retry, #9)
     return UpstreamStatusError(
@@ -133,55 +151,43 @@ class AnthropicUpstream:
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         payload = encode_request(request, model, stream=False)
         try:
-            response = await self._client.post(
-                self._url(model),
-                content=orjson.dumps(payload),
-                headers=self._headers(model),
-                timeout=self._timeout(model),
+            reply = await post_capped(
+                self._client, self._url(model), orjson.dumps(payload), self._headers(model),
+                self._timeout(model), limit=None, error_limit=_ERROR_BODY_BYTES,
             )
         except httpx.TimeoutException as exc:
             raise UpstreamTimeout("The upstream model timed out.") from exc
         except httpx.HTTPError as exc:
             raise UpstreamError(f"Could not reach the upstream model: {exc}") from exc
-        if response.status_code >= 400:
-            raise _status_error(response, response.text, model.api_key(self._env))
+        if reply.status_code >= 400:
+            raise _status_error(reply, _text(reply.body), model.api_key(self._env))
         try:
-            body: Any = orjson.loads(response.content)
+            body: Any = orjson.loads(reply.body or b"")
         except orjson.JSONDecodeError as exc:
             raise UpstreamError("The upstream returned a body that is not JSON.") from exc
         return decode_response(body, model)
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         payload = encode_request(request, model, stream=True)
-        http_request = self._client.build_request(
-            "POST",
-            self._url(model),
-            content=orjson.dumps(payload),
-            headers={**self._headers(model), "accept": "text/event-stream"},
-            timeout=self._timeout(model),
-        )
+        headers = {**self._headers(model), "accept": "text/event-stream"}
         try:
-            response = await self._client.send(http_request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise UpstreamTimeout("The upstream model timed out.") from exc
-        except httpx.HTTPError as exc:
-            raise UpstreamError(f"Could not reach the upstream model: {exc}") from exc
-        try:
-            if response.status_code >= 400:
-                text = (await response.aread()).decode("utf-8", "replace")
-                raise _status_error(response, text, model.api_key(self._env))
-            decoder = StreamDecoder(model.api_key(self._env))
-            async for name, data in iter_sse(response.aiter_lines()):
-                for event in decoder.feed(name, data):
+            async with open_stream(
+                self._client, self._url(model), orjson.dumps(payload), headers,
+                self._timeout(model),
+            ) as response:
+                if response.status_code >= 400:
+                    text = _text(await response.read_capped(_ERROR_BODY_BYTES))
+                    raise _status_error(response, text, model.api_key(self._env))
+                decoder = StreamDecoder(model.api_key(self._env))
+                async for name, data in iter_sse(response.lines()):
+                    for event in decoder.feed(name, data):
+                        yield event
+                for event in decoder.end():
                     yield event
-            for event in decoder.end():
-                yield event
         except httpx.TimeoutException as exc:
             raise UpstreamTimeout("The upstream model timed out mid-stream.") from exc
         except httpx.HTTPError as exc:
             raise UpstreamError(f"The upstream stream failed: {exc}") from exc
-        finally:
-            await response.aclose()
 
     async def aclose(self) -> None:
         if self._owns_client:

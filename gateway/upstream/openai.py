@@ -16,11 +16,9 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import time
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx
@@ -52,7 +50,7 @@ from gateway.upstream.retry import (
     UpstreamStatusError,
     parse_retry_after,
 )
-from gateway.upstream.transport import LineStream, Reply, UpstreamClient, model_timeout
+from gateway.upstream.transport import model_timeout, open_stream, post_capped
 
 # Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
 PASSTHROUGH_KEY = "openai.passthrough"
@@ -220,45 +218,6 @@ def _error_from_status(
 _ERROR_BODY_BYTES = 64 * 1024  # of an error answer, enough for its message
 
 
-async def _read_capped(resp: httpx.Response, limit: int | None) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    async for part in resp.aiter_bytes():
-        size += len(part)
-        if limit is not None and size > limit:
-            raise OutputTooLarge(f"The upstream answer exceeds the {limit} byte limit.")
-        parts.append(part)
-    return b"".join(parts)
-
-
-class _HttpxLines:
-    """``LineStream``'s interface over a streamed ``httpx.Response`` (any other client)."""
-
-    def __init__(self, resp: httpx.Response) -> None:
-        self._resp = resp
-        self.status_code = resp.status_code
-        self.headers: Mapping[str, str] = resp.headers
-
-    @classmethod
-    @contextlib.asynccontextmanager
-    async def open(
-        cls, client: httpx.AsyncClient, url: str, body: bytes, headers: Mapping[str, str],
-        timeout: httpx.Timeout,  # noqa: ASYNC109 - per request, as in httpx
-    ) -> AsyncIterator[_HttpxLines]:
-        async with client.stream("POST", url, content=body, headers=headers,
-                                 timeout=timeout) as resp:
-            yield cls(resp)
-
-    async def read_capped(self, cap: int | None) -> bytes | None:
-        try:
-            return await _read_capped(self._resp, cap)
-        except OutputTooLarge:
-            return None
-
-    def lines(self) -> AsyncIterator[str]:
-        return self._resp.aiter_lines()
-
-
 class OpenAIUpstream:
     """The ``Upstream`` adapter for OpenAI-compatible servers."""
 
@@ -292,13 +251,10 @@ class OpenAIUpstream:
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         body = orjson.dumps(encode_request(request, model, stream=False))
         try:
-            if isinstance(self.client, UpstreamClient):  # the app's client: no httpx objects
-                reply = await self.client.post_capped(
-                    self._url(model), body, self._headers(model), self._timeout(model),
-                    limit=self.max_body_bytes, error_limit=_ERROR_BODY_BYTES,
-                )
-            else:
-                reply = await self._post(body, model)
+            reply = await post_capped(
+                self.client, self._url(model), body, self._headers(model), self._timeout(model),
+                limit=self.max_body_bytes, error_limit=_ERROR_BODY_BYTES,
+            )
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise UpstreamConnectError(
                 f"Could not connect to the upstream: {type(exc).__name__}."
@@ -322,36 +278,12 @@ class OpenAIUpstream:
             raise UpstreamError("Upstream returned invalid JSON.") from exc
         return decode_response(data, model, max_argument_bytes=self.max_argument_bytes)
 
-    async def _post(self, body: bytes, model: ModelConfig) -> Reply:
-        """``UpstreamClient.post_capped`` for any other httpx client."""
-        async with self.client.stream(
-            "POST",
-            self._url(model),
-            content=body,
-            headers=self._headers(model),
-            timeout=self._timeout(model),
-        ) as resp:
-            limit = _ERROR_BODY_BYTES if resp.status_code >= 400 else self.max_body_bytes
-            try:
-                content: bytes | None = await _read_capped(resp, limit)
-            except OutputTooLarge:
-                content = None
-        return Reply(resp.status_code, resp.headers, content)
-
-    def _open_stream(
-        self, body: bytes, model: ModelConfig
-    ) -> AbstractAsyncContextManager[LineStream | _HttpxLines]:
-        if isinstance(self.client, UpstreamClient):  # the app's client: no httpx objects
-            return self.client.open_stream(
-                self._url(model), body, self._headers(model), self._timeout(model)
-            )
-        return _HttpxLines.open(self.client, self._url(model), body, self._headers(model),
-                                self._timeout(model))
-
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         body = orjson.dumps(encode_request(request, model, stream=True))
         try:
-            async with self._open_stream(body, model) as resp:
+            async with open_stream(
+                self.client, self._url(model), body, self._headers(model), self._timeout(model)
+            ) as resp:
                 if resp.status_code >= 400:
                     raise _error_from_status(
                         resp.status_code,

@@ -4,12 +4,14 @@ httpx's own pool (httpcore) scans every pooled connection on each request and ea
 release, asking each one whether it is idle, expired or readable (encode/httpx#3215); at a
 few dozen concurrent upstream calls that costs more CPU than the rest of the gateway. So:
 
-- ``UpstreamClient.post_capped`` / ``open_stream`` (the OpenAI adapter's ``complete`` and
-  ``stream``) go through ``gateway.upstream.pool``: asyncio protocols + httptools, no
-  httpx objects, ~25 us of CPU per call instead of ~100 us through aiohttp and ~250 us
-  through httpx over aiohttp;
-- everything else keeps the full httpx API (``client.stream``, ``post``, ``send``) over
-  ``AiohttpTransport``, aiohttp's pool under httpx.
+- ``UpstreamClient.post_capped`` / ``open_stream`` (every call the OpenAI and Anthropic
+  adapters make, through the module functions ``post_capped`` / ``open_stream``, which
+  take any httpx client) go through ``gateway.upstream.pool``: asyncio protocols +
+  httptools, no httpx objects, ~25 us of CPU per call instead of ~100 us through aiohttp
+  and ~250 us through httpx over aiohttp;
+- the rest of the httpx API (``client.stream``, ``post``, ``send``) still works, over
+  ``AiohttpTransport``, aiohttp's pool under httpx. aiohttp is imported on its first use
+  (~10 MB per process that the gateway's own calls never need).
 
 Both raise the httpx exception a plain ``httpx.AsyncClient`` would raise in the same
 situation, so the adapters' and the retry policy's classification holds: only a failure
@@ -31,17 +33,29 @@ import codecs
 import contextlib
 import functools
 import ssl
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import httpx
 
 from gateway.canonical.record import record
 from gateway.upstream.lines import LineSplitter
 from gateway.upstream.pool import PooledResponse, UpstreamPool
 
-__all__ = ["AiohttpTransport", "LineStream", "Reply", "UpstreamClient", "pooled_client"]
+if TYPE_CHECKING:
+    import aiohttp
+
+__all__ = [
+    "AiohttpTransport",
+    "HttpxLines",
+    "LineStream",
+    "Reply",
+    "UpstreamClient",
+    "open_stream",
+    "pooled_client",
+    "post_capped",
+]
 
 
 @functools.lru_cache(maxsize=64)
@@ -53,6 +67,8 @@ def model_timeout(timeout_s: float) -> httpx.Timeout:
 
 def _translate(exc: BaseException) -> httpx.TransportError | None:
     """The httpx exception for an aiohttp/asyncio failure, or None if it is not one."""
+    import aiohttp
+
     message = str(exc) or type(exc).__name__
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return httpx.ConnectTimeout(message)
@@ -77,6 +93,8 @@ def _translate(exc: BaseException) -> httpx.TransportError | None:
 
 @contextlib.contextmanager
 def _translated() -> Iterator[None]:
+    import aiohttp
+
     try:
         yield
     except (TimeoutError, aiohttp.ClientError) as exc:
@@ -87,6 +105,8 @@ def _translated() -> Iterator[None]:
 
 
 def _client_timeout(timeout: Mapping[str, float | None]) -> aiohttp.ClientTimeout:
+    import aiohttp
+
     return aiohttp.ClientTimeout(
         total=None,
         connect=timeout.get("pool"),
@@ -150,11 +170,20 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._session: aiohttp.ClientSession | None = None
 
     @property
+    def session_opened(self) -> bool:
+        """Whether the aiohttp session (and aiohttp itself) has been needed yet."""
+        return self._session is not None
+
+    @property
     def session(self) -> aiohttp.ClientSession:
         """The aiohttp session (opened on first use)."""
         return self._session or self._open()
 
     def _open(self) -> aiohttp.ClientSession:
+        # Imported here: the gateway's own calls go through the lean pool, and aiohttp
+        # costs ~10 MB of memory per process (#8), so only the httpx API's users pay it.
+        import aiohttp
+
         limits = self.limits
         keepalive = limits.keepalive_expiry
         connector = aiohttp.TCPConnector(
@@ -310,6 +339,101 @@ class UpstreamClient(httpx.AsyncClient):
             yield LineStream(response)
         finally:
             response.finish()
+
+
+class HttpxLines:
+    """``LineStream``'s interface over a streamed ``httpx.Response`` (any other client)."""
+
+    __slots__ = ("_resp", "headers", "status_code")
+
+    def __init__(self, resp: httpx.Response) -> None:
+        self._resp = resp
+        self.status_code = resp.status_code
+        self.headers: Mapping[str, str] = resp.headers
+
+    async def read_capped(self, cap: int | None) -> bytes | None:
+        """The rest of the body, or None past ``cap`` bytes."""
+        return await _read_upto(self._resp, cap)
+
+    def lines(self) -> AsyncIterator[str]:
+        """The body as text lines (``httpx.Response.aiter_lines``)."""
+        return self._resp.aiter_lines()
+
+
+async def _read_upto(resp: httpx.Response, cap: int | None) -> bytes | None:
+    parts: list[bytes] = []
+    size = 0
+    async for part in resp.aiter_bytes():
+        size += len(part)
+        if cap is not None and size > cap:
+            return None
+        parts.append(part)
+    return b"".join(parts)
+
+
+def post_capped(
+    client: httpx.AsyncClient,
+    url: str,
+    content: bytes,
+    headers: Mapping[str, str],
+    timeout: httpx.Timeout,
+    *,
+    limit: int | None,
+    error_limit: int | None,
+) -> Awaitable[Reply]:
+    """An adapter's POST read whole: ``UpstreamClient.post_capped`` on the app's client
+    (the lean pool), the same ``Reply`` through ``client.stream`` on any other httpx
+    client. Returns the awaitable itself: no extra coroutine frame on the hot path."""
+    if isinstance(client, UpstreamClient):
+        return client.post_capped(
+            url, content, headers, timeout, limit=limit, error_limit=error_limit
+        )
+    return _httpx_post(client, url, content, headers, timeout, limit, error_limit)
+
+
+async def _httpx_post(
+    client: httpx.AsyncClient,
+    url: str,
+    content: bytes,
+    headers: Mapping[str, str],
+    timeout: httpx.Timeout,  # noqa: ASYNC109 - per request, as in httpx
+    limit: int | None,
+    error_limit: int | None,
+) -> Reply:
+    async with client.stream(
+        "POST", url, content=content, headers=headers, timeout=timeout
+    ) as resp:
+        cap = error_limit if resp.status_code >= 400 else limit
+        body = await _read_upto(resp, cap)
+    return Reply(resp.status_code, resp.headers, body)
+
+
+def open_stream(
+    client: httpx.AsyncClient,
+    url: str,
+    content: bytes,
+    headers: Mapping[str, str],
+    timeout: httpx.Timeout,
+) -> AbstractAsyncContextManager[LineStream | HttpxLines]:
+    """An adapter's streamed POST, held open: ``UpstreamClient.open_stream`` on the app's
+    client, ``client.stream`` on any other httpx client."""
+    if isinstance(client, UpstreamClient):
+        return client.open_stream(url, content, headers, timeout)
+    return _httpx_stream(client, url, content, headers, timeout)
+
+
+@contextlib.asynccontextmanager
+async def _httpx_stream(
+    client: httpx.AsyncClient,
+    url: str,
+    content: bytes,
+    headers: Mapping[str, str],
+    timeout: httpx.Timeout,  # noqa: ASYNC109 - per request, as in httpx
+) -> AsyncIterator[HttpxLines]:
+    async with client.stream(
+        "POST", url, content=content, headers=headers, timeout=timeout
+    ) as resp:
+        yield HttpxLines(resp)
 
 
 class LineStream:

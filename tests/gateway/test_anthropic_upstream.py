@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
@@ -26,6 +27,7 @@ from gateway.errors import UpstreamError, UpstreamTimeout
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.anthropic import ANTHROPIC_VERSION, AnthropicUpstream, create
 from gateway.upstream.registry import UpstreamRegistry
+from gateway.upstream.transport import AiohttpTransport, UpstreamClient, pooled_client
 from tests.support.anthropic_wire import AnthropicRenderer
 from tests.support.scripted_upstream import Call, Drop, HttpError, Reply, ScriptedUpstream, Step
 
@@ -58,10 +60,19 @@ def messages_upstream(upstream: ScriptedUpstream) -> ScriptedUpstream:
     return upstream
 
 
-@pytest.fixture
-async def adapter() -> AsyncIterator[AnthropicUpstream]:
-    async with httpx.AsyncClient() as client:
+@pytest.fixture(params=["app-client", "httpx-client"])
+async def adapter(request: pytest.FixtureRequest) -> AsyncIterator[AnthropicUpstream]:
+    """Every adapter test runs twice: on the app's client (its lean pool, no httpx
+    objects) and on any other httpx client; both must behave the same."""
+    client = pooled_client(timeout_s=5.0) if request.param == "app-client" else httpx.AsyncClient()
+    try:
         yield AnthropicUpstream(env={"ANTHROPIC_KEY": "sk-ant-upstream"}, client=client)
+    finally:
+        if isinstance(client, UpstreamClient):
+            # The app's client answered from its lean pool: aiohttp was never opened.
+            transport = client._transport
+            assert isinstance(transport, AiohttpTransport) and not transport.session_opened
+        await client.aclose()
 
 
 async def _collect(it: AsyncIterator[StreamEvent]) -> list[StreamEvent]:
@@ -215,7 +226,8 @@ async def test_closing_the_stream_disconnects_upstream(
     first = await stream.__anext__()
     assert first == TextDelta("x")
     await stream.aclose()  # type: ignore[attr-defined]
-    assert messages_upstream.wait_for_disconnect(0, timeout=5)
+    # Wait off the loop: asyncio closes the socket in a callback on this loop.
+    assert await asyncio.to_thread(messages_upstream.wait_for_disconnect, 0, 5)
 
 
 async def test_registry_builds_the_anthropic_adapter(messages_upstream: ScriptedUpstream) -> None:

@@ -1,4 +1,5 @@
-"""The app's upstream client (httpx API over aiohttp's pool) against the scripted upstream.
+"""The app's upstream client (lean pool; httpx API over aiohttp's pool) against the scripted
+upstream.
 
 The retry policy trusts the httpx exception class: only ``ConnectError``/``ConnectTimeout``
 mean the request was never sent. These tests pin that translation, and run the OpenAI
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import httpx
@@ -19,7 +22,7 @@ from gateway.errors import UpstreamError, UpstreamTimeout
 from gateway.settings import ModelConfig
 from gateway.upstream.openai import OpenAIUpstream
 from gateway.upstream.retry import UpstreamConnectError, UpstreamStatusError
-from gateway.upstream.transport import pooled_client
+from gateway.upstream.transport import AiohttpTransport, pooled_client
 from tests.support.gateway_proc import free_port
 from tests.support.scripted_upstream import Call, Drop, HttpError, Raw, Reply, ScriptedUpstream
 
@@ -161,3 +164,28 @@ async def test_complete_paths_agree(upstream: ScriptedUpstream, fast: bool) -> N
             await adapter.complete(REQUEST, model)
     finally:
         await client.aclose()
+
+
+def test_serving_imports_no_aiohttp() -> None:
+    """aiohttp (~10 MB per process) loads only for the httpx API; the gateway's own calls
+    (both adapters) use the lean pool, so serving never imports it (#8)."""
+    code = (
+        "import sys\n"
+        "import gateway.app, gateway.cli, gateway.commands.serve\n"
+        "import gateway.upstream.anthropic, gateway.upstream.openai\n"
+        "print('aiohttp' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "False"
+
+
+async def test_httpx_api_opens_aiohttp_on_first_use(
+    client: httpx.AsyncClient, upstream: ScriptedUpstream
+) -> None:
+    transport = client._transport
+    assert isinstance(transport, AiohttpTransport) and not transport.session_opened
+    upstream.queue(Raw(COMPLETION))
+    resp = await client.post(upstream.base_url + "/chat/completions", content=b"{}")
+    assert resp.status_code == 200 and resp.json()["choices"][0]["message"]["content"] == "hello"
+    assert transport.session_opened
