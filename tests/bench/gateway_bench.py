@@ -31,8 +31,9 @@ the ratio of their medians, and the ratio of CPU per request with the host's ste
 round (on a shared host the machine's speed drifts by tens of percent
 between runs; alternating puts both gateways under the same drift). A first line gives the
 host's speed as the time of a fixed pure-Python loop on the server core (the ``machine:``
-line), so figures taken on different machines can be compared. Needs ``wrk`` (Debian:
-``apt-get install -y wrk``), Redis on 127.0.0.1:6379. Profile with
+line), so figures taken on different machines can be compared. Last, each of issue #8's
+targets with ``ok`` or ``MISS``; the exit status is 1 if any measured target was missed.
+Needs ``wrk`` (Debian: ``apt-get install -y wrk``), Redis on 127.0.0.1:6379. Profile with
 ``tests/bench/profile_gateway.py`` (cProfile on a CPU clock, in process).
 """
 
@@ -300,8 +301,9 @@ def stall(pid: int, url: str, key: str, duration: float) -> tuple[Measured, Meas
     return quiet, busy, slowest[0]
 
 
-def first_bytes(mock_url: str, gw_url: str, key: str, n: int = 300) -> str:
-    """Median time to the first body byte at 1 connection, mock alone vs. the gateway."""
+def first_bytes(mock_url: str, gw_url: str, key: str, n: int = 300) -> tuple[str, float]:
+    """Median time to the first body byte at 1 connection, mock alone vs. the gateway.
+    Returns the lines and the added time (ms) of the first case, a strict SSE tool call."""
     path = "/v1/chat/completions"
     cases = [
         ("strict tool call, SSE", body("mock-good", stream=True), body("bench", stream=True)),
@@ -310,12 +312,14 @@ def first_bytes(mock_url: str, gw_url: str, key: str, n: int = 300) -> str:
         ("strict tool call, JSON", body("mock-good"), body("bench")),
     ]
     lines = [f"time to first byte (median of {n}, 1 connection):"]
+    added: list[float] = []
     for name, direct, through in cases:
         floor = ttfb(mock_url + path, _headers(None), direct, n=n, cpu=LOAD_CPU)
         ours = ttfb(gw_url + path, _headers(key), through, n=n, cpu=LOAD_CPU)
+        added.append((ours - floor) * 1000)
         lines.append(f"  {name}: mock {floor * 1000:.2f} ms, syntic {ours * 1000:.2f} ms "
-                     f"(added {(ours - floor) * 1000:+.2f} ms)")
-    return "\n" + "\n".join(lines)
+                     f"(added {added[-1]:+.2f} ms)")
+    return "\n" + "\n".join(lines), added[0]
 
 
 def table(rows: list[Row]) -> str:
@@ -384,12 +388,16 @@ def main() -> int:
         rss_idle = rss_mb(gw.proc.pid)
         run_target("syntic", gw.proc.pid, gw.base_url, key, gw_rows, d, floor, rows)
         extra = ""
+        figures: dict[str, float] = {}
         if not ns.quick:
-            extra += first_bytes(mock.url, gw.base_url, key)
+            text, figures["ttfb"] = first_bytes(mock.url, gw.base_url, key)
+            extra += text
             quiet, busy, slowest = stall(gw.proc.pid, gw.base_url, key, d)
+            figures["stall"] = (busy.wrk.max_us - quiet.wrk.max_us) / 1000
             t10 = next(r for r in rows if r.target == "syntic" and r.scenario == "sse-text10")
             t100 = next(r for r in rows if r.target == "syntic" and r.scenario == "sse-text100")
-            per_event = (t100.m.cpu_us_per_req - t10.m.cpu_us_per_req) / 90
+            per_event = figures["sse_event"] = (
+                t100.m.cpu_us_per_req - t10.m.cpu_us_per_req) / 90
             extra += (
                 f"\nCPU per extra SSE event (text100 - text10) / 90: {per_event:.1f} us\n"
                 f"stall: hot p99/max {quiet.wrk.p99_us / 1000:.2f}/{quiet.wrk.max_us / 1000:.2f}"
@@ -406,26 +414,69 @@ def main() -> int:
                                 and r.conns == 32)
                     theirs = next(r for r in rows if r.target == "litellm"
                                   and r.scenario == "json" and r.conns == 32)
-                    extra += (f"\nthroughput vs LiteLLM (json, 32 conns): "
-                              f"{ours.m.wrk.rps / max(theirs.m.wrk.rps, 1e-9):.0f}x")
+                    ratio = figures["litellm"] = ours.m.wrk.rps / max(theirs.m.wrk.rps, 1e-9)
+                    extra += f"\nthroughput vs LiteLLM (json, 32 conns): {ratio:.0f}x"
                     if ns.ratio_rounds > 0:
-                        extra += ratio_rounds(
+                        text, figures["litellm"] = ratio_rounds(
                             (gw.proc.pid, gw.base_url, key), lite, d, ns.ratio_rounds,
                             first=(ours.m.wrk.rps, theirs.m.wrk.rps))
+                        extra += text
         print(f"machine: {calibrate():.0f} ms for the pure-Python calibration loop on core "
               f"{SERVER_CPU} (10M additions; lower is a faster machine)")
         print(table(rows) + extra)
+        lines, missed = verdicts(rows, figures)
+        print("\n".join(lines))
     finally:
         if gw is not None:
             gw.stop()
         mock.stop()
-    return 0
+    return 1 if missed else 0
+
+
+# Issue #8's targets: (name, figure, limit, at most (True) or at least (False), unit).
+TARGETS: tuple[tuple[str, str, float, bool, str], ...] = (
+    ("json c32 throughput", "rps32", 5000, False, "req/s"),
+    ("json c32 server CPU per request", "cpu32", 200, True, "us"),
+    ("json c1 added p50", "added1", 0.25, True, "ms"),
+    ("strict SSE added time to first byte", "ttfb", 0.3, True, "ms"),
+    ("CPU per extra SSE event", "sse_event", 25, True, "us"),
+    ("throughput vs LiteLLM (ratio of medians)", "litellm", 40, False, "x"),
+    ("RSS, largest of the gateway's rows", "rss", 80, True, "MB"),
+    ("stall: worst hot request, added by new schemas", "stall", 20, True, "ms"),
+)
+
+
+def verdicts(rows: list[Row], figures: dict[str, float]) -> tuple[list[str], int]:
+    """Each target of issue #8 against this run: the lines to print and how many missed
+    (a target this run did not measure, e.g. with ``--quick``, is listed, not counted)."""
+    ours = {(r.scenario, r.conns): r for r in rows if r.target == "syntic"}
+    got = dict(figures)
+    if ("json", 32) in ours:
+        got["rps32"] = ours["json", 32].m.wrk.rps
+        got["cpu32"] = ours["json", 32].m.cpu_us_per_req
+    if ("json", 1) in ours and ours["json", 1].added_ms is not None:
+        got["added1"] = ours["json", 1].added_ms or 0.0
+    if ours:
+        got["rss"] = max(r.m.rss_mb for r in ours.values())
+    lines = ["targets (issue #8):"]
+    missed = 0
+    for name, key, limit, at_most, unit in TARGETS:
+        bound = f"{'<=' if at_most else '>='} {limit:g} {unit}"
+        if key not in got:
+            lines.append(f"  {name}: not measured in this run (target {bound})")
+            continue
+        value = got[key]
+        ok = value <= limit if at_most else value >= limit
+        missed += not ok
+        shown = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
+        lines.append(f"  {'ok  ' if ok else 'MISS'} {name}: {shown} {unit} (target {bound})")
+    return lines, missed
 
 
 def ratio_rounds(
     ours: tuple[int, str, str], theirs: tuple[int, str, str], duration: float, rounds: int,
     *, first: tuple[float, float],
-) -> str:
+) -> tuple[str, float]:
     """The LiteLLM ratio again over ``rounds`` alternating json c32 runs of each (the host's
     speed drifts between runs on a shared machine; alternating puts both under the same
     drift). Returns the per-round ratios and the ratio of the medians, the main table's
@@ -456,7 +507,7 @@ def ratio_rounds(
             f"\nCPU per request, LiteLLM / syntic, over the {len(cpu_ratios)} rounds: "
             + ", ".join(f"{r:.0f}x" for r in cpu_ratios)
             + f"; median {statistics.median(cpu_ratios):.0f}x (the throughput one core could"
-            " give each, whatever the host's stalls)")
+            " give each, whatever the host's stalls)"), median
 
 
 def steal_counters() -> tuple[int, int]:
