@@ -39,6 +39,8 @@ class CacheStatsLike(Protocol):
     def evictions(self) -> int: ...
     @property
     def size(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
 
 
 CacheStatsFn = Callable[[], CacheStatsLike]
@@ -74,6 +76,7 @@ class GatewayMetrics:
     schema_cache_misses: Counter
     schema_cache_evictions: Counter
     schema_cache_size: Gauge
+    schema_cache_bytes: Gauge
     lint_cache_hits: Counter
     lint_cache_misses: Counter
 
@@ -166,6 +169,12 @@ class GatewayMetrics:
                 "syntic_schema_cache_size",
                 "Compiled schemas held in this process's cache.",
                 callback=lambda: stats().size,
+            ),
+            schema_cache_bytes=r.gauge(
+                "syntic_schema_cache_bytes",
+                "Canonical JSON bytes of the compiled schemas in this process's cache (its "
+                "second bound; the compiled forms take ~10-20x this in memory).",
+                callback=lambda: stats().bytes,
             ),
             lint_cache_hits=r.counter(
                 "syntic_lint_cache_hits_total",

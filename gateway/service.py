@@ -17,6 +17,7 @@ import math
 import operator
 from typing import Any, TypeVar
 
+import validator
 from gateway.canonical import ChatRequest, ChatResponse, JsonSchemaFormat, Usage
 from gateway.canonical.record import record
 from gateway.context import RequestContext, Tally
@@ -134,7 +135,10 @@ class ChatService:
         policy = RetryPolicy(retries=settings.upstream_retries)
         self.registry = registry.wrapped(lambda upstream: RetryingUpstream(upstream, policy))
         self.limiter = limiter
-        self.lint_cache = LintCache()
+        # One byte bound for both caches that keep compiled schemas alive (#8/#9).
+        max_bytes = settings.schema_cache_max_bytes
+        self.lint_cache = LintCache(max_bytes=max_bytes)
+        validator.configure_cache(validator.cache_stats().maxsize, max_bytes=max_bytes)
 
     def model(self, name: str) -> ModelConfig:
         model = self.settings.model(name)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import validator
+
 Provider = Literal["openai", "anthropic", "local"]
 
 
@@ -73,6 +75,10 @@ class Settings:
     idempotency_ttl_s: float = 24 * 3600.0
     # Rate-limit slots a busy key may reserve from Redis per round trip (#8); 1: none.
     rate_limit_lease_max: int = 64
+    # Canonical JSON bytes of compiled schemas kept per process (the validator's cache and
+    # the lint cache), beside their 1,024-entry bound: large distinct schemas can't pin
+    # gigabytes (a compiled schema takes ~10-20x its canonical size in memory).
+    schema_cache_max_bytes: int = validator.DEFAULT_CACHE_MAX_BYTES
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def model(self, name: str) -> ModelConfig | None:
@@ -185,7 +191,9 @@ _TUNABLES: tuple[str, ...] = (
     "max_upstream_body_bytes",
     "idempotency_ttl_s",
     "rate_limit_lease_max",
+    "schema_cache_max_bytes",
 )
+_AT_LEAST_ONE = frozenset({"schema_cache_max_bytes"})
 
 
 def _tunables(server: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
@@ -201,5 +209,7 @@ def _tunables(server: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, An
             raise ConfigError(f"server.{name}: expected a number, got {raw!r}") from exc
         if value < 0:
             raise ConfigError(f"server.{name} must not be negative")
+        if value < 1 and name in _AT_LEAST_ONE:
+            raise ConfigError(f"server.{name} must be at least 1")
         out[name] = value
     return out

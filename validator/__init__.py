@@ -25,6 +25,7 @@ Command line: ``python -m validator lint|strictify|validate`` (see ``validator._
 from __future__ import annotations
 
 from validator._compile import (
+    DEFAULT_CACHE_MAX_BYTES,
     OFFLOAD_CODE_BYTES,
     OFFLOAD_INTERPRETER_BYTES,
     CacheStats,
@@ -42,6 +43,7 @@ from validator._lint import LIMITS, Limits, LintReport, lint, lint_report
 from validator._strictify import StrictifyResult, canonicalize, strictify
 
 __all__ = [
+    "DEFAULT_CACHE_MAX_BYTES",
     "LIMITS",
     "OFFLOAD_CODE_BYTES",
     "OFFLOAD_INTERPRETER_BYTES",

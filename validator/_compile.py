@@ -56,6 +56,12 @@ __all__ = [
 ]
 
 DEFAULT_MAXSIZE = 1024
+# The cache's second bound: the canonical JSON bytes of the schemas it holds. A compiled
+# schema takes ~10x its canonical size in memory on the interpreter and ~20x with generated
+# code (a 240 KiB, 3,800-property schema: 2.3 / 4.6 MB), so 1,024 of the largest schemas
+# the lint admits would hold ~5 GB; this bound keeps the worst case near 80-160 MB while
+# 1,024 typical tool schemas (a few KiB each) fit under it.
+DEFAULT_CACHE_MAX_BYTES = 8 * 1024 * 1024
 
 
 def _default(value: Any) -> Any:
@@ -167,6 +173,12 @@ class CompiledSchema:
         return self._namespace is not None and self._fast.__class__ is not _Lazy
 
     @property
+    def schema_bytes(self) -> int:
+        """The size of the schema's canonical JSON: what the shared cache's byte bound
+        counts (the compiled forms take ~10-20x this in memory)."""
+        return len(self._canonical)
+
+    @property
     def schema(self) -> Any:
         """A fresh private copy of the compiled schema (canonical key order)."""
         return _load(self._canonical)
@@ -224,15 +236,28 @@ class CacheStats:
     evictions: int
     size: int
     maxsize: int
+    bytes: int = 0  # canonical schema bytes held (``CompiledSchema.schema_bytes``)
+    max_bytes: int = DEFAULT_CACHE_MAX_BYTES
 
 
 class _Cache:
-    def __init__(self, maxsize: int) -> None:
+    def __init__(self, maxsize: int, max_bytes: int = DEFAULT_CACHE_MAX_BYTES) -> None:
         self.lock = threading.Lock()
         self.data: OrderedDict[str, CompiledSchema] = OrderedDict()
         self.inflight: dict[str, Future[CompiledSchema]] = {}
         self.maxsize = maxsize
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self.hits = self.misses = self.evictions = 0
+
+    def _evict(self) -> None:
+        """Drop least recently used entries until both bounds hold; the newest entry stays
+        even if it alone is over ``max_bytes`` (its caller holds it anyway). Under the lock."""
+        data = self.data
+        while len(data) > self.maxsize or (self.bytes > self.max_bytes and len(data) > 1):
+            _key, old = data.popitem(last=False)
+            self.bytes -= len(old._canonical)
+            self.evictions += 1
 
     def claim(self, key: str) -> tuple[CompiledSchema | None, Future[CompiledSchema], bool]:
         """(cached, future, owner): a hit, or the flight to wait on / to complete."""
@@ -269,23 +294,26 @@ class _Cache:
             raise
         with self.lock:
             self.inflight.pop(key, None)
+            replaced = self.data.pop(key, None)
+            if replaced is not None:  # pragma: no cover - one flight per key at a time
+                self.bytes -= len(replaced._canonical)
             self.data[key] = compiled
-            self.data.move_to_end(key)
-            while len(self.data) > self.maxsize:
-                self.data.popitem(last=False)
-                self.evictions += 1
+            self.bytes += len(text)
+            self._evict()
         flight.set_result(compiled)
 
-    def resize(self, maxsize: int) -> None:
+    def resize(self, maxsize: int, max_bytes: int) -> None:
         with self.lock:
             self.maxsize = maxsize
-            while len(self.data) > maxsize:
-                self.data.popitem(last=False)
-                self.evictions += 1
+            self.max_bytes = max_bytes
+            self._evict()
 
     def stats(self) -> CacheStats:
         with self.lock:
-            return CacheStats(self.hits, self.misses, self.evictions, len(self.data), self.maxsize)
+            return CacheStats(
+                self.hits, self.misses, self.evictions, len(self.data), self.maxsize,
+                self.bytes, self.max_bytes,
+            )
 
 
 _CACHE = _Cache(DEFAULT_MAXSIZE)
@@ -495,8 +523,13 @@ def cache_stats() -> CacheStats:
     return _CACHE.stats()
 
 
-def configure_cache(maxsize: int) -> None:
-    """Set the shared cache's bound (evicting least recently used entries if needed)."""
+def configure_cache(maxsize: int, *, max_bytes: int | None = None) -> None:
+    """Set the shared cache's bounds: at most ``maxsize`` schemas, and at most ``max_bytes``
+    of their canonical JSON (``CompiledSchema.schema_bytes``; unchanged when None, default
+    ``DEFAULT_CACHE_MAX_BYTES``), evicting least recently used entries if needed. The newest
+    entry is kept even when it alone is larger than ``max_bytes``."""
     if maxsize < 1:
         raise ValueError("maxsize must be at least 1")
-    _CACHE.resize(maxsize)
+    if max_bytes is not None and max_bytes < 1:
+        raise ValueError("max_bytes must be at least 1")
+    _CACHE.resize(maxsize, _CACHE.max_bytes if max_bytes is None else max_bytes)

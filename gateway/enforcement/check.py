@@ -81,13 +81,19 @@ class LintCache:
     canonical hash per request (no re-lint, no second cache lookup in the validator).
     """
 
-    __slots__ = ("_entries", "hits", "maxsize", "misses")
+    __slots__ = ("_entries", "bytes", "hits", "max_bytes", "maxsize", "misses")
 
-    # As many as the validator's compiled-schema cache: a clean verdict keeps its compiled
-    # schema alive, so a bigger bound would hold evicted compilations in memory (#8: RSS).
-    def __init__(self, maxsize: int = 1024) -> None:
+    # The validator's compiled-schema cache's bounds: a clean verdict keeps its compiled
+    # schema alive, so bigger ones would hold evicted compilations in memory (#8: RSS).
+    # ``max_bytes`` counts the kept schemas' canonical JSON, as the validator's cache does:
+    # without it, 1,024 of the largest schemas the lint admits would hold ~5 GB (#9).
+    def __init__(
+        self, maxsize: int = 1024, max_bytes: int = validator.DEFAULT_CACHE_MAX_BYTES
+    ) -> None:
         self._entries: OrderedDict[tuple[str, str], _Verdict] = OrderedDict()
         self.maxsize = maxsize
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self.hits = 0
         self.misses = 0
 
@@ -99,9 +105,15 @@ class LintCache:
         return found
 
     def _put(self, key: tuple[str, str], verdict: _Verdict) -> None:
-        self._entries[key] = verdict
-        if len(self._entries) > self.maxsize:
-            self._entries.popitem(last=False)
+        entries = self._entries
+        old = entries.pop(key, None)
+        if old is not None:
+            self.bytes -= old.size
+        entries[key] = verdict
+        self.bytes += verdict.size
+        while len(entries) > self.maxsize or (self.bytes > self.max_bytes and len(entries) > 1):
+            _key, dropped = entries.popitem(last=False)
+            self.bytes -= dropped.size
 
     def lint(self, schema: Any, path: str) -> tuple[validator.Issue, ...]:
         """The lint issues of ``schema`` with params under ``path`` (cached)."""
@@ -135,6 +147,12 @@ class LintCache:
 class _Verdict:
     issues: tuple[validator.Issue, ...]
     compiled: validator.CompiledSchema | None = None
+
+    @property
+    def size(self) -> int:
+        """What the verdict holds against ``LintCache.max_bytes``: its compiled schema's
+        canonical bytes (a rejected schema's issues are not counted)."""
+        return 0 if self.compiled is None else self.compiled.schema_bytes
 
 
 async def _lint_compile(

@@ -108,3 +108,24 @@ def test_lint_cache_is_bounded() -> None:
     for i in range(4):
         cache.lint({"type": "object", "properties": {f"p{i}": {"type": "string"}}}, "p")
     assert (cache.misses, len(cache._entries)) == (4, 2)
+
+
+def _strict_object(tag: str, n: int) -> dict[str, Any]:
+    props = {f"{tag}_{i}": {"type": "string"} for i in range(n)}
+    return {"type": "object", "properties": props, "required": list(props),
+            "additionalProperties": False}
+
+
+async def test_lint_cache_is_bounded_by_schema_bytes() -> None:
+    """A clean verdict keeps its compiled schema alive: the cache also bounds the bytes it
+    holds that way, or large distinct schemas would pin their compilations (#8/#9)."""
+    size = (await LintCache().resolve(_strict_object("sp", 40), "p")).schema_bytes
+    cache = LintCache(maxsize=1024, max_bytes=3 * size + size // 2)
+    kept = [await cache.resolve(_strict_object(f"s{i}", 40), "p") for i in range(6)]
+    assert all(k.schema_bytes == size for k in kept)
+    assert (len(cache._entries), cache.bytes) == (3, 3 * size)
+    assert cache.misses == 6
+    await cache.resolve(_strict_object("s5", 40), "p")  # the newest: still there
+    await cache.resolve(_strict_object("s0", 40), "p")  # the oldest: evicted, a miss
+    assert (cache.hits, cache.misses) == (1, 7)
+    assert cache.bytes <= cache.max_bytes

@@ -17,7 +17,7 @@ from gateway.ops import _ROUTE_PATHS, RequestObserver
 
 
 class _Stats:
-    hits = misses = evictions = size = 0
+    hits = misses = evictions = size = bytes = 0
 
 
 def bench(label: str, fn: Callable[[], object], n: int = 30000) -> None:

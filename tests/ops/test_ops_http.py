@@ -103,6 +103,7 @@ def test_metrics_count_a_request_a_422_and_a_cache_hit(
     hits = ("syntic_lint_cache_hits_total", ())
     assert after[hits] - before[hits] == 1
     assert after[("syntic_schema_cache_size", ())] >= 1
+    assert after[("syntic_schema_cache_bytes", ())] >= 100  # the refund tool's schema, at least
     kinds = {
         kind: after.get(k, 0) - before.get(k, 0)
         for kind in ("first", "correction")

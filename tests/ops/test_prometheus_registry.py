@@ -172,10 +172,11 @@ class _Stats:
     misses: int
     evictions: int
     size: int
+    bytes: int
 
 
 def test_gateway_metric_set_exports_every_named_series() -> None:
-    stats = _Stats(hits=5, misses=2, evictions=1, size=3)
+    stats = _Stats(hits=5, misses=2, evictions=1, size=3, bytes=4096)
     m = GatewayMetrics.create(cache_stats=lambda: stats)
     m.bind(ledger_queue_depth=lambda: 4, ratelimit_fail_open=lambda: 6)
     m.count_request("/v1/chat/completions", 200, None)
@@ -204,3 +205,4 @@ def test_gateway_metric_set_exports_every_named_series() -> None:
     assert s[("syntic_schema_cache_misses_total", ())] == 2
     assert s[("syntic_schema_cache_evictions_total", ())] == 1
     assert s[("syntic_schema_cache_size", ())] == 3
+    assert s[("syntic_schema_cache_bytes", ())] == 4096

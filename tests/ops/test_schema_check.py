@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.ops.helpers import scrape
-from tests.support.gateway_proc import GatewayProcess
+from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.scripted_upstream import ScriptedUpstream
 
 STRICT: dict[str, Any] = {
@@ -197,3 +197,36 @@ def test_counts_against_the_keys_request_limit(gw: GatewayProcess) -> None:
         for _ in range(3)
     ]
     assert statuses == [200, 200, 429]
+
+
+def _wide(tag: str, n: int = 60) -> dict[str, Any]:
+    props = {f"{tag}_{i:03d}": {"type": ["string", "null"]} for i in range(n)}
+    return {"type": "object", "properties": props, "required": list(props),
+            "additionalProperties": False}
+
+
+def test_compiled_schemas_are_bounded_by_bytes(
+    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``schema_cache_max_bytes``: many distinct schemas keep at most that much canonical
+    JSON compiled (the validator's cache and the lint cache), not 1,024 of them (#8/#9)."""
+    bound = 16 * 1024
+    proc = start_gateway(
+        tmp_path_factory.mktemp("cache-bytes"),
+        [model_table("m", scripted_upstream_server.base_url)],
+        env={"SYNTIC_SCHEMA_CACHE_MAX_BYTES": str(bound)},
+        key_name="cache-bytes",
+    )
+    try:
+        headers = {"authorization": f"Bearer {proc.api_key}"}
+        for i in range(20):  # ~2.6 KiB each: ~52 KiB in all
+            r = httpx.post(proc.base_url + "/v1/schemas/check", headers=headers, timeout=20,
+                           json={"tools": [openai_tool(_wide(f"t{i:02d}"))]})
+            assert r.status_code == 200 and r.json()["schemas"][0]["ok"] is True
+        samples = scrape(proc.base_url)
+        held = samples[("syntic_schema_cache_bytes", ())]
+        assert 0 < held <= bound
+        assert samples[("syntic_schema_cache_size", ())] < 20
+        assert samples[("syntic_schema_cache_evictions_total", ())] >= 10
+    finally:
+        proc.stop()

@@ -39,6 +39,11 @@ def test_edge_settings_from_file_and_env(tmp_path: Path) -> None:
         load_settings(config, env={"SYNTIC_MAX_HEADER_BYTES": "lots"})
     with pytest.raises(ConfigError, match="negative"):
         load_settings(config, env={"SYNTIC_MAX_INFLIGHT": "-1"})
+    with pytest.raises(ConfigError, match="at least 1"):
+        load_settings(config, env={"SYNTIC_SCHEMA_CACHE_MAX_BYTES": "0"})
+    assert load_settings(
+        config, env={"SYNTIC_SCHEMA_CACHE_MAX_BYTES": "65536"}
+    ).schema_cache_max_bytes == 65536
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
+import orjson
 import pytest
 
 import validator
@@ -29,7 +30,9 @@ def _delta(before: validator.CacheStats) -> tuple[int, int, int]:
 @pytest.fixture(autouse=True)
 def _restore_size() -> Iterator[None]:
     yield
-    validator.configure_cache(_compile.DEFAULT_MAXSIZE)
+    validator.configure_cache(
+        _compile.DEFAULT_MAXSIZE, max_bytes=validator.DEFAULT_CACHE_MAX_BYTES
+    )
 
 
 @pytest.mark.parametrize(
@@ -189,3 +192,54 @@ def test_compiled_schema_is_a_private_copy() -> None:
     copy["properties"]["n"]["type"] = "string"  # and the copy they got back
     assert compiled.schema["properties"]["n"]["type"] == "integer"
     assert compiled.schema is not schema
+
+
+def _sized(n: int) -> dict[str, Any]:
+    """A new schema of ``n`` string properties (its canonical JSON grows with ``n``)."""
+    return _fresh(properties={f"p{i}": {"type": "string"} for i in range(n)})
+
+
+def test_byte_bound_evicts_least_recently_used() -> None:
+    validator.configure_cache(1)  # only what this test compiles from here on
+    first = validator.compile(_sized(40))
+    size = first.schema_bytes
+    assert size == len(orjson.dumps(first.schema, option=orjson.OPT_SORT_KEYS))
+    validator.configure_cache(1024, max_bytes=3 * size + size // 2)  # room for three
+    second = validator.compile(_sized(40))
+    third = validator.compile(_sized(40))
+    assert validator.compile(first.schema) is first  # used: now the most recent
+    before = validator.cache_stats()
+    fourth = validator.compile(_sized(40))  # over the budget: ``second`` goes, not ``first``
+    stats = validator.cache_stats()
+    assert stats.evictions - before.evictions == 1
+    assert stats.bytes == sum(c.schema_bytes for c in (first, third, fourth))
+    assert stats.bytes <= stats.max_bytes == 3 * size + size // 2
+    before = validator.cache_stats()
+    assert validator.compile(second.schema) is not second  # it was evicted: compiled again
+    assert validator.compile(first.schema) is first
+    assert _delta(before)[:2] == (1, 1)
+
+
+def test_schema_over_the_byte_bound_is_kept_alone() -> None:
+    validator.configure_cache(1024, max_bytes=64)  # other tests' entries go too
+    small = validator.compile(_fresh())
+    big = validator.compile(_sized(20))
+    assert big.schema_bytes > 64
+    stats = validator.cache_stats()
+    assert (stats.size, stats.bytes) == (1, big.schema_bytes)  # only the newest, whole
+    assert validator.compile(big.schema) is big
+    assert validator.compile(small.schema) is not small
+
+
+def test_configure_cache_checks_and_applies_the_byte_bound() -> None:
+    for _ in range(4):
+        validator.compile(_sized(30))
+    before = validator.cache_stats()
+    assert before.bytes > 0
+    validator.configure_cache(1024, max_bytes=1)
+    after = validator.cache_stats()
+    assert after.size == 1 and after.evictions > before.evictions
+    validator.configure_cache(512)  # max_bytes unchanged when not given
+    assert validator.cache_stats().max_bytes == 1
+    with pytest.raises(ValueError, match="max_bytes"):
+        validator.configure_cache(10, max_bytes=0)

@@ -189,7 +189,9 @@ def test_a_cached_large_schema_adds_few_gc_tracked_objects() -> None:
 @pytest.fixture
 def _small_cache() -> Iterator[None]:
     yield
-    validator.configure_cache(_compile.DEFAULT_MAXSIZE)
+    validator.configure_cache(
+        _compile.DEFAULT_MAXSIZE, max_bytes=validator.DEFAULT_CACHE_MAX_BYTES
+    )
 
 
 RECURSIVE: dict[str, Any] = {
@@ -303,3 +305,26 @@ def test_fully_split_code_agrees_with_the_interpreter(
     with _split_everything():
         fast, interp = engine(schema)
     assert fast(instance) is (interp.errors(instance) == []), (schema, instance)
+
+
+def _nullable_wide(n: int) -> dict[str, Any]:
+    props = {f"p{i}": {"type": ["string", "null"], "maxLength": 20 + i % 7} for i in range(n)}
+    return {"type": "object", "title": uuid.uuid4().hex, "properties": props,
+            "required": list(props), "additionalProperties": False}
+
+
+@pytest.mark.usefixtures("_small_cache")
+def test_large_schemas_are_bounded_by_bytes_not_only_by_count() -> None:
+    """Hostile input: many distinct large schemas (~85 KiB, ~2 MB compiled each). The count
+    bound alone would keep all 30 (~63 MB here); the byte bound keeps ~6 (#8/#9)."""
+    validator.configure_cache(1024, max_bytes=512 * 1024)
+    rss = _rss()
+    for _ in range(30):
+        compiled = validator.compile(_nullable_wide(1500))
+        assert compiled.is_valid(dict.fromkeys(compiled.schema["properties"]))
+    grown = _rss() - rss
+    stats = validator.cache_stats()
+    print(f"30 schemas of {compiled.schema_bytes} bytes: {stats.size} kept, "
+          f"{grown / 1e6:+.1f} MB RSS")
+    assert stats.bytes <= 512 * 1024 and stats.size < 30
+    assert grown < 35e6
