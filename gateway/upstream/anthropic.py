@@ -37,7 +37,12 @@ from gateway.upstream.anthropic_codec import (
 )
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import UpstreamStatusError, parse_retry_after
-from gateway.upstream.transport import model_timeout, open_stream, post_capped
+from gateway.upstream.transport import (
+    ERROR_BODY_BYTES,
+    model_timeout,
+    open_stream,
+    post_capped,
+)
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicUpstream", "create", "decode_response"]
 
@@ -84,11 +89,8 @@ class _Answer(Protocol):
     def headers(self) -> Mapping[str, str]: ...
 
 
-_ERROR_BODY_BYTES = 64 * 1024  # of an error answer, enough for its message
-
-
 def _text(body: bytes | None) -> str:
-    """An error answer's text; empty when it went over ``_ERROR_BODY_BYTES``."""
+    """An error answer's text; empty when it went over ``ERROR_BODY_BYTES``."""
     return (body or b"").decode("utf-8", "replace")
 
 
@@ -153,7 +155,7 @@ class AnthropicUpstream:
         try:
             reply = await post_capped(
                 self._client, self._url(model), orjson.dumps(payload), self._headers(model),
-                self._timeout(model), limit=None, error_limit=_ERROR_BODY_BYTES,
+                self._timeout(model), limit=None, error_limit=ERROR_BODY_BYTES,
             )
         except httpx.TimeoutException as exc:
             raise UpstreamTimeout("The upstream model timed out.") from exc
@@ -176,7 +178,7 @@ class AnthropicUpstream:
                 self._timeout(model),
             ) as response:
                 if response.status_code >= 400:
-                    text = _text(await response.read_capped(_ERROR_BODY_BYTES))
+                    text = _text(await response.read_capped(ERROR_BODY_BYTES))
                     raise _status_error(response, text, model.api_key(self._env))
                 decoder = StreamDecoder(model.api_key(self._env))
                 async for name, data in iter_sse(response.lines()):

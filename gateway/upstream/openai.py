@@ -50,7 +50,12 @@ from gateway.upstream.retry import (
     UpstreamStatusError,
     parse_retry_after,
 )
-from gateway.upstream.transport import model_timeout, open_stream, post_capped
+from gateway.upstream.transport import (
+    ERROR_BODY_BYTES,
+    model_timeout,
+    open_stream,
+    post_capped,
+)
 
 # Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
 PASSTHROUGH_KEY = "openai.passthrough"
@@ -215,9 +220,6 @@ def _error_from_status(
     )
 
 
-_ERROR_BODY_BYTES = 64 * 1024  # of an error answer, enough for its message
-
-
 class OpenAIUpstream:
     """The ``Upstream`` adapter for OpenAI-compatible servers."""
 
@@ -253,7 +255,7 @@ class OpenAIUpstream:
         try:
             reply = await post_capped(
                 self.client, self._url(model), body, self._headers(model), self._timeout(model),
-                limit=self.max_body_bytes, error_limit=_ERROR_BODY_BYTES,
+                limit=self.max_body_bytes, error_limit=ERROR_BODY_BYTES,
             )
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise UpstreamConnectError(
@@ -287,7 +289,7 @@ class OpenAIUpstream:
                 if resp.status_code >= 400:
                     raise _error_from_status(
                         resp.status_code,
-                        await resp.read_capped(_ERROR_BODY_BYTES) or b"",
+                        await resp.read_capped(ERROR_BODY_BYTES) or b"",
                         resp.headers,
                         model.api_key(self.env),
                     )

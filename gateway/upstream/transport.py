@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     import aiohttp
 
 __all__ = [
+    "ERROR_BODY_BYTES",
     "AiohttpTransport",
     "HttpxLines",
     "LineStream",
@@ -56,6 +57,10 @@ __all__ = [
     "pooled_client",
     "post_capped",
 ]
+
+
+# Of an upstream's error answer: enough for its message (``error_limit`` of the adapters).
+ERROR_BODY_BYTES = 64 * 1024
 
 
 @functools.lru_cache(maxsize=64)
