@@ -314,9 +314,6 @@ class UpstreamClient(httpx.AsyncClient):
         status >= 400), on the lean pool: no ``httpx.Request``/``Response`` objects.
         Failures raise the same httpx exceptions as ``stream``/``post``; a gzip or deflate
         answer is decoded."""
-        transport = self._transport
-        if not isinstance(transport, AiohttpTransport):
-            raise TypeError("post_capped needs the AiohttpTransport")
         if self.is_closed:
             raise RuntimeError("Cannot send a request, as the client has been closed.")
         response = await self.pool.post(url, content, headers, timeout)
