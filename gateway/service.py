@@ -138,7 +138,7 @@ class ChatService:
         # One byte bound for both caches that keep compiled schemas alive (#8/#9).
         max_bytes = settings.schema_cache_max_bytes
         self.lint_cache = LintCache(max_bytes=max_bytes)
-        validator.configure_cache(validator.cache_stats().maxsize, max_bytes=max_bytes)
+        validator.configure_cache(max_bytes=max_bytes)
 
     def model(self, name: str) -> ModelConfig:
         model = self.settings.model(name)

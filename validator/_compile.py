@@ -523,13 +523,17 @@ def cache_stats() -> CacheStats:
     return _CACHE.stats()
 
 
-def configure_cache(maxsize: int, *, max_bytes: int | None = None) -> None:
+def configure_cache(maxsize: int | None = None, *, max_bytes: int | None = None) -> None:
     """Set the shared cache's bounds: at most ``maxsize`` schemas, and at most ``max_bytes``
-    of their canonical JSON (``CompiledSchema.schema_bytes``; unchanged when None, default
-    ``DEFAULT_CACHE_MAX_BYTES``), evicting least recently used entries if needed. The newest
-    entry is kept even when it alone is larger than ``max_bytes``."""
-    if maxsize < 1:
+    of their canonical JSON (``CompiledSchema.schema_bytes``; default
+    ``DEFAULT_CACHE_MAX_BYTES``), evicting least recently used entries if needed. A bound
+    given as None stays as it is. The newest entry is kept even when it alone is larger
+    than ``max_bytes``."""
+    if maxsize is not None and maxsize < 1:
         raise ValueError("maxsize must be at least 1")
     if max_bytes is not None and max_bytes < 1:
         raise ValueError("max_bytes must be at least 1")
-    _CACHE.resize(maxsize, _CACHE.max_bytes if max_bytes is None else max_bytes)
+    _CACHE.resize(
+        _CACHE.maxsize if maxsize is None else maxsize,
+        _CACHE.max_bytes if max_bytes is None else max_bytes,
+    )
