@@ -1,8 +1,8 @@
 """The composition root: ``create_app(settings)`` wires routes, middleware and lifespan.
 
 The lifespan opens the storage-backed services (keys, ledger, rate limiter; see
-``gateway.services``) unless they are passed in, one pooled ``httpx.AsyncClient`` shared by
-every upstream adapter, the upstream registry and the ``ChatService``; on shutdown it
+``gateway.services``) unless they are passed in, one ``UpstreamHttp`` shared by every
+upstream adapter, the upstream registry and the ``ChatService``; on shutdown it
 closes the upstreams and flushes the ledger.
 
 Example::
@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -47,8 +48,9 @@ from gateway.schema_check import schemas_check
 from gateway.service import ChatService
 from gateway.settings import Settings, load_settings
 from gateway.upstream.base import Upstream
+from gateway.upstream.connection import Connections
 from gateway.upstream.registry import UpstreamRegistry
-from gateway.upstream.transport import pooled_client
+from gateway.upstream.transport import UpstreamHttp
 from gateway.usage.base import Ledger
 
 
@@ -139,8 +141,15 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         svc = services if services is not None else await _open_services(settings)
-        # httpx API over aiohttp's pool (httpx's own pool degrades under concurrency, #8)
-        client = pooled_client(timeout_s=settings.request_timeout_s)
+        connections = Connections(settings.env)
+        # TLS contexts read CA bundles from disk: built once, off the loop, before serving.
+        await asyncio.to_thread(connections.prepare, settings.models)
+        client = UpstreamHttp(
+            connections,
+            keepalive_s=settings.upstream_keepalive_s,
+            max_event_bytes=settings.stream_event_cap,
+            max_stream_bytes=settings.stream_cap,
+        )
         registry = UpstreamRegistry.build(settings, client, upstreams).wrapped(
             ops.meter_upstream
         )

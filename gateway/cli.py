@@ -11,6 +11,8 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from gateway.settings import ConfigError
+
 _COMMANDS = ("serve", "migrate", "keys", "usage", "models")
 
 
@@ -32,7 +34,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
-    return func(args)
+    try:
+        return func(args)
+    except ConfigError as exc:  # the operator's config: a message, not a traceback
+        print(f"syntic: config error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

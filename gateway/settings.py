@@ -44,11 +44,19 @@ class ModelConfig:
     timeout_s: float = 60.0
     # provider = "local": path to a GGUF file, or a model id the installer knows.
     local_model: str | None = None
+    # How to reach the upstream (gateway.upstream.connection): a CA bundle that replaces
+    # the default trust store, a client certificate (and its key), a proxy URL.
+    ca_file: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+    proxy: str | None = None
 
     def api_key(self, env: Mapping[str, str]) -> str | None:
+        """The upstream key, without the whitespace a secrets file leaves around it."""
         if self.api_key_env is None:
             return None
-        return env.get(self.api_key_env)
+        key = env.get(self.api_key_env)
+        return key.strip() if key is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +80,11 @@ class Settings:
     upstream_retries: int = 2  # extra attempts for safe failures (connect, 429/502/503)
     max_argument_bytes: int = 512 * 1024  # one tool call's arguments (validated on the loop)
     max_upstream_body_bytes: int = 16 * 1024 * 1024  # one non-streaming upstream answer
+    # One streamed line or event, and a whole streamed answer (decompressed); 0 derives
+    # them from max_argument_bytes (room for one call's arguments, escaped, in one event).
+    max_stream_event_bytes: int = 0
+    max_stream_bytes: int = 0
+    upstream_keepalive_s: float = 90.0  # an idle upstream connection is kept this long
     idempotency_ttl_s: float = 24 * 3600.0
     # Rate-limit slots a busy key may reserve from Redis per round trip (#8); 1: none.
     rate_limit_lease_max: int = 64
@@ -80,6 +93,14 @@ class Settings:
     # gigabytes (a compiled schema takes ~10-20x its canonical size in memory).
     schema_cache_max_bytes: int = validator.DEFAULT_CACHE_MAX_BYTES
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def stream_event_cap(self) -> int:
+        return self.max_stream_event_bytes or 2 * self.max_argument_bytes + 64 * 1024
+
+    @property
+    def stream_cap(self) -> int:
+        return self.max_stream_bytes or max(64 * self.max_argument_bytes, 16 * 1024 * 1024)
 
     def model(self, name: str) -> ModelConfig | None:
         for m in self.models:
@@ -133,6 +154,25 @@ def _model_from_table(i: int, table: Mapping[str, Any]) -> ModelConfig:
         raise ConfigError(f"models[{i}]: {exc}") from exc
 
 
+def _has_control(value: str) -> bool:
+    return any(ord(c) < 0x20 or ord(c) == 0x7F for c in value)
+
+
+def _check_header_values(model: ModelConfig, env: Mapping[str, str]) -> None:
+    """A value that would go into an upstream request's head with a control character in
+    it (a CR LF would inject a header) is refused here, before anything is sent."""
+    key = model.api_key(env)
+    if key is not None and _has_control(key):
+        raise ConfigError(
+            f"model {model.name!r}: the upstream key in {model.api_key_env} contains a "
+            "control character (after stripping surrounding whitespace)"
+        )
+    for name in ("base_url", "upstream_model", "proxy"):
+        value = getattr(model, name)
+        if isinstance(value, str) and _has_control(value):
+            raise ConfigError(f"model {model.name!r}: {name} contains a control character")
+
+
 def load_settings(
     config_path: str | Path | None = None, env: Mapping[str, str] | None = None
 ) -> Settings:
@@ -153,6 +193,8 @@ def load_settings(
     names = [m.name for m in models]
     if len(set(names)) != len(names):
         raise ConfigError("models: duplicate model name")
+    for model in models:
+        _check_header_values(model, env)
     server = data.get("server", {})
     return Settings(
         models=models,
@@ -189,6 +231,9 @@ _TUNABLES: tuple[str, ...] = (
     "upstream_retries",
     "max_argument_bytes",
     "max_upstream_body_bytes",
+    "max_stream_event_bytes",
+    "max_stream_bytes",
+    "upstream_keepalive_s",
     "idempotency_ttl_s",
     "rate_limit_lease_max",
     "schema_cache_max_bytes",

@@ -15,6 +15,7 @@ import uvicorn
 from gateway.edge_protocol import serve_options
 from gateway.logs import configure_logging, log_format_from_env
 from gateway.settings import load_settings
+from gateway.upstream.connection import Connections
 
 log = logging.getLogger("syntic.serve")
 
@@ -38,6 +39,8 @@ def _fast(module: str, name: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
+    # Unreadable CA bundles or certificates: a config error now, not a failed startup.
+    Connections(settings.env).prepare(settings.models)
     configure_logging(args.log_level, log_format_from_env(os.environ))
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port

@@ -33,7 +33,8 @@ from gateway.canonical.record import record
 from gateway.context import RequestContext, Tally
 from gateway.enforcement import ParamPaths
 from gateway.enforcement.holdback import HeldEvent, HoldBack, holdback_for
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, UpstreamTimeout
+from gateway.limits import remaining_s
 from gateway.service import ChatService
 
 __all__ = ["SSE_HEADERS", "HeldSSEResponse", "OpenedStream", "open_held_stream"]
@@ -200,20 +201,32 @@ class HeldSSEResponse(Response, Generic[E]):
         self._last_send = asyncio.get_running_loop().time()
 
     async def _pump(self, send: Send) -> None:
-        encode = self.encode
         try:
-            await self._send_bytes(send, self.opening(self._first))
-            async for batch in self._batches:
-                if batch:
-                    await self._send_bytes(send, encode(batch))
-            self._completed = True
-            closing = self.closing()
-            if closing:
-                await self._send_bytes(send, closing)
+            # The request deadline bounds a stream too, however steadily the upstream sends.
+            async with asyncio.timeout(remaining_s()):
+                await self._send_all(send)
+        except TimeoutError:
+            await self._send_error(send, UpstreamTimeout(
+                "The stream did not complete within the request deadline."
+            ))
         except GatewayError as exc:
-            self._ctx.status = exc.status
-            self._ctx.error_code = exc.code
-            await self._send_bytes(send, self.error(exc, self._ctx.request_id))
+            await self._send_error(send, exc)
+
+    async def _send_all(self, send: Send) -> None:
+        encode = self.encode
+        await self._send_bytes(send, self.opening(self._first))
+        async for batch in self._batches:
+            if batch:
+                await self._send_bytes(send, encode(batch))
+        self._completed = True
+        closing = self.closing()
+        if closing:
+            await self._send_bytes(send, closing)
+
+    async def _send_error(self, send: Send, exc: GatewayError) -> None:
+        self._ctx.status = exc.status
+        self._ctx.error_code = exc.code
+        await self._send_bytes(send, self.error(exc, self._ctx.request_id))
 
     def _arm_keepalive(self, send: Send) -> None:
         """Check for silence every ``keepalive_s``; a keep-alive is sent only after one."""

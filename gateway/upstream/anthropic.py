@@ -4,11 +4,12 @@
 Canonical request -> ``POST {base_url}/messages`` (``x-api-key``, ``anthropic-version``);
 the response and its SSE stream -> canonical. ``tool_use.input`` objects become
 ``raw_arguments`` JSON text; ``input_json_delta`` fragments become ``ToolCallDelta``.
-httpx errors are translated here, once, into ``UpstreamError`` / ``UpstreamTimeout``.
+The transport (``UpstreamHttp``) raises the gateway's upstream errors itself; error statuses
+become the retry-aware ``UpstreamStatusError`` here.
 
 Example::
 
-    upstream = AnthropicUpstream(client=httpx.AsyncClient(), env=settings.env)
+    upstream = AnthropicUpstream(UpstreamHttp(Connections(env)), env=env)
     response = await upstream.complete(request, model_config)
 """
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
-import httpx
 import orjson
 
 from gateway.canonical import (
@@ -26,7 +26,6 @@ from gateway.canonical import (
     StreamEvent,
     ToolCall,
 )
-from gateway.errors import UpstreamError, UpstreamTimeout
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.anthropic_codec import (
     StreamDecoder,
@@ -35,14 +34,10 @@ from gateway.upstream.anthropic_codec import (
     iter_sse,
     usage_of,
 )
+from gateway.upstream.errors import UpstreamInvalidResponse, UpstreamStatusError
 from gateway.upstream.redact import scrub
-from gateway.upstream.retry import UpstreamStatusError, parse_retry_after
-from gateway.upstream.transport import (
-    ERROR_BODY_BYTES,
-    model_timeout,
-    open_stream,
-    post_capped,
-)
+from gateway.upstream.retry import parse_retry_after
+from gateway.upstream.transport import UpstreamHttp
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicUpstream", "create", "decode_response"]
 
@@ -52,7 +47,7 @@ ANTHROPIC_VERSION = "2023-06-01"
 def decode_response(body: object, model: ModelConfig) -> ChatResponse:
     """An Anthropic ``message`` object -> canonical ``ChatResponse``."""
     if not isinstance(body, dict) or not isinstance(body.get("content"), list):
-        raise UpstreamError("The upstream returned a malformed message.")
+        raise UpstreamInvalidResponse("The upstream returned a malformed message.")
     texts: list[str] = []
     calls: list[ToolCall] = []
     for block in body["content"]:
@@ -80,7 +75,7 @@ def decode_response(body: object, model: ModelConfig) -> ChatResponse:
 
 
 class _Answer(Protocol):
-    """What an error message needs of an answer: ``Reply``, ``LineStream``, ``HttpxLines``."""
+    """What an error message needs of an answer: ``Reply`` or ``StreamAnswer``."""
 
     @property
     def status_code(self) -> int: ...
@@ -89,9 +84,8 @@ class _Answer(Protocol):
     def headers(self) -> Mapping[str, str]: ...
 
 
-def _text(body: bytes | None) -> str:
-    """An error answer's text; empty when it went over ``ERROR_BODY_BYTES``."""
-    return (body or b"").decode("utf-8", "replace")
+def _text(body: bytes) -> str:
+    return body.decode("utf-8", "replace")
 
 
 def _error_message(response: _Answer, text: str, secret: str | None = None) -> str:
@@ -102,14 +96,14 @@ def _error_message(response: _Answer, text: str, secret: str | None = None) -> s
             detail = str(body["error"].get("message", detail))
     except orjson.JSONDecodeError:
         pass  # not JSON: keep the raw text (truncated) as the detail
-    # scrub: upstreams echo credentials in error text (#9)
+    # upstreams echo credentials in their error text
     return scrub(f"Upstream returned HTTP {response.status_code}: {detail}", secret)
 
 
 def _status_error(
     response: _Answer, text: str, secret: str | None = None
 ) -> UpstreamStatusError:
-    # status-aware, so 429/529/502/503 are retried (gateway.upstream.retry, #9)
+    # status-aware, so 429/529/502/503 are retried (gateway.upstream.retry)
     return UpstreamStatusError(
         _error_message(response, text, secret),
         upstream_status=response.status_code,
@@ -120,20 +114,21 @@ def _status_error(
 class AnthropicUpstream:
     """The Upstream Protocol over an Anthropic-compatible ``/v1/messages`` endpoint.
 
-    ``client`` is the app's one pooled ``httpx.AsyncClient`` (the adapter never closes a
-    client it was given); ``env`` is where ``api_key_env`` is looked up.
+    ``http`` is the app's one ``UpstreamHttp`` (the adapter never closes it); ``env`` is
+    where ``api_key_env`` is looked up.
     """
 
     def __init__(
         self,
+        http: UpstreamHttp,
+        env: Mapping[str, str],
         *,
-        env: Mapping[str, str] | None = None,
-        client: httpx.AsyncClient | None = None,
+        max_body_bytes: int | None = None,
         anthropic_version: str = ANTHROPIC_VERSION,
     ) -> None:
-        self._env: Mapping[str, str] = env or {}
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient()
+        self.http = http
+        self._env = env
+        self.max_body_bytes = max_body_bytes
         self._version = anthropic_version
 
     def _url(self, model: ModelConfig) -> str:
@@ -147,55 +142,45 @@ class AnthropicUpstream:
             headers["x-api-key"] = key
         return headers
 
-    def _timeout(self, model: ModelConfig) -> httpx.Timeout:
-        return model_timeout(model.timeout_s)
-
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         payload = encode_request(request, model, stream=False)
-        try:
-            reply = await post_capped(
-                self._client, self._url(model), orjson.dumps(payload), self._headers(model),
-                self._timeout(model), limit=None, error_limit=ERROR_BODY_BYTES,
-            )
-        except httpx.TimeoutException as exc:
-            raise UpstreamTimeout("The upstream model timed out.") from exc
-        except httpx.HTTPError as exc:
-            raise UpstreamError(f"Could not reach the upstream model: {exc}") from exc
+        http = self.http
+        reply = await http.post(
+            self._url(model), orjson.dumps(payload), self._headers(model),
+            http.connections.route(model), timeout_s=model.timeout_s,
+            limit=self.max_body_bytes,
+        )
         if reply.status_code >= 400:
             raise _status_error(reply, _text(reply.body), model.api_key(self._env))
         try:
-            body: Any = orjson.loads(reply.body or b"")
+            body: Any = orjson.loads(reply.body)
         except orjson.JSONDecodeError as exc:
-            raise UpstreamError("The upstream returned a body that is not JSON.") from exc
+            raise UpstreamInvalidResponse("The upstream returned a body that is not JSON.") from exc
         return decode_response(body, model)
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         payload = encode_request(request, model, stream=True)
         headers = {**self._headers(model), "accept": "text/event-stream"}
-        try:
-            async with open_stream(
-                self._client, self._url(model), orjson.dumps(payload), headers,
-                self._timeout(model),
-            ) as response:
-                if response.status_code >= 400:
-                    text = _text(await response.read_capped(ERROR_BODY_BYTES))
-                    raise _status_error(response, text, model.api_key(self._env))
-                decoder = StreamDecoder(model.api_key(self._env))
-                async for name, data in iter_sse(response.lines()):
-                    for event in decoder.feed(name, data):
-                        yield event
-                for event in decoder.end():
+        http = self.http
+        async with http.stream(
+            self._url(model), orjson.dumps(payload), headers, http.connections.route(model),
+            timeout_s=model.timeout_s,
+        ) as response:
+            if response.status_code >= 400:
+                text = _text(await response.read_error())
+                raise _status_error(response, text, model.api_key(self._env))
+            decoder = StreamDecoder(model.api_key(self._env))
+            async for name, data in iter_sse(response.lines()):
+                for event in decoder.feed(name, data):
                     yield event
-        except httpx.TimeoutException as exc:
-            raise UpstreamTimeout("The upstream model timed out mid-stream.") from exc
-        except httpx.HTTPError as exc:
-            raise UpstreamError(f"The upstream stream failed: {exc}") from exc
+            for event in decoder.end():
+                yield event
 
     async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+        # The HTTP client belongs to the app (shared by every adapter); it closes it.
+        return None
 
 
-def create(client: httpx.AsyncClient, settings: Settings) -> AnthropicUpstream:
+def create(http: UpstreamHttp, settings: Settings) -> AnthropicUpstream:
     """Registry factory (see ``gateway.upstream.registry``)."""
-    return AnthropicUpstream(env=settings.env, client=client)
+    return AnthropicUpstream(http, settings.env, max_body_bytes=settings.max_upstream_body_bytes)

@@ -28,6 +28,7 @@ from gateway.canonical import (
 )
 from gateway.errors import UpstreamError
 from gateway.settings import ModelConfig
+from gateway.upstream.errors import UpstreamInvalidResponse
 from gateway.upstream.redact import scrub
 
 __all__ = [
@@ -228,7 +229,9 @@ class StreamDecoder:
         try:
             event: Any = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            raise UpstreamError("The upstream stream carried an event that is not JSON.") from exc
+            raise UpstreamInvalidResponse(
+                "The upstream stream carried an event that is not JSON."
+            ) from exc
         kind = event.get("type", name) if isinstance(event, dict) else name
         if kind == "error":
             err = event.get("error") if isinstance(event, dict) else None
@@ -236,7 +239,16 @@ class StreamDecoder:
             detail = scrub(str(message)[:500], self._secret) if message else "error event"
             raise UpstreamError(f"The upstream stream failed: {detail}")
         handler = getattr(self, "_on_" + str(kind), None)
-        return handler(event) if handler is not None else []
+        if handler is None:
+            return []
+        try:
+            return handler(event)  # type: ignore[no-any-return]
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            # valid JSON in the wrong shape (a list, "index": "x", a string delta, ...)
+            raise UpstreamInvalidResponse(
+                f"The upstream stream carried a malformed {kind!s:.40} event "
+                f"({type(exc).__name__})."
+            ) from exc
 
     def _on_message_start(self, event: dict[str, Any]) -> list[StreamEvent]:
         self._usage = usage_of(event.get("message", {}).get("usage"))

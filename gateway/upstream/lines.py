@@ -1,47 +1,56 @@
-"""Text -> lines exactly as ``httpx.Response.aiter_lines`` splits them (SSE bodies read
-straight from the aiohttp pool by ``gateway.upstream.transport``)."""
+"""A streamed answer's body -> SSE lines, bounded and strictly decoded.
+
+Lines end at CR LF, LF or CR (the SSE grammar; nothing else, so a U+2028 inside a JSON
+string stays in its line). Each line is decoded as strict UTF-8: a stream the gateway would
+otherwise repair with U+FFFD is refused, as the same bytes are when not streamed. Bounds:
+one line and one event (the lines up to a blank one) at most ``max_event_bytes``, the whole
+body at most ``max_bytes``; past either, reading stops with ``OutputTooLarge``.
+"""
 
 from __future__ import annotations
 
-__all__ = ["LineSplitter"]
+from collections.abc import AsyncIterator, Awaitable, Callable
 
-_NEWLINES = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits on
+from gateway.upstream.errors import OutputTooLarge, UpstreamInvalidResponse
+
+__all__ = ["sse_lines"]
 
 
-class LineSplitter:
-    """Feed decoded text as it arrives; a CR LF split across two feeds is one break."""
+def _decode(line: bytes) -> str:
+    try:
+        return line.decode()
+    except UnicodeDecodeError:
+        raise UpstreamInvalidResponse("The upstream stream is not valid UTF-8.") from None
 
-    __slots__ = ("buffer", "trailing_cr")
 
-    def __init__(self) -> None:
-        self.buffer: list[str] = []
-        self.trailing_cr = False
+def _event_too_large(limit: int) -> OutputTooLarge:
+    return OutputTooLarge(f"An upstream stream event exceeds the {limit} byte limit.")
 
-    def feed(self, text: str) -> list[str]:
-        if self.trailing_cr:
-            text = "\r" + text
-            self.trailing_cr = False
-        if text.endswith("\r"):
-            self.trailing_cr = True
-            text = text[:-1]
-        if not text:
-            return []
-        trailing_newline = text[-1] in _NEWLINES
-        lines = text.splitlines()
-        if len(lines) == 1 and not trailing_newline:
-            self.buffer.append(lines[0])
-            return []
-        if self.buffer:
-            lines[0] = "".join(self.buffer) + lines[0]
-            self.buffer = []
-        if not trailing_newline:
-            self.buffer = [lines.pop()]
-        return lines
 
-    def flush(self) -> list[str]:
-        if not self.buffer and not self.trailing_cr:
-            return []
-        lines = ["".join(self.buffer)]
-        self.buffer = []
-        self.trailing_cr = False
-        return lines
+async def sse_lines(
+    read: Callable[[], Awaitable[bytes]], *, max_event_bytes: int, max_bytes: int
+) -> AsyncIterator[str]:
+    """The lines of the body that ``read()`` returns piece by piece (b"" at its end)."""
+    pending = b""
+    total = 0
+    event = 0
+    while chunk := await read():
+        total += len(chunk)
+        if total > max_bytes:
+            raise OutputTooLarge(f"The upstream stream exceeds the {max_bytes} byte limit.")
+        data = pending + chunk if pending else chunk
+        lines = data.splitlines(keepends=True)
+        last = lines[-1]
+        # Unterminated, or ending in a CR that may be the first half of a CR LF: the rest
+        # comes with the next piece.
+        pending = b"" if last[-1:] == b"\n" else lines.pop()
+        for raw in lines:
+            line = raw.rstrip(b"\r\n")
+            event = event + len(raw) if line else 0
+            if event > max_event_bytes:
+                raise _event_too_large(max_event_bytes)
+            yield _decode(line)
+        if event + len(pending) > max_event_bytes:
+            raise _event_too_large(max_event_bytes)
+    if pending:
+        yield _decode(pending.rstrip(b"\r\n"))

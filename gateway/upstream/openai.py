@@ -1,27 +1,25 @@
-"""OpenAI-compatible upstream (OpenAI, vLLM, llama.cpp server, ...) over one pooled httpx client.
+"""OpenAI-compatible upstream (OpenAI, vLLM, llama.cpp server, ...) over the app's one
+``UpstreamHttp``.
 
 Translates canonical requests to the chat-completions wire format and back, for both
 ``complete`` and ``stream`` (SSE chunks parsed into canonical events, tool-call argument
-fragments included). Transport failures are translated once, here, into
-``UpstreamError`` / ``UpstreamTimeout``; connect failures and error statuses into the
-retry-aware ``UpstreamConnectError`` / ``UpstreamStatusError`` (``gateway.upstream.retry``).
-Model output is bounded (#9): a non-streaming answer over ``max_upstream_body_bytes`` and
-one tool call's arguments over ``max_argument_bytes`` are upstream errors, never parsed.
+fragments included). The transport raises the gateway's upstream errors itself; error
+statuses become the retry-aware ``UpstreamStatusError``. Model output is bounded: a
+non-streaming answer over ``max_upstream_body_bytes`` and one tool call's arguments over
+``max_argument_bytes`` are upstream errors, never parsed.
 
 Example::
 
-    upstream = OpenAIUpstream(httpx.AsyncClient(), env={})
+    upstream = OpenAIUpstream(UpstreamHttp(Connections(env)), env=env)
     response = await upstream.complete(request, model_config)
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import httpx
 import orjson
 
 from gateway.canonical import (
@@ -42,20 +40,16 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.errors import UpstreamError, UpstreamTimeout
 from gateway.settings import ModelConfig, Settings
-from gateway.upstream.redact import scrub
-from gateway.upstream.retry import (
-    UpstreamConnectError,
+from gateway.upstream.errors import (
+    OutputTooLarge,
+    UpstreamError,
+    UpstreamInvalidResponse,
     UpstreamStatusError,
-    parse_retry_after,
 )
-from gateway.upstream.transport import (
-    ERROR_BODY_BYTES,
-    model_timeout,
-    open_stream,
-    post_capped,
-)
+from gateway.upstream.redact import scrub
+from gateway.upstream.retry import parse_retry_after
+from gateway.upstream.transport import UpstreamHttp
 
 # Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
 PASSTHROUGH_KEY = "openai.passthrough"
@@ -152,7 +146,7 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     if request.stop:
         body["stop"] = list(request.stop)
     extra = request.metadata.get(PASSTHROUGH_KEY)
-    if extra is not None and isinstance(extra, Mapping):  # None: no ABC check (#8)
+    if extra is not None and isinstance(extra, Mapping):
         for key, value in extra.items():
             body.setdefault(key, value)
     if stream:
@@ -162,13 +156,9 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
 
 
 def _usage(raw: Any) -> Usage:
-    if type(raw) is not dict and not isinstance(raw, Mapping):  # dict: no ABC check (#8)
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         return Usage()
     return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
-
-
-class OutputTooLarge(UpstreamError):
-    default_code = "upstream_output_too_large"
 
 
 def _check_arguments(size: int, limit: int | None) -> None:
@@ -204,7 +194,7 @@ def decode_response(
             created=int(data.get("created") or time.time()),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-        raise UpstreamError(
+        raise UpstreamInvalidResponse(
             f"Upstream returned an unexpected response shape ({type(exc).__name__})."
         ) from exc
 
@@ -225,13 +215,13 @@ class OpenAIUpstream:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        http: UpstreamHttp,
         env: Mapping[str, str],
         *,
         max_argument_bytes: int | None = None,
         max_body_bytes: int | None = None,
     ) -> None:
-        self.client = client
+        self.http = http
         self.env = env
         self.max_argument_bytes = max_argument_bytes
         self.max_body_bytes = max_body_bytes
@@ -246,74 +236,50 @@ class OpenAIUpstream:
             headers["authorization"] = f"Bearer {key}"
         return headers
 
-    @staticmethod
-    def _timeout(model: ModelConfig) -> httpx.Timeout:
-        return model_timeout(model.timeout_s)
-
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         body = orjson.dumps(encode_request(request, model, stream=False))
-        try:
-            reply = await post_capped(
-                self.client, self._url(model), body, self._headers(model), self._timeout(model),
-                limit=self.max_body_bytes, error_limit=ERROR_BODY_BYTES,
-            )
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise UpstreamConnectError(
-                f"Could not connect to the upstream: {type(exc).__name__}."
-            ) from exc
-        except httpx.TimeoutException as exc:
-            raise UpstreamTimeout(f"Upstream timed out after {model.timeout_s:g}s.") from exc
-        except httpx.HTTPError as exc:
-            raise UpstreamError(f"Upstream request failed: {type(exc).__name__}.") from exc
-        content = reply.body
+        http = self.http
+        reply = await http.post(
+            self._url(model), body, self._headers(model), http.connections.route(model),
+            timeout_s=model.timeout_s, limit=self.max_body_bytes,
+        )
         if reply.status_code >= 400:
             raise _error_from_status(
-                reply.status_code, content or b"", reply.headers, model.api_key(self.env)
-            )
-        if content is None:
-            raise OutputTooLarge(
-                f"The upstream answer exceeds the {self.max_body_bytes} byte limit."
+                reply.status_code, reply.body, reply.headers, model.api_key(self.env)
             )
         try:
-            data = orjson.loads(content)
+            data = orjson.loads(reply.body)
         except orjson.JSONDecodeError as exc:
-            raise UpstreamError("Upstream returned invalid JSON.") from exc
+            raise UpstreamInvalidResponse("Upstream returned invalid JSON.") from exc
         return decode_response(data, model, max_argument_bytes=self.max_argument_bytes)
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         body = orjson.dumps(encode_request(request, model, stream=True))
-        try:
-            async with open_stream(
-                self.client, self._url(model), body, self._headers(model), self._timeout(model)
-            ) as resp:
-                if resp.status_code >= 400:
-                    raise _error_from_status(
-                        resp.status_code,
-                        await resp.read_capped(ERROR_BODY_BYTES) or b"",
-                        resp.headers,
-                        model.api_key(self.env),
-                    )
-                parser = ChunkParser(
-                    max_argument_bytes=self.max_argument_bytes, secret=model.api_key(self.env)
+        http = self.http
+        async with http.stream(
+            self._url(model), body, self._headers(model), http.connections.route(model),
+            timeout_s=model.timeout_s,
+        ) as resp:
+            if resp.status_code >= 400:
+                raise _error_from_status(
+                    resp.status_code,
+                    await resp.read_error(),
+                    resp.headers,
+                    model.api_key(self.env),
                 )
-                async for line in resp.lines():
-                    for event in parser.feed_line(line):
-                        yield event
-                    if parser.done:
-                        break
-                if not parser.done and not parser.finished:
-                    raise UpstreamError("Upstream stream ended before it finished.")
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise UpstreamConnectError(
-                f"Could not connect to the upstream: {type(exc).__name__}."
-            ) from exc
-        except httpx.TimeoutException as exc:
-            raise UpstreamTimeout(f"Upstream timed out after {model.timeout_s:g}s.") from exc
-        except httpx.HTTPError as exc:
-            raise UpstreamError(f"Upstream stream failed: {type(exc).__name__}.") from exc
+            parser = ChunkParser(
+                max_argument_bytes=self.max_argument_bytes, secret=model.api_key(self.env)
+            )
+            async for line in resp.lines():
+                for event in parser.feed_line(line):
+                    yield event
+                if parser.done:
+                    break
+            if not parser.done and not parser.finished:
+                raise UpstreamError("Upstream stream ended before it finished.")
 
     async def aclose(self) -> None:
-        # The pooled client belongs to the app (shared by every adapter); it closes it.
+        # The HTTP client belongs to the app (shared by every adapter); it closes it.
         return None
 
 
@@ -342,7 +308,7 @@ class ChunkParser:
         try:
             chunk = orjson.loads(payload)
         except orjson.JSONDecodeError as exc:
-            raise UpstreamError("Upstream sent an invalid stream chunk.") from exc
+            raise UpstreamInvalidResponse("Upstream sent an invalid stream chunk.") from exc
         if isinstance(chunk, Mapping) and "error" in chunk:
             detail = scrub(str(chunk["error"])[:300], self.secret)
             raise UpstreamError(f"Upstream stream error: {detail}")
@@ -350,7 +316,7 @@ class ChunkParser:
             return self.feed_chunk(chunk)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             # valid JSON in the wrong shape (a list, a string delta, index "x", ...)
-            raise UpstreamError(
+            raise UpstreamInvalidResponse(
                 f"Upstream sent a malformed stream chunk ({type(exc).__name__})."
             ) from exc
 
@@ -387,20 +353,10 @@ class ChunkParser:
         return events
 
 
-def warm_transport() -> None:
-    """Import what httpx/httpcore import lazily on their first connection (anyio's socket
-    and stream modules, the idna codec): ~20 ms of the first request's event-loop time
-    otherwise (#9: no loop stall over 20 ms). Called once, at startup."""
-    for name in ("anyio", "anyio.lowlevel", "anyio.streams.memory", "anyio.streams.tls"):
-        importlib.import_module(name)
-    "localhost".encode("idna")
-
-
-def create(client: httpx.AsyncClient, settings: Settings) -> OpenAIUpstream:
+def create(http: UpstreamHttp, settings: Settings) -> OpenAIUpstream:
     """Registry factory (see ``gateway.upstream.registry``)."""
-    warm_transport()
     return OpenAIUpstream(
-        client,
+        http,
         settings.env,
         max_argument_bytes=settings.max_argument_bytes,
         max_body_bytes=settings.max_upstream_body_bytes,

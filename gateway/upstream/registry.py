@@ -1,10 +1,10 @@
 """Provider name -> upstream adapter.
 
-Each provider module exposes ``create(client: httpx.AsyncClient, settings) -> Upstream``
+Each provider module exposes ``create(http: UpstreamHttp, settings) -> Upstream``
 and is imported only when a configured model uses it. Slots:
 
 - ``openai``: ``gateway.upstream.openai`` (OpenAI-compatible servers)
-- ``anthropic``: ``gateway.upstream.anthropic`` (issue #5)
+- ``anthropic``: ``gateway.upstream.anthropic``
 - ``local``: ``gateway.upstream.local`` (in-process local model)
 """
 
@@ -13,11 +13,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 
-import httpx
-
 from gateway.errors import NotFound
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.base import Upstream
+from gateway.upstream.transport import UpstreamHttp
 
 PROVIDER_MODULES: Mapping[str, str] = {
     "openai": "gateway.upstream.openai",
@@ -25,11 +24,11 @@ PROVIDER_MODULES: Mapping[str, str] = {
     "local": "gateway.upstream.local",
 }
 
-Factory = Callable[[httpx.AsyncClient, Settings], Upstream]
+Factory = Callable[[UpstreamHttp, Settings], Upstream]
 
 
 class UpstreamRegistry:
-    """The adapters for the configured providers, sharing one pooled HTTP client."""
+    """The adapters for the configured providers, sharing one HTTP client."""
 
     def __init__(self, adapters: Mapping[str, Upstream]) -> None:
         self._adapters = dict(adapters)
@@ -38,7 +37,7 @@ class UpstreamRegistry:
     def build(
         cls,
         settings: Settings,
-        client: httpx.AsyncClient,
+        http: UpstreamHttp,
         overrides: Mapping[str, Upstream] | None = None,
     ) -> UpstreamRegistry:
         """One adapter per provider used in ``settings`` (``overrides`` win, for tests)."""
@@ -48,7 +47,7 @@ class UpstreamRegistry:
                 continue
             module = importlib.import_module(PROVIDER_MODULES[provider])
             factory: Factory = module.create
-            adapters[provider] = factory(client, settings)
+            adapters[provider] = factory(http, settings)
         return cls(adapters)
 
     def wrapped(self, wrap: Callable[[Upstream], Upstream]) -> UpstreamRegistry:

@@ -1,9 +1,8 @@
-"""Retries for safe upstream failures only, within the request's one deadline (issue #9).
+"""Retries for safe upstream failures only, within the request's one deadline.
 
 Safe means the upstream cannot have acted on the request, or said it did not:
 
-- the connection could not be made (``UpstreamConnectError``, or any adapter's error
-  caused by ``httpx.ConnectError`` / ``httpx.ConnectTimeout``);
+- the connection could not be made (``UpstreamConnectError``);
 - the upstream answered 429, 502, 503 or 529 (``UpstreamStatusError``), honouring its
   ``retry-after`` when it sends one.
 
@@ -31,34 +30,26 @@ import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import httpx
-
 from gateway.canonical import ChatRequest, ChatResponse, StreamEvent
 from gateway.context import current_request
 from gateway.errors import UpstreamError
 from gateway.limits import remaining_s
 from gateway.settings import ModelConfig
 from gateway.upstream.base import Upstream
+from gateway.upstream.errors import UpstreamConnectError, UpstreamStatusError
+
+__all__ = [
+    "RETRY_STATUSES",
+    "RetryPolicy",
+    "RetryingUpstream",
+    "UpstreamConnectError",
+    "UpstreamStatusError",
+    "parse_retry_after",
+    "retry_reason",
+    "retryable",
+]
 
 RETRY_STATUSES = frozenset({429, 502, 503, 529})  # 529: Anthropic's "overloaded"
-
-
-class UpstreamConnectError(UpstreamError):
-    """The upstream could not be reached (nothing was sent): safe to retry."""
-
-    default_code = "upstream_unavailable"
-
-
-class UpstreamStatusError(UpstreamError):
-    """The upstream answered with an error status (``upstream_status``); 429/502/503 are
-    retried, after ``retry_after_s`` when the upstream said so."""
-
-    def __init__(
-        self, message: str, *, upstream_status: int, retry_after_s: float | None = None
-    ) -> None:
-        super().__init__(message)
-        self.upstream_status = upstream_status
-        self.retry_after_s = retry_after_s
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -77,7 +68,7 @@ def retryable(exc: BaseException) -> bool:
         return True
     if isinstance(exc, UpstreamStatusError):
         return exc.upstream_status in RETRY_STATUSES
-    return isinstance(exc.__cause__, httpx.ConnectError | httpx.ConnectTimeout)
+    return False
 
 
 def retry_reason(exc: BaseException) -> str:

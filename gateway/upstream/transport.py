@@ -1,484 +1,270 @@
-"""The upstream HTTP client: httpx's API, and a lean path for the adapters' hot calls (#8).
+"""The gateway's one HTTP client for every upstream: aiohttp's pool under the adapters.
 
-httpx's own pool (httpcore) scans every pooled connection on each request and each
-release, asking each one whether it is idle, expired or readable (encode/httpx#3215); at a
-few dozen concurrent upstream calls that costs more CPU than the rest of the gateway. So:
+An adapter needs two things of HTTP: POST and read the whole answer (``post``), or POST and
+read the answer line by line as it streams (``stream``). Everything below that (the
+connection pool and keep-alive, TLS, proxies, interim 1xx answers, response framing,
+incremental decompression) is aiohttp's. This module adds the gateway's bounds and turns
+every failure into one of the upstream errors of ``gateway.upstream.errors``:
 
-- ``UpstreamClient.post_capped`` / ``open_stream`` (every call the OpenAI and Anthropic
-  adapters make, through the module functions ``post_capped`` / ``open_stream``, which
-  take any httpx client) go through ``gateway.upstream.pool``: asyncio protocols +
-  httptools, no httpx objects, ~25 us of CPU per call instead of ~100 us through aiohttp
-  and ~250 us through httpx over aiohttp;
-- the rest of the httpx API (``client.stream``, ``post``, ``send``) still works, over
-  ``AiohttpTransport``, aiohttp's pool under httpx. aiohttp is imported on its first use
-  (~10 MB per process that the gateway's own calls never need).
+- a whole answer is read up to a cap on its decompressed bytes (past it: ``OutputTooLarge``;
+  of an error status only its first ``error_limit`` bytes), and the call, head and body,
+  within the model's ``timeout_s``;
+- a stream is read through ``gateway.upstream.lines`` (caps on a line or event and on the
+  whole body, strict UTF-8), with ``timeout_s`` as the longest silence between two reads;
+- a final answer below 200 (a 101 protocol switch) is refused, never read as a body;
+- a connection goes back to the pool only after a complete, well-framed answer (aiohttp
+  closes one whose body was not read to its end).
 
-Both raise the httpx exception a plain ``httpx.AsyncClient`` would raise in the same
-situation, so the adapters' and the retry policy's classification holds: only a failure
-to connect (``ConnectError`` / ``ConnectTimeout``) means the request was never sent.
+Only ``UpstreamConnectError`` means nothing was sent (the retry policy relies on it).
 
 Example::
 
-    client = pooled_client(max_connections=512, timeout_s=600)
-    reply = await client.post_capped(url, body, headers, httpx.Timeout(60), limit=None,
-                                     error_limit=65536)
-    async with client.stream("POST", url, content=body) as resp:   # the httpx API
-        data = await resp.aread()
-    await client.aclose()
+    http = UpstreamHttp(Connections(settings.env), keepalive_s=90)
+    reply = await http.post(url, body, headers, route, timeout_s=60, limit=1 << 24,
+                            error_limit=ERROR_BODY_BYTES)
+    async with http.stream(url, body, headers, route, timeout_s=60) as answer:
+        async for line in answer.lines():
+            ...
+    await http.aclose()
 """
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import functools
-import ssl
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+import logging
+from collections.abc import AsyncIterator, Mapping
 
-import httpx
+import aiohttp
+from aiohttp.http_exceptions import ContentEncodingError
 
 from gateway.canonical.record import record
-from gateway.upstream.lines import LineSplitter
-from gateway.upstream.pool import PooledResponse, UpstreamPool
+from gateway.upstream.connection import Connections, Route
+from gateway.upstream.errors import (
+    OutputTooLarge,
+    UpstreamConnectError,
+    UpstreamError,
+    UpstreamInvalidResponse,
+    UpstreamTimeout,
+)
+from gateway.upstream.lines import sse_lines
 
-if TYPE_CHECKING:
-    import aiohttp
+__all__ = ["ERROR_BODY_BYTES", "Reply", "StreamAnswer", "UpstreamHttp"]
 
-__all__ = [
-    "ERROR_BODY_BYTES",
-    "AiohttpTransport",
-    "HttpxLines",
-    "LineStream",
-    "Reply",
-    "UpstreamClient",
-    "open_stream",
-    "pooled_client",
-    "post_capped",
-]
+logger = logging.getLogger("syntic.upstream")
 
-
-# Of an upstream's error answer: enough for its message (``error_limit`` of the adapters).
+# Of an upstream's error answer: enough for its message.
 ERROR_BODY_BYTES = 64 * 1024
-
-
-@functools.lru_cache(maxsize=64)
-def model_timeout(timeout_s: float) -> httpx.Timeout:
-    """The adapters' per-call timeout for a model (``timeout_s``, connect at most 10 s),
-    built once per value instead of once per call (#8); never mutated by its users."""
-    return httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
-
-
-def _translate(exc: BaseException) -> httpx.TransportError | None:
-    """The httpx exception for an aiohttp/asyncio failure, or None if it is not one."""
-    import aiohttp
-
-    message = str(exc) or type(exc).__name__
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return httpx.ConnectTimeout(message)
-    if isinstance(exc, aiohttp.SocketTimeoutError):
-        return httpx.ReadTimeout(message)
-    if isinstance(exc, TimeoutError):  # aiohttp's pool wait ("connect" timeout)
-        return httpx.PoolTimeout(message)
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return httpx.ConnectError(message)
-    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
-        return httpx.RemoteProtocolError(message)
-    if isinstance(exc, aiohttp.ClientResponseError):
-        return httpx.RemoteProtocolError(message)
-    if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError):
-        return httpx.UnsupportedProtocol(message)
-    if isinstance(exc, aiohttp.ClientOSError):
-        return httpx.ReadError(message)
-    if isinstance(exc, aiohttp.ClientError):
-        return httpx.NetworkError(message)
-    return None
-
-
-@contextlib.contextmanager
-def _translated() -> Iterator[None]:
-    import aiohttp
-
-    try:
-        yield
-    except (TimeoutError, aiohttp.ClientError) as exc:
-        mapped = _translate(exc)
-        if mapped is None:  # pragma: no cover - every ClientError/TimeoutError maps
-            raise
-        raise mapped from exc
-
-
-def _client_timeout(timeout: Mapping[str, float | None]) -> aiohttp.ClientTimeout:
-    import aiohttp
-
-    return aiohttp.ClientTimeout(
-        total=None,
-        connect=timeout.get("pool"),
-        sock_connect=timeout.get("connect"),
-        sock_read=timeout.get("read"),
-    )
+CONNECT_TIMEOUT_S = 10.0
 
 
 @record
 class Reply:
-    """A whole response from ``UpstreamClient.post_capped``; ``body`` is None when it went
-    over the cap (the connection is then closed, not reused)."""
+    """A whole answer from ``UpstreamHttp.post`` (``body`` decompressed, within its cap)."""
 
     status_code: int
     headers: Mapping[str, str]
-    body: bytes | None
+    body: bytes
 
 
-class _Body(httpx.AsyncByteStream):
-    """The response body as it arrives; closing releases the connection to the pool."""
-
-    __slots__ = ("_response",)
-
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _translated():
-            async for chunk in self._response.content.iter_any():
-                yield chunk
-
-    async def aclose(self) -> None:
-        # A fully read body returns the connection to the pool; a partly read one closes
-        # it, so the upstream sees the disconnect and stops generating.
-        if self._response.content.at_eof():
-            self._response.release()
-        else:
-            self._response.close()
+@functools.lru_cache(maxsize=64)
+def _whole_timeout(timeout_s: float) -> aiohttp.ClientTimeout:
+    return aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(CONNECT_TIMEOUT_S, timeout_s))
 
 
-async def _request_body(request: httpx.Request) -> AsyncIterator[bytes]:
-    async for chunk in request.stream:  # type: ignore[union-attr]
-        yield chunk
+@functools.lru_cache(maxsize=64)
+def _stream_timeout(timeout_s: float) -> aiohttp.ClientTimeout:
+    return aiohttp.ClientTimeout(
+        total=None, sock_connect=min(CONNECT_TIMEOUT_S, timeout_s), sock_read=timeout_s
+    )
 
 
-class AiohttpTransport(httpx.AsyncBaseTransport):
-    """An ``httpx.AsyncBaseTransport`` sending requests through one ``aiohttp`` pool.
+def failure(exc: BaseException, timeout_s: float) -> UpstreamError | UpstreamTimeout:
+    """The gateway's error for an aiohttp (or timeout) failure; the detail is logged only."""
+    logger.info("upstream call failed: %s: %s", type(exc).__name__, exc)
+    name = type(exc).__name__
+    if isinstance(
+        exc,
+        aiohttp.ClientConnectorError
+        | aiohttp.ClientHttpProxyError
+        | aiohttp.ConnectionTimeoutError,
+    ):
+        return UpstreamConnectError(f"Could not connect to the upstream ({name}).")
+    if isinstance(exc, TimeoutError):
+        return UpstreamTimeout(f"The upstream did not answer within {timeout_s:g}s.")
+    if isinstance(exc, aiohttp.ClientPayloadError) and isinstance(
+        exc.__cause__, ContentEncodingError
+    ):
+        return UpstreamInvalidResponse(f"The upstream's answer is malformed ({name}).")
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return UpstreamInvalidResponse(f"The upstream's answer is malformed ({name}).")
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return UpstreamError("The upstream closed the connection before it finished answering.")
+    return UpstreamError(f"The upstream connection failed ({name}).")
 
-    HTTP/1.1 only. The session is created on first use, inside the running event loop.
-    Per-request timeouts come from httpx (``connect``, ``read``, ``pool``).
+
+def _refuse_interim(resp: aiohttp.ClientResponse) -> None:
+    # aiohttp skips 100-199 itself except a 101, after which the bytes are another protocol.
+    if resp.status < 200:
+        resp.close()
+        raise UpstreamInvalidResponse(
+            f"The upstream answered HTTP {resp.status}, not a final answer."
+        )
+
+
+async def _read_capped(content: aiohttp.StreamReader, cap: int | None) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    while chunk := await content.readany():
+        size += len(chunk)
+        if cap is not None and size > cap:
+            raise OutputTooLarge(f"The upstream's answer exceeds the {cap} byte limit.")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def _read_prefix(content: aiohttp.StreamReader, cap: int) -> bytes:
+    """At most ``cap`` bytes of an error answer: its message is near the start, and what
+    is left unread makes aiohttp close the connection instead of reusing it."""
+    parts: list[bytes] = []
+    size = 0
+    while size < cap and (chunk := await content.readany()):
+        parts.append(chunk)
+        size += len(chunk)
+    return b"".join(parts)[:cap]
+
+
+class StreamAnswer:
+    """A streamed answer held open by ``UpstreamHttp.stream``."""
+
+    __slots__ = ("_max_bytes", "_max_event_bytes", "_resp", "_timeout_s", "headers",
+                 "status_code")
+
+    def __init__(
+        self, resp: aiohttp.ClientResponse, timeout_s: float, max_event_bytes: int,
+        max_bytes: int,
+    ) -> None:
+        self._resp = resp
+        self._timeout_s = timeout_s
+        self._max_event_bytes = max_event_bytes
+        self._max_bytes = max_bytes
+        self.status_code = resp.status
+        self.headers: Mapping[str, str] = resp.headers
+
+    async def read_error(self, cap: int = ERROR_BODY_BYTES) -> bytes:
+        """The start of an error answer's body, at most ``cap`` bytes."""
+        try:
+            return await _read_prefix(self._resp.content, cap)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise failure(exc, self._timeout_s) from exc
+
+    async def _read(self) -> bytes:
+        try:
+            return await self._resp.content.readany()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise failure(exc, self._timeout_s) from exc
+
+    def lines(self) -> AsyncIterator[str]:
+        """The body as SSE lines (see ``gateway.upstream.lines``)."""
+        return sse_lines(
+            self._read, max_event_bytes=self._max_event_bytes, max_bytes=self._max_bytes
+        )
+
+
+class UpstreamHttp:
+    """One aiohttp session (one pool) for every upstream call of the process.
+
+    ``keepalive_s``: how long an idle connection is kept for reuse (a TLS handshake saved
+    per call). ``max_event_bytes`` / ``max_stream_bytes``: a stream's caps. The session is
+    opened on first use, inside the running loop.
     """
 
     def __init__(
         self,
+        connections: Connections,
         *,
-        limits: httpx.Limits | None = None,
-        ssl_context: ssl.SSLContext | None = None,
+        max_connections: int = 512,
+        keepalive_s: float = 90.0,
+        max_event_bytes: int = 2 * 1024 * 1024,
+        max_stream_bytes: int = 64 * 1024 * 1024,
     ) -> None:
-        self.limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20)
-        self.ssl_context = ssl_context or httpx.create_ssl_context()
+        self.connections = connections
+        self.max_connections = max_connections
+        self.keepalive_s = keepalive_s
+        self.max_event_bytes = max_event_bytes
+        self.max_stream_bytes = max_stream_bytes
         self._session: aiohttp.ClientSession | None = None
 
-    @property
-    def session_opened(self) -> bool:
-        """Whether the aiohttp session (and aiohttp itself) has been needed yet."""
-        return self._session is not None
-
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        """The aiohttp session (opened on first use)."""
-        return self._session or self._open()
-
     def _open(self) -> aiohttp.ClientSession:
-        # Imported here: the gateway's own calls go through the lean pool, and aiohttp
-        # costs ~10 MB of memory per process (#8), so only the httpx API's users pay it.
-        import aiohttp
-
-        limits = self.limits
-        keepalive = limits.keepalive_expiry
         connector = aiohttp.TCPConnector(
-            limit=limits.max_connections or 0,
-            keepalive_timeout=5.0 if keepalive is None else keepalive,
-            ssl=self.ssl_context,
-            ttl_dns_cache=60,
+            limit=self.max_connections,
+            limit_per_host=0,
+            keepalive_timeout=self.keepalive_s,
         )
         self._session = aiohttp.ClientSession(
             connector=connector,
-            auto_decompress=False,  # httpx decodes content-encoding itself
-            skip_auto_headers=("User-Agent", "Content-Type"),
-            cookie_jar=aiohttp.DummyCookieJar(),
+            cookie_jar=aiohttp.DummyCookieJar(),  # upstream cookies never travel
+            trust_env=False,  # proxies come from Connections (the settings' environment)
             timeout=aiohttp.ClientTimeout(total=None),
+            raise_for_status=False,
         )
         return self._session
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        session = self.session
-        timeout: dict[str, Any] = request.extensions.get("timeout", {})
+    async def post(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        route: Route,
+        *,
+        timeout_s: float,
+        limit: int | None,
+        error_limit: int = ERROR_BODY_BYTES,
+    ) -> Reply:
+        """POST and read the whole answer (see the module docstring for the bounds); of an
+        error status, the first ``error_limit`` bytes."""
+        session = self._session or self._open()
         try:
-            data: Any = request.content or None
-        except httpx.RequestNotRead:
-            data = _request_body(request)
-        headers = [
-            (k.decode("latin-1"), v.decode("latin-1"))
-            for k, v in request.headers.raw
-            if k.lower() != b"transfer-encoding"  # aiohttp frames the body itself
-        ]
-        with _translated():
-            response = await session.request(
-                request.method,
-                str(request.url),
-                headers=headers,
-                data=data,
-                allow_redirects=False,
-                compress=False,
-                timeout=_client_timeout(timeout),
+            async with session.post(
+                url, data=body, headers=headers, ssl=route.ssl, proxy=route.proxy,
+                timeout=_whole_timeout(timeout_s), allow_redirects=False,
+            ) as resp:
+                _refuse_interim(resp)
+                if resp.status >= 400:
+                    data = await _read_prefix(resp.content, error_limit)
+                else:
+                    data = await _read_capped(resp.content, limit)
+                return Reply(resp.status, resp.headers, data)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise failure(exc, timeout_s) from exc
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        route: Route,
+        *,
+        timeout_s: float,
+    ) -> AsyncIterator[StreamAnswer]:
+        """POST and hold the streamed answer open; leaving the block early closes the
+        connection (the upstream sees the disconnect and stops generating)."""
+        session = self._session or self._open()
+        try:
+            resp = await session.post(
+                url, data=body, headers=headers, ssl=route.ssl, proxy=route.proxy,
+                timeout=_stream_timeout(timeout_s), allow_redirects=False,
             )
-        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
-        if response.reason:
-            extensions["reason_phrase"] = response.reason.encode("latin-1", "replace")
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.raw_headers,
-            stream=_Body(response),
-            request=request,
-            extensions=extensions,
-        )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise failure(exc, timeout_s) from exc
+        try:
+            _refuse_interim(resp)
+            yield StreamAnswer(resp, timeout_s, self.max_event_bytes, self.max_stream_bytes)
+        finally:
+            resp.release()
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
-
-
-class UpstreamClient(httpx.AsyncClient):
-    """``httpx.AsyncClient`` whose ``send`` goes straight to the transport.
-
-    The gateway's upstream calls carry their credentials as explicit headers, never follow
-    redirects and keep no cookies, so the client's auth flow, redirect loop and cookie jar
-    (which builds an ``email.message`` per response to look for ``Set-Cookie``) are
-    skipped: together they cost more CPU per call than the transport itself (#8).
-    Parsed URLs are cached by their text (a handful of upstream endpoints; parsing one
-    costs more than the rest of ``build_request``). Everything else (``stream``, ``post``,
-    timeouts, headers, ``Response``) is httpx's own.
-    """
-
-    _MAX_URLS = 256
-
-    def __init__(self, *, pool: UpstreamPool | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._urls: dict[str, httpx.URL] = {}
-        self.pool = pool or UpstreamPool()
-
-    async def aclose(self) -> None:
-        try:
-            await self.pool.aclose()
-        finally:
-            await super().aclose()
-
-    def build_request(self, method: str, url: Any, **kwargs: Any) -> httpx.Request:
-        if isinstance(url, str) and not kwargs.get("params"):
-            parsed = self._urls.get(url)
-            if parsed is None:
-                if len(self._urls) >= self._MAX_URLS:
-                    self._urls.clear()
-                parsed = self._urls[url] = httpx.URL(url)
-            url = parsed
-        return super().build_request(method, url, **kwargs)
-
-    async def send(
-        self,
-        request: httpx.Request,
-        *,
-        stream: bool = False,
-        auth: Any = httpx.USE_CLIENT_DEFAULT,
-        follow_redirects: Any = httpx.USE_CLIENT_DEFAULT,
-    ) -> httpx.Response:
-        if self.is_closed:
-            raise RuntimeError("Cannot send a request, as the client has been closed.")
-        response = await self._transport.handle_async_request(request)
-        response.request = request
-        if not stream:
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-        return response
-
-
-    async def post_capped(
-        self,
-        url: str,
-        content: bytes,
-        headers: Mapping[str, str],
-        timeout: httpx.Timeout,  # noqa: ASYNC109 - per request, as in httpx
-        *,
-        limit: int | None,
-        error_limit: int | None,
-    ) -> Reply:
-        """POST and read the whole answer, at most ``limit`` bytes (``error_limit`` for a
-        status >= 400), on the lean pool: no ``httpx.Request``/``Response`` objects.
-        Failures raise the same httpx exceptions as ``stream``/``post``; a gzip or deflate
-        answer is decoded."""
-        if self.is_closed:
-            raise RuntimeError("Cannot send a request, as the client has been closed.")
-        response = await self.pool.post(url, content, headers, timeout)
-        try:
-            cap = error_limit if response.status_code >= 400 else limit
-            body = await response.read_upto(cap)
-        finally:
-            response.finish()
-        return Reply(response.status_code, response.headers, body)
-
-    @contextlib.asynccontextmanager
-    async def open_stream(
-        self,
-        url: str,
-        content: bytes,
-        headers: Mapping[str, str],
-        timeout: httpx.Timeout,  # noqa: ASYNC109 - per request, as in httpx
-    ) -> AsyncIterator[LineStream]:
-        """POST and hold the streamed answer open (``LineStream``), on the same pool as
-        ``post_capped``; leaving the block early closes the connection."""
-        if self.is_closed:
-            raise RuntimeError("Cannot send a request, as the client has been closed.")
-        response = await self.pool.post(url, content, headers, timeout)
-        try:
-            yield LineStream(response)
-        finally:
-            response.finish()
-
-
-class HttpxLines:
-    """``LineStream``'s interface over a streamed ``httpx.Response`` (any other client)."""
-
-    __slots__ = ("_resp", "headers", "status_code")
-
-    def __init__(self, resp: httpx.Response) -> None:
-        self._resp = resp
-        self.status_code = resp.status_code
-        self.headers: Mapping[str, str] = resp.headers
-
-    async def read_capped(self, cap: int | None) -> bytes | None:
-        """The rest of the body, or None past ``cap`` bytes."""
-        return await _read_upto(self._resp, cap)
-
-    def lines(self) -> AsyncIterator[str]:
-        """The body as text lines (``httpx.Response.aiter_lines``)."""
-        return self._resp.aiter_lines()
-
-
-async def _read_upto(resp: httpx.Response, cap: int | None) -> bytes | None:
-    parts: list[bytes] = []
-    size = 0
-    async for part in resp.aiter_bytes():
-        size += len(part)
-        if cap is not None and size > cap:
-            return None
-        parts.append(part)
-    return b"".join(parts)
-
-
-def post_capped(
-    client: httpx.AsyncClient,
-    url: str,
-    content: bytes,
-    headers: Mapping[str, str],
-    timeout: httpx.Timeout,
-    *,
-    limit: int | None,
-    error_limit: int | None,
-) -> Awaitable[Reply]:
-    """An adapter's POST read whole: ``UpstreamClient.post_capped`` on the app's client
-    (the lean pool), the same ``Reply`` through ``client.stream`` on any other httpx
-    client. Returns the awaitable itself: no extra coroutine frame on the hot path."""
-    if isinstance(client, UpstreamClient):
-        return client.post_capped(
-            url, content, headers, timeout, limit=limit, error_limit=error_limit
-        )
-    return _httpx_post(client, url, content, headers, timeout, limit, error_limit)
-
-
-async def _httpx_post(
-    client: httpx.AsyncClient,
-    url: str,
-    content: bytes,
-    headers: Mapping[str, str],
-    timeout: httpx.Timeout,  # noqa: ASYNC109 - per request, as in httpx
-    limit: int | None,
-    error_limit: int | None,
-) -> Reply:
-    async with client.stream(
-        "POST", url, content=content, headers=headers, timeout=timeout
-    ) as resp:
-        cap = error_limit if resp.status_code >= 400 else limit
-        body = await _read_upto(resp, cap)
-    return Reply(resp.status_code, resp.headers, body)
-
-
-def open_stream(
-    client: httpx.AsyncClient,
-    url: str,
-    content: bytes,
-    headers: Mapping[str, str],
-    timeout: httpx.Timeout,
-) -> AbstractAsyncContextManager[LineStream | HttpxLines]:
-    """An adapter's streamed POST, held open: ``UpstreamClient.open_stream`` on the app's
-    client, ``client.stream`` on any other httpx client."""
-    if isinstance(client, UpstreamClient):
-        return client.open_stream(url, content, headers, timeout)
-    return _httpx_stream(client, url, content, headers, timeout)
-
-
-@contextlib.asynccontextmanager
-async def _httpx_stream(
-    client: httpx.AsyncClient,
-    url: str,
-    content: bytes,
-    headers: Mapping[str, str],
-    timeout: httpx.Timeout,  # noqa: ASYNC109 - per request, as in httpx
-) -> AsyncIterator[HttpxLines]:
-    async with client.stream(
-        "POST", url, content=content, headers=headers, timeout=timeout
-    ) as resp:
-        yield HttpxLines(resp)
-
-
-class LineStream:
-    """A streamed answer held open by ``UpstreamClient.open_stream``."""
-
-    __slots__ = ("_response", "headers", "status_code")
-
-    def __init__(self, response: PooledResponse) -> None:
-        self._response = response
-        self.status_code = response.status_code
-        self.headers: Mapping[str, str] = response.headers
-
-    async def read_capped(self, cap: int | None) -> bytes | None:
-        """The rest of the body, or None past ``cap`` bytes."""
-        return await self._response.read_upto(cap)
-
-    async def lines(self) -> AsyncIterator[str]:
-        """The body as text lines, split like ``httpx.Response.aiter_lines``."""
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        splitter = LineSplitter()
-        async for chunk in self._response.chunks():
-            for line in splitter.feed(decoder.decode(chunk)):
-                yield line
-        for line in splitter.feed(decoder.decode(b"", final=True)):
-            yield line
-        for line in splitter.flush():
-            yield line
-
-
-def pooled_client(
-    *,
-    max_connections: int = 512,
-    max_keepalive_connections: int = 128,
-    timeout_s: float = 600.0,
-    connect_timeout_s: float = 10.0,
-) -> httpx.AsyncClient:
-    """The app's one upstream client: httpx API, aiohttp pool (see module docstring)."""
-    limits = httpx.Limits(
-        max_connections=max_connections, max_keepalive_connections=max_keepalive_connections
-    )
-    return UpstreamClient(
-        pool=UpstreamPool(max_connections=max_connections),
-        transport=AiohttpTransport(limits=limits),
-        timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-        limits=limits,
-    )

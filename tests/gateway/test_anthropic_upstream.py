@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 
 from gateway.canonical import (
@@ -26,8 +25,9 @@ from gateway.canonical import (
 from gateway.errors import UpstreamError, UpstreamTimeout
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.anthropic import ANTHROPIC_VERSION, AnthropicUpstream, create
+from gateway.upstream.connection import Connections
 from gateway.upstream.registry import UpstreamRegistry
-from gateway.upstream.transport import AiohttpTransport, UpstreamClient, pooled_client
+from gateway.upstream.transport import UpstreamHttp
 from tests.support.anthropic_wire import AnthropicRenderer
 from tests.support.scripted_upstream import Call, Drop, HttpError, Reply, ScriptedUpstream, Step
 
@@ -60,19 +60,9 @@ def messages_upstream(upstream: ScriptedUpstream) -> ScriptedUpstream:
     return upstream
 
 
-@pytest.fixture(params=["app-client", "httpx-client"])
-async def adapter(request: pytest.FixtureRequest) -> AsyncIterator[AnthropicUpstream]:
-    """Every adapter test runs twice: on the app's client (its lean pool, no httpx
-    objects) and on any other httpx client; both must behave the same."""
-    client = pooled_client(timeout_s=5.0) if request.param == "app-client" else httpx.AsyncClient()
-    try:
-        yield AnthropicUpstream(env={"ANTHROPIC_KEY": "sk-ant-upstream"}, client=client)
-    finally:
-        if isinstance(client, UpstreamClient):
-            # The app's client answered from its lean pool: aiohttp was never opened.
-            transport = client._transport
-            assert isinstance(transport, AiohttpTransport) and not transport.session_opened
-        await client.aclose()
+@pytest.fixture
+def adapter(upstream_http: UpstreamHttp) -> AnthropicUpstream:
+    return AnthropicUpstream(upstream_http, {"ANTHROPIC_KEY": "sk-ant-upstream"})
 
 
 async def _collect(it: AsyncIterator[StreamEvent]) -> list[StreamEvent]:
@@ -180,8 +170,8 @@ async def test_stream_events(
             "HTTP 401: bad key",
         ),
         (HttpError(502, body=b"<html>proxy</html>"), UpstreamError, "<html>proxy</html>"),
-        (Drop(), UpstreamError, "reach"),
-        (Reply(content="late", delay=1.0), UpstreamTimeout, "timed out"),
+        (Drop(), UpstreamError, "connection"),
+        (Reply(content="late", delay=1.0), UpstreamTimeout, "did not answer within 0.3s"),
     ],
     ids=["500", "401", "not-json", "reset", "timeout"],
 )
@@ -232,13 +222,16 @@ async def test_closing_the_stream_disconnects_upstream(
 
 async def test_registry_builds_the_anthropic_adapter(messages_upstream: ScriptedUpstream) -> None:
     settings = Settings(models=(_model(messages_upstream),), env={"ANTHROPIC_KEY": "k2"})
-    async with httpx.AsyncClient() as client:
+    client = UpstreamHttp(Connections({}))
+    try:
         registry = UpstreamRegistry.build(settings, client)
         adapter = registry.get(settings.models[0])
         assert isinstance(adapter, AnthropicUpstream)
         assert isinstance(create(client, settings), AnthropicUpstream)
-        messages_upstream.queue(Reply(content="ok"))
+        messages_upstream.queue(Reply(content="ok"), Reply(content="ok"))
         await adapter.complete(REQUEST, settings.models[0])
         await registry.aclose()
-        assert not client.is_closed  # the shared client belongs to the app
+        await adapter.complete(REQUEST, settings.models[0])  # the client belongs to the app
+    finally:
+        await client.aclose()
     assert messages_upstream.requests[0].headers["x-api-key"] == "k2"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 
 from gateway.canonical import (
@@ -22,6 +22,7 @@ from gateway.canonical import (
 from gateway.errors import UpstreamError, UpstreamTimeout
 from gateway.settings import ModelConfig
 from gateway.upstream.openai import OpenAIUpstream
+from gateway.upstream.transport import UpstreamHttp
 from tests.support.scripted_upstream import Call, Drop, HttpError, Reply, ScriptedUpstream
 
 REQUEST = ChatRequest(model="m", messages=(Message("user", (TextPart("hi"),)),))
@@ -33,9 +34,8 @@ def _model(up: ScriptedUpstream, **kw: object) -> ModelConfig:
 
 
 @pytest.fixture
-async def adapter() -> AsyncIterator[OpenAIUpstream]:
-    async with httpx.AsyncClient() as client:
-        yield OpenAIUpstream(client, {"UP_KEY": "sk-upstream"})
+def adapter(upstream_http: UpstreamHttp) -> OpenAIUpstream:
+    return OpenAIUpstream(upstream_http, {"UP_KEY": "sk-upstream"})
 
 
 async def test_complete(adapter: OpenAIUpstream, upstream: ScriptedUpstream) -> None:
@@ -108,4 +108,5 @@ async def test_closing_the_stream_disconnects_upstream(
     first = await stream.__anext__()
     assert first == TextDelta("x")
     await stream.aclose()  # type: ignore[attr-defined]
-    assert upstream.wait_for_disconnect(0, timeout=5)
+    # Wait off the loop: asyncio closes the socket in a callback on this loop.
+    assert await asyncio.to_thread(upstream.wait_for_disconnect, 0, 5)

@@ -75,11 +75,12 @@ CASES: dict[str, Case] = {
     "reset-mid-response-not-retried": Case([Drop(delay=0.1)], 502, "upstream_error", 1),
     "timeout-not-retried": Case([Reply(content="x", delay=2)], 504, "upstream_timeout", 1,
                                 model="slow"),
-    "malformed-json": Case([Raw(b'{"choices": [ {"mess')], 502, "upstream_error", 1),
-    "json-of-wrong-shape": Case([Raw(b"[1, 2, 3]")], 502, "upstream_error", 1),
+    "malformed-json": Case([Raw(b'{"choices": [ {"mess')], 502, "upstream_invalid_response",
+                           1),
+    "json-of-wrong-shape": Case([Raw(b"[1, 2, 3]")], 502, "upstream_invalid_response", 1),
     "choices-of-wrong-type": Case(
         [Raw(b'{"choices": [{"message": {"tool_calls": [{"function": 7}]}}]}')],
-        502, "upstream_error", 1),
+        502, "upstream_invalid_response", 1),
     "anthropic-529-then-ok": Case([HttpError(529), OK], 200, None, 2, model="an",
                                   retried={"529": 1}),
     "anthropic-429-retry-after": Case([_retry_after(429, "0.3"), OK], 200, None, 2,
@@ -94,7 +95,7 @@ CASES: dict[str, Case] = {
                          502, "upstream_error", 1, stream=True),
     "stream-broken-framing": Case(
         [RawStream([START, b'data: {"choices": [{"index": 0, "delta": {"tool_c\n\n'])],
-        502, "upstream_error", 1, stream=True),
+        502, "upstream_invalid_response", 1, stream=True),
     "stream-tool-call-broken-framing": Case(
         [RawStream([
             _sse(b'{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c",'
@@ -102,9 +103,9 @@ CASES: dict[str, Case] = {
             b'data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "func',
             b'tion": {"arguments": "_number\\": \\"1"}}]}}]}\ndata: [DO\n\n',
         ])],
-        502, "upstream_error", 1, stream=True),
-    "stream-non-object-chunk": Case([RawStream([START, _sse(b"5")])], 502, "upstream_error",
-                                    1, stream=True),
+        502, "upstream_invalid_response", 1, stream=True),
+    "stream-non-object-chunk": Case([RawStream([START, _sse(b"5")])], 502,
+                                    "upstream_invalid_response", 1, stream=True),
     "stream-ends-without-finish": Case([RawStream([START])], 502, "upstream_error", 1,
                                        stream=True),
 }

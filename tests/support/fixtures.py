@@ -11,6 +11,8 @@
 - ``stream_gateway`` (session): both catalogues, ``stream_keepalive_s =
   STREAM_KEEPALIVE_S`` (short, so keep-alives can be tested), for the streaming tests.
 - ``openai_client`` / ``async_openai_client``: SDK clients on the gateway, no retries.
+- ``upstream_http`` (function): the gateway's upstream HTTP client (``UpstreamHttp``) with
+  no proxies and the default trust store, closed after the test.
 - ``private_redis`` (function): a started ``PrivateRedis`` of the test's own, which it may
   stop and restart (skipped when ``redis-server`` is not installed).
 
@@ -26,6 +28,8 @@ from pathlib import Path
 import openai
 import pytest
 
+from gateway.upstream.connection import Connections
+from gateway.upstream.transport import UpstreamHttp
 from tests.support.anthropic_wire import AnthropicRenderer, anthropic_e2e_models
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.private_services import PrivateRedis
@@ -48,6 +52,15 @@ def e2e_models(base_url: str) -> list[dict[str, object]]:
 def scripted_upstream_server() -> Iterator[ScriptedUpstream]:
     with ScriptedUpstream() as server:
         yield server
+
+
+@pytest.fixture
+async def upstream_http() -> AsyncIterator[UpstreamHttp]:
+    http = UpstreamHttp(Connections({}))
+    try:
+        yield http
+    finally:
+        await http.aclose()
 
 
 @pytest.fixture

@@ -40,6 +40,9 @@ import uvicorn
 ROOT = Path(__file__).resolve().parents[2]
 
 
+_PROXY_VARS = frozenset({"http_proxy", "https_proxy", "all_proxy", "no_proxy"})
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -164,7 +167,10 @@ def start_gateway(
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "gateway.toml"
     config.write_text(toml_config(models, server))
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTIC_")}
+    # The machine's proxy settings are not the test's: a gateway under test reaches its
+    # loopback upstreams directly unless the test passes proxy variables itself.
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("SYNTIC_") and k.lower() not in _PROXY_VARS}
     full_env["SYNTIC_DATABASE_URL"] = f"sqlite:///{workdir / 'syntic.db'}"
     full_env["PYTHONPATH"] = str(ROOT)
     full_env.update(env or {})

@@ -6,15 +6,14 @@ request. ``create`` is the factory the upstream registry calls.
 
 from __future__ import annotations
 
-import httpx
-
 from gateway.settings import Settings
 from gateway.upstream.local.adapter import LocalUpstream
+from gateway.upstream.transport import UpstreamHttp
 
 __all__ = ["LocalUpstream", "create"]
 
 
-def create(client: httpx.AsyncClient, settings: Settings) -> LocalUpstream:
+def create(http: UpstreamHttp, settings: Settings) -> LocalUpstream:
     """The registry's factory: the HTTP client is unused (everything is in-process).
     ``SYNTIC_LOCAL_THREADS`` (default 1) and ``SYNTIC_LOCAL_CTX`` (default 4096) tune it."""
     return LocalUpstream(env=settings.env)
