@@ -72,21 +72,24 @@ sys.path.insert(0, str(ROOT))
 
 from tests.bench.loadgen import (  # noqa: E402
     Measured,
+    calibrate,
     have_wrk,
     measure,
     pin,
     rss_mb,
+    steal_counters,
+    steal_share,
     ttfb,
     wrk_script,
 )
 from tests.bench.low_rate import low_rate  # noqa: E402
 from tests.bench.mock_upstream import GOOD_ARGS  # noqa: E402
 from tests.bench.peers import (  # noqa: E402
-    LITELLM_VERSION,
-    PORTKEY_VERSION,
+    PATH,
     Peer,
     baseline_passthrough,
     litellm_proxy,
+    peer_rounds,
     portkey_gateway,
 )
 from tests.bench.tls_ca import TlsFiles, make_tls  # noqa: E402
@@ -97,7 +100,6 @@ from tests.support.gateway_proc import (  # noqa: E402
 
 SERVER_CPU = 0
 LOAD_CPU = 1
-PATH = "/v1/chat/completions"
 
 REFUND_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -429,11 +431,12 @@ def main() -> int:
                     contenders.append(lite)
                 for peer in contenders[1:]:
                     _check_peer(peer, mock)
-                text, peer_figures = peer_rounds(contenders, d, ns.peer_rounds)
+                text, peer_figures = peer_rounds(contenders, body, d, ns.peer_rounds,
+                                                 cpu=LOAD_CPU)
                 extra += text
                 figures.update(peer_figures)
-        print(f"machine: {calibrate():.0f} ms for the pure-Python calibration loop on core "
-              f"{SERVER_CPU} (10M additions; lower is a faster machine)")
+        print(f"machine: {calibrate(SERVER_CPU):.0f} ms for the pure-Python calibration loop "
+              f"on core {SERVER_CPU} (10M additions; lower is a faster machine)")
         print(table(rows) + extra)
         lines, missed = verdicts(rows, figures)
         print("\n".join(lines))
@@ -562,33 +565,6 @@ def ratio_rounds(
             " give each, whatever the host's stalls)"), median
 
 
-def steal_counters() -> tuple[int, int]:
-    """``/proc/stat``'s CPU time stolen by the hypervisor, and all CPU time (jiffies)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
-
-
-def steal_share(since: tuple[int, int]) -> float:
-    """The stolen share (%) of all CPU time since ``since`` (``steal_counters()``). A host
-    that steals many percent also stalls the runs: throughput then says more about the
-    host than about the code."""
-    steal, total = steal_counters()
-    return 100.0 * (steal - since[0]) / max(total - since[1], 1)
-
-
-def calibrate() -> float:
-    """Milliseconds a fixed pure-Python loop takes on the server core: how fast this host
-    runs Python, to compare figures taken on different machines."""
-    code = ("import time\nt = time.perf_counter()\ns = 0\nfor i in range(10_000_000):\n"
-            "    s += i\nprint((time.perf_counter() - t) * 1000)")
-    best = float("inf")
-    for _ in range(3):
-        out = subprocess.run(["taskset", "-c", str(SERVER_CPU), sys.executable, "-c", code],
-                             capture_output=True, text=True, check=True)
-        best = min(best, float(out.stdout))
-    return best
-
-
 def _check_path(base_url: str, key: str, mock_tls: Mock) -> None:
     """Fail fast unless the full path answers: a valid call, a corrected one, and a valid
     one from the HTTPS upstream (which counts it)."""
@@ -618,62 +594,6 @@ def _check_peer(peer: Peer, mock: Mock) -> None:
         raise RuntimeError(f"{peer.name} did not return the mock's answer: {r.text[:500]}")
     if mock.requests() != before + 1:
         raise RuntimeError(f"{peer.name}'s answer did not come from the mock")
-
-
-def peer_rounds(contenders: list[Peer], duration: float, rounds: int
-                ) -> tuple[str, dict[str, float]]:
-    """json c32 runs of every contender, ``rounds`` times, each round starting one later
-    in the list (the host drifts between runs; every contender sees every slot). Returns
-    the report and the CPU-per-request ratios of the medians (``PEER_TARGETS``' figures).
-    The first contender is the gateway."""
-    scripts = {p.name: wrk_script(p.headers, body(p.model)) for p in contenders}
-    for p in contenders:  # warm-up: JIT, caches, upstream pools
-        measure(p.pid, p.url + PATH, scripts[p.name], connections=32, duration_s=1,
-                cpu=LOAD_CPU)
-    cpu: dict[str, list[float]] = {p.name: [] for p in contenders}
-    rps: dict[str, list[float]] = {p.name: [] for p in contenders}
-    errors: dict[str, int] = {p.name: 0 for p in contenders}
-    for i in range(rounds):
-        shift = i % len(contenders)
-        steal_before = steal_counters()
-        parts = []
-        for p in contenders[shift:] + contenders[:shift]:
-            m = measure(p.pid, p.url + PATH, scripts[p.name], connections=32,
-                        duration_s=duration, cpu=LOAD_CPU)
-            cpu[p.name].append(m.cpu_us_per_req)
-            rps[p.name].append(m.wrk.rps)
-            errors[p.name] += m.wrk.errors
-            parts.append(f"{p.name} {m.wrk.rps:.0f} req/s {m.cpu_us_per_req:.0f} us/req"
-                         + (f" ({m.wrk.errors} errors)" if m.wrk.errors else ""))
-        print(f"  peer round {i + 1}: " + ", ".join(parts)
-              + f"; host steal {steal_share(steal_before):.1f}%", file=sys.stderr)
-    med = {name: statistics.median(v) for name, v in cpu.items() if v}
-    lines = [f"\npeers, json c32, {rounds} alternating rounds of {duration:g} s (server CPU "
-             "per request, all the peer's processes; median req/s):"]
-    for p in contenders:
-        if p.name not in med:
-            continue
-        each = ", ".join(f"{c:,.0f}" for c in cpu[p.name])
-        lines.append(f"  {p.name}: {each} us/req, median {med[p.name]:,.0f} us/req, "
-                     f"{statistics.median(rps[p.name]):,.0f} req/s"
-                     + (f", {errors[p.name]} errors" if errors[p.name] else ""))
-    figures: dict[str, float] = {}
-    mine = med.get("syntic")
-    if mine:
-        if "baseline" in med:
-            figures["vs_baseline"] = mine / med["baseline"]
-        if "portkey" in med:
-            figures["vs_portkey"] = med["portkey"] / mine
-        if "litellm" in med:
-            figures["vs_litellm"] = med["litellm"] / mine
-    versions = {"portkey": f"@portkey-ai/gateway {PORTKEY_VERSION}",
-                "litellm": f"litellm {LITELLM_VERSION}"}
-    shown = [versions[p.name] for p in contenders if p.name in versions]
-    if shown:
-        lines.append("  versions: " + ", ".join(shown))
-    if any(errors.values()):
-        lines.append("  (a contender with errors is not comparable: see its log)")
-    return "\n".join(lines), figures
 
 
 if __name__ == "__main__":

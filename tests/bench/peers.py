@@ -7,8 +7,9 @@ installed on first use under ``~/.cache/syntic-bench`` at a pinned version.
   request by its ``x-portkey-provider`` and ``x-portkey-custom-host`` headers;
 - ``litellm_proxy``: LiteLLM's proxy (PyPI ``litellm[proxy]``, its own venv), auth on.
 
-Each yields a ``Peer`` (its process, URL, the headers and body a client sends it) or None
-when it cannot be installed or started, with the reason on stderr.
+Each yields a ``Peer`` (its process, URL, the headers and model a client sends it) or None
+when it cannot be installed or started, with the reason on stderr. ``peer_rounds`` runs
+them against the gateway in alternating rounds and compares their CPU per request.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import secrets
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +31,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.bench.loadgen import measure, steal_counters, steal_share, wrk_script
 from tests.support.gateway_proc import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +41,7 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "syntic
 # whose ``proxy`` extra installs from PyPI alone (later ones need a ``litellm-proxy`` wheel).
 PORTKEY_VERSION = "1.15.2"
 LITELLM_VERSION = "1.108.7"
+PATH = "/v1/chat/completions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,3 +216,62 @@ def litellm_proxy(mock_url: str, budget_s: float) -> Iterator[Peer | None]:
             yield None
     finally:
         _stop(proc)
+
+
+def peer_rounds(
+    contenders: list[Peer], payload: Callable[[str], str], duration: float, rounds: int,
+    *, cpu: int | None,
+) -> tuple[str, dict[str, float]]:
+    """32-connection runs of every contender (the body ``payload(peer.model)``, wrk pinned
+    to ``cpu``), ``rounds`` times, each round starting one later in the list (the host
+    drifts between runs; every contender sees every slot). Returns the report and the
+    CPU-per-request ratios of the medians: ``vs_baseline`` (syntic / baseline),
+    ``vs_portkey`` and ``vs_litellm`` (theirs / syntic)."""
+    scripts = {p.name: wrk_script(p.headers, payload(p.model)) for p in contenders}
+    for p in contenders:  # warm-up: JIT, caches, upstream pools
+        measure(p.pid, p.url + PATH, scripts[p.name], connections=32, duration_s=1, cpu=cpu)
+    per_req: dict[str, list[float]] = {p.name: [] for p in contenders}
+    rps: dict[str, list[float]] = {p.name: [] for p in contenders}
+    errors: dict[str, int] = {p.name: 0 for p in contenders}
+    for i in range(rounds):
+        shift = i % len(contenders)
+        steal_before = steal_counters()
+        parts = []
+        for p in contenders[shift:] + contenders[:shift]:
+            m = measure(p.pid, p.url + PATH, scripts[p.name], connections=32,
+                        duration_s=duration, cpu=cpu)
+            per_req[p.name].append(m.cpu_us_per_req)
+            rps[p.name].append(m.wrk.rps)
+            errors[p.name] += m.wrk.errors
+            parts.append(f"{p.name} {m.wrk.rps:.0f} req/s {m.cpu_us_per_req:.0f} us/req"
+                         + (f" ({m.wrk.errors} errors)" if m.wrk.errors else ""))
+        print(f"  peer round {i + 1}: " + ", ".join(parts)
+              + f"; host steal {steal_share(steal_before):.1f}%", file=sys.stderr)
+    med = {name: statistics.median(v) for name, v in per_req.items() if v}
+    lines = [f"\npeers, json c32, {rounds} alternating rounds of {duration:g} s (server CPU "
+             "per request, all the peer's processes; median req/s):"]
+    for p in contenders:
+        if p.name not in med:
+            continue
+        each = ", ".join(f"{c:,.0f}" for c in per_req[p.name])
+        lines.append(f"  {p.name}: {each} us/req, median {med[p.name]:,.0f} us/req, "
+                     f"{statistics.median(rps[p.name]):,.0f} req/s"
+                     + (f", {errors[p.name]} errors" if errors[p.name] else ""))
+    figures: dict[str, float] = {}
+    for key, over, under in (("vs_baseline", "syntic", "baseline"),
+                             ("vs_portkey", "portkey", "syntic"),
+                             ("vs_litellm", "litellm", "syntic")):
+        if over in med and under in med:
+            figures[key] = med[over] / med[under]
+            pairs = zip(per_req[over], per_req[under], strict=True)
+            each = ", ".join(f"{a / b:.2f}" for a, b in pairs)
+            lines.append(f"  {over} / {under}: ratio of medians {figures[key]:.2f}x "
+                         f"(per round: {each})")
+    versions = {"portkey": f"@portkey-ai/gateway {PORTKEY_VERSION}",
+                "litellm": f"litellm {LITELLM_VERSION}"}
+    shown = [versions[p.name] for p in contenders if p.name in versions]
+    if shown:
+        lines.append("  versions: " + ", ".join(shown))
+    if any(errors.values()):
+        lines.append("  (a contender with errors is not comparable: see its log)")
+    return "\n".join(lines), figures
