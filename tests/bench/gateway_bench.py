@@ -317,7 +317,7 @@ def main() -> int:
     parser.add_argument("--litellm-budget", type=float, default=900.0,
                         help="seconds allowed to install + start LiteLLM")
     parser.add_argument("--redis-db", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="json rows only")
+    parser.add_argument("--quick", action="store_true", help="json and json-tls rows only")
     parser.add_argument("--ratio-rounds", type=int, default=3,
                         help="with --compare-litellm: extra alternating json c32 runs of "
                              "syntic and LiteLLM for the throughput ratio (0: none)")
