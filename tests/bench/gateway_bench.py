@@ -1,7 +1,10 @@
-"""Gateway benchmark against the floor (the mock alone) and LiteLLM (issue #8). A script,
-not collected by pytest::
+"""Gateway benchmark against the floor (the mock alone), a minimal pass-through, Portkey's
+gateway and LiteLLM (issue #8). A script, not collected by pytest::
 
     .venv/bin/python tests/bench/gateway_bench.py [--duration 5] [--compare-litellm]
+        [--compare-peers]
+
+``docs/performance.md`` says how to run it and what each row means.
 
 Real processes on loopback: a fast mock upstream (``tests/bench/mock_upstream.py``, core 1),
 ``syntic serve`` with every production feature on (core 0): a real key made by
@@ -11,7 +14,11 @@ tool linted (cached) and its call validated, the batched ledger on SQLite, one J
 line per request, metrics. With
 ``--compare-litellm``, LiteLLM's proxy (its own venv under ``~/.cache/syntic-bench``,
 ``pip install 'litellm[proxy]'``, bounded by ``--litellm-budget``) on core 0 against the
-same mock. ``wrk`` (one thread, core 1) drives each for ``--duration`` seconds.
+same mock. ``wrk`` (one thread, core 1) drives each for ``--duration`` seconds. With
+``--compare-peers``, ``--peer-rounds`` rounds of json c32 runs alternate the gateway, the
+reference pass-through (``tests/bench/baseline_passthrough.py``), Portkey's gateway and
+LiteLLM (``tests/bench/peers.py``: each installed at a pinned version), and compare their
+server CPU per request as ratios of medians.
 
 Prints one table: req/s, p50/p99 latency, added p50 versus the mock alone at the same
 concurrency, server CPU microseconds per request (utime+stime from /proc), RSS. Rows:
@@ -22,7 +29,13 @@ concurrency, server CPU microseconds per request (utime+stime from /proc), RSS. 
   gateway's CPU per extra SSE event;
 - ``miss``: a new schema per request (lint + compile every time);
 - ``fix``: the upstream's first call is invalid; one correction call (two upstream calls);
-- ``stall``: hot requests while new ~400-property schemas arrive; max latency vs. without.
+- ``stall``: hot requests while new ~400-property schemas arrive; max latency vs. without;
+- ``json-tls``: ``json`` with the upstream over HTTPS (the mock serving TLS with a CA made
+  at bench time by ``trustme``, which the gateway trusts through ``SSL_CERT_FILE``).
+
+A low-rate line follows: one request every ``--low-rate-interval`` seconds over TLS, the
+latency the gateway adds and whether its upstream connection was reused
+(``tests/bench/low_rate.py``).
 
 Then: time to first body byte at 1 connection (mock vs gateway; strict SSE, text SSE,
 JSON), CPU per extra SSE event, and LiteLLM's throughput ratio: once from the table's
@@ -41,15 +54,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import secrets
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,23 +72,34 @@ sys.path.insert(0, str(ROOT))
 
 from tests.bench.loadgen import (  # noqa: E402
     Measured,
+    calibrate,
     have_wrk,
     measure,
     pin,
     rss_mb,
+    steal_counters,
+    steal_share,
     ttfb,
     wrk_script,
 )
+from tests.bench.low_rate import low_rate  # noqa: E402
 from tests.bench.mock_upstream import GOOD_ARGS  # noqa: E402
+from tests.bench.peers import (  # noqa: E402
+    PATH,
+    Peer,
+    baseline_passthrough,
+    litellm_proxy,
+    peer_rounds,
+    portkey_gateway,
+)
+from tests.bench.tls_ca import TlsFiles, make_tls  # noqa: E402
 from tests.support.gateway_proc import (  # noqa: E402
-    free_port,
     model_table,
     start_gateway,
 )
 
 SERVER_CPU = 0
 LOAD_CPU = 1
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "syntic-bench"
 
 REFUND_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -149,94 +170,47 @@ class Row:
 
 
 class Mock:
-    """The mock upstream as a child process pinned to the load generator's core."""
+    """The mock upstream as a child process pinned to the load generator's core; over
+    HTTPS when given ``tls`` (it serves ``tls.server``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: TlsFiles | None = None) -> None:
+        extra = [] if tls is None else ["--tls-cert", str(tls.server)]
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "tests/bench/mock_upstream.py"), "--port", "0",
-             "--cpu", str(LOAD_CPU)],
+             "--cpu", str(LOAD_CPU), *extra],
             stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline())
+        self.scheme = "http" if tls is None else "https"
+        self.ca = None if tls is None else tls.ca
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    def requests(self) -> int:
+        """Completion requests the mock has answered so far."""
+        with httpx.Client(verify=str(self.ca) if self.ca else True, timeout=10) as client:
+            count: int = client.get(self.url + "/stats").json()["requests"]
+            return count
 
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
 
 
-def _models(mock_url: str) -> list[dict[str, Any]]:
+def _models(mock_url: str, tls_url: str | None = None) -> list[dict[str, Any]]:
+    """The gateway's models on the mock; ``bench-tls`` too when given the HTTPS mock."""
     base = mock_url + "/v1"
-    return [
+    models = [
         model_table("bench", base, upstream_model="mock-good"),
         model_table("bench-fix", base, upstream_model="mock-fix"),
         model_table("bench-text10", base, upstream_model="mock-text10"),
         model_table("bench-text100", base, upstream_model="mock-text100"),
     ]
-
-
-@contextlib.contextmanager
-def litellm_proxy(mock_url: str, budget_s: float) -> Iterator[tuple[int, str, str] | None]:
-    """LiteLLM's proxy in its own venv (installed on first use), or None if unavailable."""
-    venv = CACHE / "litellm-venv"
-    exe = venv / "bin" / "litellm"
-    deadline = time.monotonic() + budget_s
-    try:
-        if not exe.exists():
-            print(f"installing litellm[proxy] into {venv} (budget {budget_s:.0f}s)...",
-                  file=sys.stderr)
-            CACHE.mkdir(parents=True, exist_ok=True)
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-            subprocess.run([str(venv / "bin/pip"), "install", "-q", "litellm[proxy]"],
-                           check=True, timeout=max(10.0, deadline - time.monotonic()))
-    except (subprocess.SubprocessError, OSError) as exc:
-        print(f"LiteLLM unavailable, skipped: {exc!r}", file=sys.stderr)
-        yield None
-        return
-    workdir = Path(tempfile.mkdtemp(prefix="litellm-bench-"))
-    master = "sk-bench-" + secrets.token_hex(16)  # auth on, as for the gateway
-    config = workdir / "config.yaml"
-    config.write_text(
-        "model_list:\n"
-        "  - model_name: bench\n"
-        "    litellm_params:\n"
-        "      model: openai/mock-good\n"
-        f"      api_base: {mock_url}/v1\n"
-        "      api_key: sk-mock\n"
-        "litellm_settings:\n"
-        "  telemetry: false\n"
-        "general_settings:\n"
-        f"  master_key: {master}\n"
-    )
-    port = free_port()
-    env = {**os.environ, "LITELLM_TELEMETRY": "False", "LITELLM_LOG": "ERROR"}
-    log = (workdir / "litellm.log").open("wb")
-    proc = subprocess.Popen(
-        [str(exe), "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
-         "--num_workers", "1"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        while time.monotonic() < deadline + 120:
-            if proc.poll() is not None:
-                break
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url + "/health/liveliness", timeout=1).status_code == 200:
-                    pin(proc.pid, SERVER_CPU)
-                    yield proc.pid, url, master
-                    return
-            time.sleep(0.5)
-        print(f"LiteLLM did not start; see {workdir / 'litellm.log'}", file=sys.stderr)
-        yield None
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+    if tls_url is not None:
+        models.append(model_table("bench-tls", tls_url + "/v1", upstream_model="mock-good"))
+    return models
 
 
 def _headers(key: str | None) -> dict[str, str]:
@@ -247,15 +221,16 @@ def _headers(key: str | None) -> dict[str, str]:
 
 
 def run_target(
-    target: str, pid: int, url: str, key: str | None, scenarios: list[tuple[str, int, str]],
-    duration: float, floor: dict[tuple[str, int], float], rows: list[Row],
+    target: str, pid: int, url: str, headers: dict[str, str],
+    scenarios: list[tuple[str, int, str]], duration: float,
+    floor: dict[tuple[str, int], float], rows: list[Row],
 ) -> None:
     for scenario, conns, payload in scenarios:
         vary = None
         if scenario == "miss":
             head, tail = payload.split(str(MARK))
             vary = (head, tail)
-        script = wrk_script(_headers(key), payload, vary=vary)
+        script = wrk_script(headers, payload, vary=vary)
         m = measure(pid, url + "/v1/chat/completions", script, connections=conns,
                     duration_s=duration, cpu=LOAD_CPU)
         base = floor.get((_floor_of(scenario), conns))
@@ -342,10 +317,21 @@ def main() -> int:
     parser.add_argument("--litellm-budget", type=float, default=900.0,
                         help="seconds allowed to install + start LiteLLM")
     parser.add_argument("--redis-db", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="json rows only")
+    parser.add_argument("--quick", action="store_true", help="json and json-tls rows only")
     parser.add_argument("--ratio-rounds", type=int, default=3,
                         help="with --compare-litellm: extra alternating json c32 runs of "
                              "syntic and LiteLLM for the throughput ratio (0: none)")
+    parser.add_argument("--compare-peers", action="store_true",
+                        help="CPU per request against the reference pass-through, Portkey "
+                             "and LiteLLM, over alternating json c32 rounds")
+    parser.add_argument("--peer-rounds", type=int, default=3,
+                        help="with --compare-peers: rounds (each runs every contender once)")
+    parser.add_argument("--portkey-budget", type=float, default=600.0,
+                        help="seconds allowed to install + start Portkey's gateway")
+    parser.add_argument("--low-rate-interval", type=float, default=3.0,
+                        help="seconds between the low-rate row's requests")
+    parser.add_argument("--low-rate-requests", type=int, default=10,
+                        help="requests in the low-rate row (0: skip it)")
     ns = parser.parse_args()
     if not have_wrk():
         print("wrk not found: apt-get install -y wrk", file=sys.stderr)
@@ -361,8 +347,11 @@ def main() -> int:
             ("sse-text10", 32, body("mock-text10", stream=True, tools=False)),
             ("sse-text100", 32, body("mock-text100", stream=True, tools=False))]),
     ]
+    tls_json = body("bench-tls")
+    tls_rows = [("json-tls", 1, tls_json), ("json-tls", 32, tls_json)]
     gw_rows = [
         *base,
+        *tls_rows,
         *([] if ns.quick else [
             ("sse-text10", 32, body("bench-text10", stream=True, tools=False)),
             ("sse-text100", 32, body("bench-text100", stream=True, tools=False)),
@@ -373,22 +362,38 @@ def main() -> int:
     ]
     rows: list[Row] = []
     floor: dict[tuple[str, int], float] = {}
-    mock = Mock()
     workdir = Path(tempfile.mkdtemp(prefix="syntic-bench-"))
+    try:
+        tls = make_tls(workdir / "tls")
+    except ImportError:
+        print("trustme not found: pip install -e '.[test]'", file=sys.stderr)
+        return 2
+    mock, mock_tls = Mock(), Mock(tls)
     gw = None
     try:
         print("mock upstream alone:", file=sys.stderr)
-        run_target("mock", mock.proc.pid, mock.url, None, mock_rows, d, floor, rows)
-        gw = start_gateway(workdir, _models(mock.url),
-                           env={"SYNTIC_REDIS_URL": f"redis://127.0.0.1:6379/{ns.redis_db}"})
+        run_target("mock", mock.proc.pid, mock.url, _headers(None), mock_rows, d, floor, rows)
+        run_target("mock", mock_tls.proc.pid, mock_tls.url, _headers(None), tls_rows, d,
+                   floor, rows)
+        gw = start_gateway(workdir, _models(mock.url, mock_tls.url),
+                           env={"SYNTIC_REDIS_URL": f"redis://127.0.0.1:6379/{ns.redis_db}",
+                                "SSL_CERT_FILE": str(tls.ca)})
         key = gw.create_key("bench", "--rpm", "1000000000", "--tpm", "1000000000000")
         pin(gw.proc.pid, SERVER_CPU)
-        _check_path(gw.base_url, key)
+        _check_path(gw.base_url, key, mock_tls)
+        ours = Peer("syntic", gw.proc.pid, gw.base_url, _headers(key), "bench")
         print("syntic gateway:", file=sys.stderr)
         rss_idle = rss_mb(gw.proc.pid)
-        run_target("syntic", gw.proc.pid, gw.base_url, key, gw_rows, d, floor, rows)
+        run_target("syntic", gw.proc.pid, gw.base_url, ours.headers, gw_rows, d, floor, rows)
         extra = ""
         figures: dict[str, float] = {}
+        if ns.low_rate_requests > 0:
+            print(f"low rate: {ns.low_rate_requests} requests every {ns.low_rate_interval:g} s"
+                  "...", file=sys.stderr)
+            slow = low_rate(mock_tls.url, tls.ca, gw.base_url, ours.headers, json_body,
+                            tls_json, requests=ns.low_rate_requests,
+                            interval_s=ns.low_rate_interval, cpu=LOAD_CPU)
+            extra += "\n" + slow.line()
         if not ns.quick:
             text, figures["ttfb"] = first_bytes(mock.url, gw.base_url, key)
             extra += text
@@ -405,24 +410,33 @@ def main() -> int:
                 f" 400-property schemas arrive (slowest miss request {slowest * 1000:.0f} ms)\n"
                 f"syntic RSS idle {rss_idle:.0f} MB"
             )
-        if ns.compare_litellm:
-            with litellm_proxy(mock.url, ns.litellm_budget) as lite:
+        with contextlib.ExitStack() as peers:
+            lite = None
+            if ns.compare_litellm or ns.compare_peers:
+                lite = peers.enter_context(litellm_proxy(mock.url, ns.litellm_budget))
                 if lite is not None:
-                    print("litellm proxy:", file=sys.stderr)
-                    run_target("litellm", lite[0], lite[1], lite[2], base, d, floor, rows)
-                    ours = next(r for r in rows if r.target == "syntic" and r.scenario == "json"
-                                and r.conns == 32)
-                    theirs = next(r for r in rows if r.target == "litellm"
-                                  and r.scenario == "json" and r.conns == 32)
-                    ratio = figures["litellm"] = ours.m.wrk.rps / max(theirs.m.wrk.rps, 1e-9)
-                    extra += f"\nthroughput vs LiteLLM (json, 32 conns): {ratio:.0f}x"
-                    if ns.ratio_rounds > 0:
-                        text, figures["litellm"] = ratio_rounds(
-                            (gw.proc.pid, gw.base_url, key), lite, d, ns.ratio_rounds,
-                            first=(ours.m.wrk.rps, theirs.m.wrk.rps))
-                        extra += text
-        print(f"machine: {calibrate():.0f} ms for the pure-Python calibration loop on core "
-              f"{SERVER_CPU} (10M additions; lower is a faster machine)")
+                    pin(lite.pid, SERVER_CPU)
+            if ns.compare_litellm and lite is not None:
+                extra += compare_litellm(ours, lite, base, d, ns.ratio_rounds, floor, rows,
+                                         figures)
+            if ns.compare_peers:
+                contenders = [ours]
+                for start in (baseline_passthrough(mock.url),
+                              portkey_gateway(mock.url, ns.portkey_budget)):
+                    peer = peers.enter_context(start)
+                    if peer is not None:
+                        pin(peer.pid, SERVER_CPU)
+                        contenders.append(peer)
+                if lite is not None:
+                    contenders.append(lite)
+                for peer in contenders[1:]:
+                    _check_peer(peer, mock)
+                text, peer_figures = peer_rounds(contenders, body, d, ns.peer_rounds,
+                                                 cpu=LOAD_CPU)
+                extra += text
+                figures.update(peer_figures)
+        print(f"machine: {calibrate(SERVER_CPU):.0f} ms for the pure-Python calibration loop "
+              f"on core {SERVER_CPU} (10M additions; lower is a faster machine)")
         print(table(rows) + extra)
         lines, missed = verdicts(rows, figures)
         print("\n".join(lines))
@@ -430,7 +444,30 @@ def main() -> int:
         if gw is not None:
             gw.stop()
         mock.stop()
+        mock_tls.stop()
     return 1 if missed else 0
+
+
+def compare_litellm(
+    ours: Peer, lite: Peer, scenarios: list[tuple[str, int, str]], duration: float,
+    rounds: int, floor: dict[tuple[str, int], float], rows: list[Row],
+    figures: dict[str, float],
+) -> str:
+    """LiteLLM's rows in the table, then the throughput ratio over alternating rounds."""
+    print("litellm proxy:", file=sys.stderr)
+    # LiteLLM's model is named like ours ("bench"): the same bodies.
+    run_target("litellm", lite.pid, lite.url, lite.headers, scenarios, duration, floor, rows)
+    mine = next(r for r in rows if r.target == "syntic" and r.scenario == "json"
+                and r.conns == 32)
+    theirs = next(r for r in rows if r.target == "litellm" and r.scenario == "json"
+                  and r.conns == 32)
+    ratio = figures["litellm"] = mine.m.wrk.rps / max(theirs.m.wrk.rps, 1e-9)
+    text = f"\nthroughput vs LiteLLM (json, 32 conns): {ratio:.0f}x"
+    if rounds > 0:
+        more, figures["litellm"] = ratio_rounds(
+            ours, lite, duration, rounds, first=(mine.m.wrk.rps, theirs.m.wrk.rps))
+        text += more
+    return text
 
 
 # Issue #8's targets: (name, figure, limit, at most (True) or at least (False), unit).
@@ -443,6 +480,14 @@ TARGETS: tuple[tuple[str, str, float, bool, str], ...] = (
     ("throughput vs LiteLLM (ratio of medians)", "litellm", 40, False, "x"),
     ("RSS, largest of the gateway's rows", "rss", 80, True, "MB"),
     ("stall: worst hot request, added by new schemas", "stall", 20, True, "ms"),
+)
+
+# The peer comparison's targets (``--compare-peers``): CPU per request, json c32, ratios of
+# the medians over alternating rounds.
+PEER_TARGETS: tuple[tuple[str, str, float, bool, str], ...] = (
+    ("CPU per request, syntic / reference pass-through", "vs_baseline", 1.3, True, "x"),
+    ("CPU per request, Portkey / syntic", "vs_portkey", 3, False, "x"),
+    ("CPU per request, LiteLLM / syntic", "vs_litellm", 30, False, "x"),
 )
 
 
@@ -458,9 +503,20 @@ def verdicts(rows: list[Row], figures: dict[str, float]) -> tuple[list[str], int
         got["added1"] = ours["json", 1].added_ms or 0.0
     if ours:
         got["rss"] = max(r.m.rss_mb for r in ours.values())
-    lines = ["targets (issue #8):"]
+    lines: list[str] = []
     missed = 0
-    for name, key, limit, at_most, unit in TARGETS:
+    for title, targets in (("targets (issue #8):", TARGETS), ("targets (peers):", PEER_TARGETS)):
+        lines.append(title)
+        missed += _judge(targets, got, lines)
+    return lines, missed
+
+
+def _judge(
+    targets: tuple[tuple[str, str, float, bool, str], ...], got: dict[str, float],
+    lines: list[str],
+) -> int:
+    missed = 0
+    for name, key, limit, at_most, unit in targets:
         bound = f"{'<=' if at_most else '>='} {limit:g} {unit}"
         if key not in got:
             lines.append(f"  {name}: not measured in this run (target {bound})")
@@ -470,27 +526,26 @@ def verdicts(rows: list[Row], figures: dict[str, float]) -> tuple[list[str], int
         missed += not ok
         shown = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
         lines.append(f"  {'ok  ' if ok else 'MISS'} {name}: {shown} {unit} (target {bound})")
-    return lines, missed
+    return missed
 
 
 def ratio_rounds(
-    ours: tuple[int, str, str], theirs: tuple[int, str, str], duration: float, rounds: int,
-    *, first: tuple[float, float],
+    ours: Peer, theirs: Peer, duration: float, rounds: int, *, first: tuple[float, float],
 ) -> tuple[str, float]:
     """The LiteLLM ratio again over ``rounds`` alternating json c32 runs of each (the host's
     speed drifts between runs on a shared machine; alternating puts both under the same
     drift). Returns the per-round ratios and the ratio of the medians, the main table's
     pair included."""
-    script_ours = wrk_script(_headers(ours[2]), body("bench"))
-    script_theirs = wrk_script(_headers(theirs[2]), body("bench"))
+    script_ours = wrk_script(ours.headers, body(ours.model))
+    script_theirs = wrk_script(theirs.headers, body(theirs.model))
     pairs = [first]
     cpu_ratios: list[float] = []
     for i in range(rounds):
         steal_before = steal_counters()
-        a = measure(ours[0], ours[1] + "/v1/chat/completions", script_ours, connections=32,
+        a = measure(ours.pid, ours.url + PATH, script_ours, connections=32,
                     duration_s=duration, cpu=LOAD_CPU)
-        b = measure(theirs[0], theirs[1] + "/v1/chat/completions", script_theirs,
-                    connections=32, duration_s=duration, cpu=LOAD_CPU)
+        b = measure(theirs.pid, theirs.url + PATH, script_theirs, connections=32,
+                    duration_s=duration, cpu=LOAD_CPU)
         steal = steal_share(steal_before)
         pairs.append((a.wrk.rps, b.wrk.rps))
         cpu_ratios.append(b.cpu_us_per_req / max(a.cpu_us_per_req, 1e-9))
@@ -510,43 +565,35 @@ def ratio_rounds(
             " give each, whatever the host's stalls)"), median
 
 
-def steal_counters() -> tuple[int, int]:
-    """``/proc/stat``'s CPU time stolen by the hypervisor, and all CPU time (jiffies)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
-
-
-def steal_share(since: tuple[int, int]) -> float:
-    """The stolen share (%) of all CPU time since ``since`` (``steal_counters()``). A host
-    that steals many percent also stalls the runs: throughput then says more about the
-    host than about the code."""
-    steal, total = steal_counters()
-    return 100.0 * (steal - since[0]) / max(total - since[1], 1)
-
-
-def calibrate() -> float:
-    """Milliseconds a fixed pure-Python loop takes on the server core: how fast this host
-    runs Python, to compare figures taken on different machines."""
-    code = ("import time\nt = time.perf_counter()\ns = 0\nfor i in range(10_000_000):\n"
-            "    s += i\nprint((time.perf_counter() - t) * 1000)")
-    best = float("inf")
-    for _ in range(3):
-        out = subprocess.run(["taskset", "-c", str(SERVER_CPU), sys.executable, "-c", code],
-                             capture_output=True, text=True, check=True)
-        best = min(best, float(out.stdout))
-    return best
-
-
-def _check_path(base_url: str, key: str) -> None:
-    """Fail fast unless the full path answers: a valid call, and a corrected one."""
+def _check_path(base_url: str, key: str, mock_tls: Mock) -> None:
+    """Fail fast unless the full path answers: a valid call, a corrected one, and a valid
+    one from the HTTPS upstream (which counts it)."""
+    tls_before = mock_tls.requests()
     with httpx.Client(timeout=10, headers=_headers(key)) as client:
-        for model, retries in (("bench", "0"), ("bench-fix", "1")):
-            r = client.post(base_url + "/v1/chat/completions", content=body(model))
+        for model, retries in (("bench", "0"), ("bench-fix", "1"), ("bench-tls", "0")):
+            r = client.post(base_url + PATH, content=body(model))
             r.raise_for_status()
             call = r.json()["choices"][0]["message"]["tool_calls"][0]
             assert orjson.loads(call["function"]["arguments"]) == orjson.loads(GOOD_ARGS), call
             assert r.headers["x-syntic-schema-retries"] == retries, r.headers
             assert "x-ratelimit-remaining-requests" in r.headers, r.headers
+    assert mock_tls.requests() == tls_before + 1, "the HTTPS upstream did not answer"
+
+
+def _check_peer(peer: Peer, mock: Mock) -> None:
+    """Fail fast unless ``peer`` answers with the mock's own completion, fetched from the
+    mock (its request count moves by one)."""
+    before = mock.requests()
+    r = httpx.post(peer.url + PATH, content=body(peer.model), headers=peer.headers, timeout=30)
+    if r.status_code != 200:
+        raise RuntimeError(f"{peer.name} answered {r.status_code}: {r.text[:500]}")
+    answer = r.json()
+    call = answer["choices"][0]["message"]["tool_calls"][0]
+    if answer.get("id") != "chatcmpl-mock" or orjson.loads(
+            call["function"]["arguments"]) != orjson.loads(GOOD_ARGS):
+        raise RuntimeError(f"{peer.name} did not return the mock's answer: {r.text[:500]}")
+    if mock.requests() != before + 1:
+        raise RuntimeError(f"{peer.name}'s answer did not come from the mock")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 ``run_wrk`` drives one target with ``wrk`` (Debian package ``wrk``) for a bounded time,
 pinned to a CPU, with a generated Lua script (POST body, headers, optional per-request
 body variation) whose ``done`` hook prints the figures as one parseable line.
-``ProcStats`` reads utime+stime and RSS of a process tree from ``/proc``.
+``ProcStats`` reads utime+stime and RSS of a process tree from ``/proc``. The host:
+``steal_counters``/``steal_share`` (CPU time the hypervisor took) and ``calibrate`` (a
+fixed pure-Python loop, to compare machines).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import shutil
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -251,3 +254,30 @@ def ttfb(url: str, headers: dict[str, str], body: str, *, n: int, cpu: int | Non
     finally:
         if cpu is not None and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, before)
+
+
+def steal_counters() -> tuple[int, int]:
+    """``/proc/stat``'s CPU time stolen by the hypervisor, and all CPU time (jiffies)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def steal_share(since: tuple[int, int]) -> float:
+    """The stolen share (%) of all CPU time since ``since`` (``steal_counters()``). A host
+    that steals many percent also stalls the runs: throughput then says more about the
+    host than about the code."""
+    steal, total = steal_counters()
+    return 100.0 * (steal - since[0]) / max(total - since[1], 1)
+
+
+def calibrate(cpu: int) -> float:
+    """Milliseconds a fixed pure-Python loop takes on ``cpu``: how fast this host runs
+    Python, to compare figures taken on different machines."""
+    code = ("import time\nt = time.perf_counter()\ns = 0\nfor i in range(10_000_000):\n"
+            "    s += i\nprint((time.perf_counter() - t) * 1000)")
+    best = float("inf")
+    for _ in range(3):
+        out = subprocess.run(["taskset", "-c", str(cpu), sys.executable, "-c", code],
+                             capture_output=True, text=True, check=True)
+        best = min(best, float(out.stdout))
+    return best

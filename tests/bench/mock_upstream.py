@@ -9,11 +9,18 @@ Answers every ``POST .../chat/completions`` with a fixed ``chat.completion`` car
   usage, ``[DONE]``; the upstream model name ``...-text<N>`` streams N text deltas instead
   (used to measure the gateway's CPU per extra SSE event);
 - upstream model ``...-fix`` -> an invalid call first (``amount_pence`` as a string), the
-  valid one when the request is a correction (it carries a ``tool_call_id``).
+  valid one when the request is a correction (it carries a ``tool_call_id``);
+- ``GET`` (any path) -> ``{"connections": C, "requests": R}``: the connections that carried
+  at least one completion request and the completion requests answered since start (over
+  TLS, C is the number of TLS handshakes clients paid for).
 
 Run standalone::
 
     python tests/bench/mock_upstream.py --port 0   # prints the port on stdout
+    python tests/bench/mock_upstream.py --port 0 --tls-cert server.pem   # HTTPS
+
+``--tls-cert`` is one PEM file with the private key and the certificate chain (the
+benchmark makes it, and the CA its clients trust, with ``trustme``).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import argparse
 import asyncio
 import os
 import re
+import ssl
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -115,11 +123,24 @@ def reply_for(body: bytes) -> bytes:
     return _GOOD
 
 
+class _Counts:
+    """What the ``GET`` answer reports (one event loop: plain integers suffice)."""
+
+    connections = 0
+    requests = 0
+
+
+def _stats() -> bytes:
+    body = f'{{"connections":{_Counts.connections},"requests":{_Counts.requests}}}'.encode()
+    return _response(body, _JSON)
+
+
 class _Http(asyncio.Protocol):
-    __slots__ = ("buf", "transport")
+    __slots__ = ("buf", "served", "transport")
 
     def __init__(self) -> None:
         self.buf = b""
+        self.served = False
         self.transport: Any = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -141,7 +162,14 @@ class _Http(asyncio.Protocol):
             total = end + 4 + length
             if len(buf) < total:
                 break
-            out.append(reply_for(buf[end + 4 : total]))
+            if buf.startswith(b"GET "):
+                out.append(_stats())
+            else:
+                out.append(reply_for(buf[end + 4 : total]))
+                _Counts.requests += 1
+                if not self.served:
+                    self.served = True
+                    _Counts.connections += 1
             buf = buf[total:]
         self.buf = buf
         if out and self.transport is not None:
@@ -156,15 +184,23 @@ def _install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-def serve(port: int, ready: Callable[[int], None], cpu: int | None = None) -> None:
-    """Serve on 127.0.0.1:``port`` (0: any free port) forever; ``ready(port)`` once bound."""
+def serve(
+    port: int, ready: Callable[[int], None], cpu: int | None = None,
+    tls_cert: str | None = None,
+) -> None:
+    """Serve on 127.0.0.1:``port`` (0: any free port) forever; ``ready(port)`` once bound.
+    ``tls_cert``: a PEM with the key and certificate chain, to serve HTTPS."""
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
     _install_uvloop()
+    context = None
+    if tls_cert is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tls_cert)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(_Http, "127.0.0.1", port, backlog=1024)
+        server = await loop.create_server(_Http, "127.0.0.1", port, backlog=1024, ssl=context)
         ready(server.sockets[0].getsockname()[1])
         parent = os.getppid()
         async with server:
@@ -178,12 +214,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--cpu", type=int, default=None)
+    parser.add_argument("--tls-cert", default=None, help="PEM: private key + certificate chain")
     ns = parser.parse_args()
 
     def _announce(p: int) -> None:
         print(p, flush=True)
 
     try:
-        serve(ns.port, _announce, ns.cpu)
+        serve(ns.port, _announce, ns.cpu, ns.tls_cert)
     except KeyboardInterrupt:
         sys.exit(0)

@@ -1,0 +1,277 @@
+"""The gateway's peers in ``gateway_bench.py``: each started against the same mock upstream,
+installed on first use under ``~/.cache/syntic-bench`` at a pinned version.
+
+- ``baseline_passthrough``: ``tests/bench/baseline_passthrough.py`` (Starlette + aiohttp +
+  the validator, nothing else), the floor a strict pass-through costs in Python;
+- ``portkey_gateway``: Portkey's AI gateway (npm ``@portkey-ai/gateway``, Node), routed per
+  request by its ``x-portkey-provider`` and ``x-portkey-custom-host`` headers;
+- ``litellm_proxy``: LiteLLM's proxy (PyPI ``litellm[proxy]``, its own venv), auth on.
+
+Each yields a ``Peer`` (its process, URL, the headers and model a client sends it) or None
+when it cannot be installed or started, with the reason on stderr. ``peer_rounds`` runs
+them against the gateway in alternating rounds and compares their CPU per request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tests.bench.loadgen import measure, steal_counters, steal_share, wrk_script
+from tests.support.gateway_proc import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "syntic-bench"
+
+# Peer versions, pinned so runs on different days compare the same code. LiteLLM: the newest
+# whose ``proxy`` extra installs from PyPI alone (later ones need a ``litellm-proxy`` wheel).
+PORTKEY_VERSION = "1.15.2"
+LITELLM_VERSION = "1.108.7"
+PATH = "/v1/chat/completions"
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    name: str
+    pid: int
+    url: str  # base URL; clients post to url + "/v1/chat/completions"
+    headers: dict[str, str]
+    model: str  # the model name this peer routes to the mock's ``mock-good``
+
+
+def _wait(ready: Callable[[], bool], proc: subprocess.Popen[bytes], deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        with contextlib.suppress(httpx.HTTPError, OSError):
+            if ready():
+                return True
+        time.sleep(0.2)
+    return False
+
+
+def _listening(port: int) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+@contextlib.contextmanager
+def baseline_passthrough(mock_url: str) -> Iterator[Peer | None]:
+    port = free_port()
+    log_path = Path(tempfile.mkdtemp(prefix="baseline-bench-")) / "baseline.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests/bench/baseline_passthrough.py"), "--port",
+             str(port), "--upstream", mock_url + "/v1"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        if _wait(lambda: _listening(port), proc, time.monotonic() + 30):
+            yield Peer("baseline", proc.pid, f"http://127.0.0.1:{port}",
+                       {"Content-Type": "application/json"}, "mock-good")
+        else:
+            print(f"baseline pass-through did not start; see {log_path}", file=sys.stderr)
+            yield None
+    finally:
+        _stop(proc)
+
+
+def _installed_npm_version(package_json: Path) -> str | None:
+    try:
+        version = json.loads(package_json.read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return version if isinstance(version, str) else None
+
+
+@contextlib.contextmanager
+def portkey_gateway(mock_url: str, budget_s: float) -> Iterator[Peer | None]:
+    """Portkey's gateway on Node (``start-server.js --port=N --headless``: no console UI),
+    sending each request to ``x-portkey-custom-host`` + ``/chat/completions`` with the
+    OpenAI provider's transforms, the client's ``Authorization`` passed on."""
+    home = CACHE / "portkey"
+    package = home / "node_modules/@portkey-ai/gateway"
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        print("Portkey skipped: node and npm are needed (Debian: apt-get install -y nodejs "
+              "npm)", file=sys.stderr)
+        yield None
+        return
+    deadline = time.monotonic() + budget_s
+    if _installed_npm_version(package / "package.json") != PORTKEY_VERSION:
+        print(f"installing @portkey-ai/gateway@{PORTKEY_VERSION} into {home}...",
+              file=sys.stderr)
+        home.mkdir(parents=True, exist_ok=True)
+        if not (home / "package.json").exists():
+            (home / "package.json").write_text('{"private": true}\n')
+        try:
+            # Its only install script runs patch-package, which has no patches in the
+            # published package.
+            subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--ignore-scripts", "--save-exact",
+                 f"@portkey-ai/gateway@{PORTKEY_VERSION}"],
+                cwd=home, check=True, timeout=max(10.0, deadline - time.monotonic()))
+        except (subprocess.SubprocessError, OSError) as exc:
+            print(f"Portkey unavailable, skipped: {exc!r}", file=sys.stderr)
+            yield None
+            return
+    port = free_port()
+    log_path = home / "gateway.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [node, str(package / "build/start-server.js"), f"--port={port}", "--headless"],
+            cwd=home, stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, "NODE_ENV": "production"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if _wait(lambda: httpx.get(url + "/", timeout=1).status_code == 200, proc,
+                 max(deadline, time.monotonic() + 60)):
+            yield Peer("portkey", proc.pid, url, {
+                "Content-Type": "application/json",
+                "Authorization": "Bearer sk-mock",
+                "x-portkey-provider": "openai",
+                "x-portkey-custom-host": mock_url + "/v1",
+            }, "mock-good")
+        else:
+            print(f"Portkey did not start; see {log_path}", file=sys.stderr)
+            yield None
+    finally:
+        _stop(proc)
+
+
+@contextlib.contextmanager
+def litellm_proxy(mock_url: str, budget_s: float) -> Iterator[Peer | None]:
+    """LiteLLM's proxy in its own venv (installed on first use), one worker, auth on."""
+    venv = CACHE / "litellm-venv"
+    exe = venv / "bin" / "litellm"
+    stamp = venv / ".syntic-bench-version"
+    deadline = time.monotonic() + budget_s
+    try:
+        installed = stamp.read_text().strip() if stamp.exists() else None
+        if not exe.exists() or installed != LITELLM_VERSION:
+            print(f"installing litellm[proxy]=={LITELLM_VERSION} into {venv} (budget "
+                  f"{budget_s:.0f}s)...", file=sys.stderr)
+            CACHE.mkdir(parents=True, exist_ok=True)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+            subprocess.run([str(venv / "bin/pip"), "install", "-q",
+                            f"litellm[proxy]=={LITELLM_VERSION}"],
+                           check=True, timeout=max(10.0, deadline - time.monotonic()))
+            stamp.write_text(LITELLM_VERSION + "\n")
+    except (subprocess.SubprocessError, OSError) as exc:
+        print(f"LiteLLM unavailable, skipped: {exc!r}", file=sys.stderr)
+        yield None
+        return
+    workdir = Path(tempfile.mkdtemp(prefix="litellm-bench-"))
+    master = "sk-bench-" + secrets.token_hex(16)  # auth on, as for the gateway
+    config = workdir / "config.yaml"
+    config.write_text(
+        "model_list:\n"
+        "  - model_name: bench\n"
+        "    litellm_params:\n"
+        "      model: openai/mock-good\n"
+        f"      api_base: {mock_url}/v1\n"
+        "      api_key: sk-mock\n"
+        "litellm_settings:\n"
+        "  telemetry: false\n"
+        "general_settings:\n"
+        f"  master_key: {master}\n"
+    )
+    port = free_port()
+    env = {**os.environ, "LITELLM_TELEMETRY": "False", "LITELLM_LOG": "ERROR"}
+    url = f"http://127.0.0.1:{port}"
+    with (workdir / "litellm.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [str(exe), "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
+             "--num_workers", "1"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+    try:
+        ready = _wait(lambda: httpx.get(url + "/health/liveliness", timeout=1).status_code == 200,
+                      proc, max(deadline, time.monotonic()) + 120)
+        if ready:
+            yield Peer("litellm", proc.pid, url, {
+                "Content-Type": "application/json", "Authorization": f"Bearer {master}"},
+                "bench")
+        else:
+            print(f"LiteLLM did not start; see {workdir / 'litellm.log'}", file=sys.stderr)
+            yield None
+    finally:
+        _stop(proc)
+
+
+def peer_rounds(
+    contenders: list[Peer], payload: Callable[[str], str], duration: float, rounds: int,
+    *, cpu: int | None,
+) -> tuple[str, dict[str, float]]:
+    """32-connection runs of every contender (the body ``payload(peer.model)``, wrk pinned
+    to ``cpu``), ``rounds`` times, each round starting one later in the list (the host
+    drifts between runs; every contender sees every slot). Returns the report and the
+    CPU-per-request ratios of the medians: ``vs_baseline`` (syntic / baseline),
+    ``vs_portkey`` and ``vs_litellm`` (theirs / syntic)."""
+    scripts = {p.name: wrk_script(p.headers, payload(p.model)) for p in contenders}
+    for p in contenders:  # warm-up: JIT, caches, upstream pools
+        measure(p.pid, p.url + PATH, scripts[p.name], connections=32, duration_s=1, cpu=cpu)
+    per_req: dict[str, list[float]] = {p.name: [] for p in contenders}
+    rps: dict[str, list[float]] = {p.name: [] for p in contenders}
+    errors: dict[str, int] = {p.name: 0 for p in contenders}
+    for i in range(rounds):
+        shift = i % len(contenders)
+        steal_before = steal_counters()
+        parts = []
+        for p in contenders[shift:] + contenders[:shift]:
+            m = measure(p.pid, p.url + PATH, scripts[p.name], connections=32,
+                        duration_s=duration, cpu=cpu)
+            per_req[p.name].append(m.cpu_us_per_req)
+            rps[p.name].append(m.wrk.rps)
+            errors[p.name] += m.wrk.errors
+            parts.append(f"{p.name} {m.wrk.rps:.0f} req/s {m.cpu_us_per_req:.0f} us/req"
+                         + (f" ({m.wrk.errors} errors)" if m.wrk.errors else ""))
+        print(f"  peer round {i + 1}: " + ", ".join(parts)
+              + f"; host steal {steal_share(steal_before):.1f}%", file=sys.stderr)
+    med = {name: statistics.median(v) for name, v in per_req.items() if v}
+    lines = [f"\npeers, json c32, {rounds} alternating rounds of {duration:g} s (server CPU "
+             "per request, all the peer's processes; median req/s):"]
+    for p in contenders:
+        if p.name not in med:
+            continue
+        each = ", ".join(f"{c:,.0f}" for c in per_req[p.name])
+        lines.append(f"  {p.name}: {each} us/req, median {med[p.name]:,.0f} us/req, "
+                     f"{statistics.median(rps[p.name]):,.0f} req/s"
+                     + (f", {errors[p.name]} errors" if errors[p.name] else ""))
+    figures: dict[str, float] = {}
+    for key, over, under in (("vs_baseline", "syntic", "baseline"),
+                             ("vs_portkey", "portkey", "syntic"),
+                             ("vs_litellm", "litellm", "syntic")):
+        if over in med and under in med:
+            figures[key] = med[over] / med[under]
+            pairs = zip(per_req[over], per_req[under], strict=True)
+            each = ", ".join(f"{a / b:.2f}" for a, b in pairs)
+            lines.append(f"  {over} / {under}: ratio of medians {figures[key]:.2f}x "
+                         f"(per round: {each})")
+    versions = {"portkey": f"@portkey-ai/gateway {PORTKEY_VERSION}",
+                "litellm": f"litellm {LITELLM_VERSION}"}
+    shown = [versions[p.name] for p in contenders if p.name in versions]
+    if shown:
+        lines.append("  versions: " + ", ".join(shown))
+    if any(errors.values()):
+        lines.append("  (a contender with errors is not comparable: see its log)")
+    return "\n".join(lines), figures
