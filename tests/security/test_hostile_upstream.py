@@ -176,6 +176,8 @@ def test_misbehaviour(
         error = resp.json()["error"]
     assert error["code"] == code
     assert "Traceback" not in resp.text
+    print(f"{mode}: /healthz worst {watch.worst * 1000:.0f} ms, "
+          f"peak RSS +{watch.peak_growth / 2**20:.0f} MiB")
     assert watch.worst < LOOP_BOUND_S, f"/healthz waited {watch.worst:.2f}s"
     assert watch.peak_growth < MEMORY_BOUND, f"peak RSS grew {watch.peak_growth >> 20} MiB"
     _assert_own_answer(gw)
