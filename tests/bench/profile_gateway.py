@@ -173,7 +173,7 @@ def main() -> int:
         if ns.opcodes:
             _print_opcodes(opcodes, server.server_state.total_requests, ns.top)
         limiter = getattr(getattr(app.state, "services", None), "limiter", None)
-        if hasattr(limiter, "trip_count"):
+        if limiter is not None and hasattr(limiter, "trip_count"):
             print(f"rate limits: {limiter.trip_count} Redis check trips, "
                   f"{limiter.leased_count} requests admitted from reservations")
         if prof is not None:

@@ -119,7 +119,7 @@ class Gate:
         self.refuse = refuse
         if not hold:
             self.release.set()
-        self._real = _compile.generate
+        self._real = _compile.generate  # type: ignore[attr-defined]
 
     def __call__(self, table: Any) -> Any:
         self.calls.append(threading.current_thread().name)
