@@ -24,8 +24,6 @@ from starlette.datastructures import State
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.errors import ServerErrorMiddleware
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
@@ -33,9 +31,8 @@ from gateway.admin import AdminAuthMiddleware, admin_routes, console_routes
 from gateway.auth import AuthMiddleware
 from gateway.dialects.anthropic.endpoint import messages
 from gateway.dialects.openai import chat_completions
-from gateway.errors import GatewayError, NotFound
 from gateway.hotpath import HotRoutes
-from gateway.http import GatewayMiddleware, error_body, request_context
+from gateway.http import GatewayMiddleware
 from gateway.idempotency import IdempotencyMiddleware
 from gateway.keys.base import KeyStore
 from gateway.limits import EdgeLimits
@@ -47,6 +44,7 @@ from gateway.ratelimit.base import RateLimiter
 from gateway.schema_check import schemas_check
 from gateway.service import ChatService
 from gateway.settings import Settings, load_settings
+from gateway.unrouted import SlashRedirect, http_exception
 from gateway.upstream.base import Upstream
 from gateway.upstream.connection import Connections
 from gateway.upstream.registry import UpstreamRegistry
@@ -95,11 +93,12 @@ class GatewayApp(Starlette):
     """Starlette without its outermost ``ServerErrorMiddleware`` (#8: one wrapper frame
     and one ``send`` wrapper per request fewer): ``GatewayMiddleware``, next in line,
     already turns every exception into a logged 500 envelope. Its ``state`` is an
-    ``AppState``."""
+    ``AppState``; its router's trailing-slash redirect is ``SlashRedirect``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.state = AppState()
+        SlashRedirect.install(self.router)  # relative Location, never from Host
 
     def build_middleware_stack(self) -> ASGIApp:
         app = super().build_middleware_stack()
@@ -110,22 +109,6 @@ async def _open_services(settings: Settings) -> ServicesLike:
     from gateway.services import open_services
 
     return await open_services(settings)
-
-
-async def _http_exception(request: Request, exc: Exception) -> Response:
-    """Starlette's own 404/405 (unknown route, wrong method) as the unified envelope."""
-    assert isinstance(exc, HTTPException)
-    ctx = request_context(request.scope)
-    if exc.status_code == 404:
-        err: GatewayError = NotFound(f"No route for {request.method} {request.url.path}.")
-    else:
-        err = GatewayError(str(exc.detail), code="method_not_allowed")
-        err.status = exc.status_code
-        err.type = "invalid_request"
-    ctx.error_code = err.code
-    return Response(
-        error_body(err, ctx.request_id), status_code=err.status, media_type="application/json"
-    )
 
 
 def create_app(
@@ -207,7 +190,7 @@ def create_app(
             Middleware(HotRoutes, routes={
                 "/v1/chat/completions": chat_completions, "/v1/messages": messages}),
         ],
-        exception_handlers={HTTPException: _http_exception},
+        exception_handlers={HTTPException: http_exception},
         lifespan=lifespan,
     )
     app.state.settings = settings

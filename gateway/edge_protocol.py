@@ -24,9 +24,12 @@ per request (#8; 856k -> 824k instructions with the whole gateway, ``instruction
   returned at once when it is all in, and a cheaper response head written with the body;
 - slotted per-request state, the scope built in one step.
 
-No WebSocket: ``serve_options`` sets ``ws="none"`` and an upgrade request is served as
-plain HTTP, as uvicorn does without a WebSocket library (the gateway has no WebSocket
-route). Use ``serve_options(settings)`` for the uvicorn keyword arguments.
+No WebSocket or h2c: ``serve_options`` sets ``ws="none"``, and a request with
+``Upgrade`` (or ``CONNECT``) is plain HTTP, its body read by its own Content-Length or
+chunked framing like any other's. httptools ends such a request at its headers, and
+uvicorn (without a WebSocket library) then parses the body as the next request: a request
+smuggled in a body. ``EdgeProtocol._reframe`` reads the body instead. Use
+``serve_options(settings)`` for the uvicorn keyword arguments.
 """
 
 from __future__ import annotations
@@ -102,10 +105,8 @@ if _HTTPTOOLS:
             self.app = config.loaded_app
             self.loop = _loop or asyncio.get_event_loop()
             self.access_log = _access_logger.hasHandlers()
-            self.parser = httptools.HttpRequestParser(self)
-            # answer the first of pipelined requests even if the client half-closed
-            with contextlib.suppress(AttributeError):  # httptools < 0.6.3 lacks it
-                self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
+            self.parser = self._new_parser()
+            self.reframing = False  # feeding _reframe's stand-in head
             self.root_path: str = config.root_path
             self.asgi_version = config.asgi_version
             self.limit_concurrency = config.limit_concurrency
@@ -193,17 +194,58 @@ if _HTTPTOOLS:
                 return
             self._feed(data)
 
+        def _new_parser(self) -> httptools.HttpRequestParser:
+            parser = httptools.HttpRequestParser(self)
+            # answer the first of pipelined requests even if the client half-closed
+            with contextlib.suppress(AttributeError):  # httptools < 0.6.3 lacks it
+                parser.set_dangerous_leniencies(lenient_data_after_close=True)
+            return parser
+
         def _feed(self, data: bytes) -> None:
+            rest: bytes | memoryview = data
             try:
-                self.parser.feed_data(data)
-            except httptools.HttpParserUpgrade:
-                # No WebSocket here (serve_options sets ws="none"): served as plain HTTP,
-                # as uvicorn does without a WebSocket library.
-                _logger.warning("Unsupported upgrade request.")
+                while True:
+                    try:
+                        self.parser.feed_data(rest)
+                        return
+                    except httptools.HttpParserUpgrade as upgrade:
+                        if self.refused:
+                            return
+                        # No WebSocket or h2c here (serve_options sets ws="none"): the
+                        # request is plain HTTP, and what follows its headers is its
+                        # body and the next requests, never another protocol.
+                        _logger.warning("Unsupported upgrade request.")
+                        rest = memoryview(rest)[upgrade.args[0]:]  # no copy
+                        self._reframe()
+                        if not rest:
+                            return
             except httptools.HttpParserError:
                 msg = "Invalid HTTP request received."
                 _logger.warning(msg)
                 self._send_400(msg)
+
+        def _reframe(self) -> None:
+            """Continue an upgrade request as plain HTTP: httptools ends such a request at
+            its headers (what follows would be the new protocol), so a body would be
+            parsed as the next request. A fresh parser is fed a stand-in head with the
+            request's own framing headers: llhttp then reads the body by them, hands it
+            to the request, completes it, and parses what follows as the next request.
+            The stand-in's own callbacks only reset the parse state for the next request;
+            its headers complete no request (``reframing``)."""
+            version = self.parser.get_http_version()
+            framing = [
+                name + b": " + value + b"\r\n"
+                for name, value in self.headers
+                if name in (b"content-length", b"transfer-encoding")
+            ]
+            self.parser = self._new_parser()
+            self.reframing = True
+            try:
+                self.parser.feed_data(
+                    b"POST / HTTP/" + version.encode() + b"\r\n" + b"".join(framing) + b"\r\n"
+                )
+            finally:
+                self.reframing = False
 
         # httptools callbacks
 
@@ -227,6 +269,8 @@ if _HTTPTOOLS:
             self.headers.append((name, value))
 
         def on_headers_complete(self) -> None:
+            if self.reframing:  # _reframe's stand-in head: its request is already running
+                return
             self.awaiting_headers = False
             self.deadline_kind = _NO_DEADLINE
             if self.refused:
@@ -289,8 +333,8 @@ if _HTTPTOOLS:
 
         def on_message_complete(self) -> None:
             cycle = self.cycle
-            if cycle is None or cycle.response_complete:
-                return
+            if cycle is None or cycle.response_complete or self.parser.should_upgrade():
+                return  # an upgrade request is completed after _reframe reads its body
             cycle.more_body = False
             cycle.wake()
 

@@ -41,6 +41,7 @@ from gateway.admin.queries import (
     usage_report,
 )
 from gateway.errors import InvalidRequest, NotFound, Overloaded
+from gateway.keys.fields import checked_limit, checked_name
 from gateway.keys.secrets import KeyKind
 from gateway.keys.store import DbKeyStore, KeyInfo
 from gateway.schema_check import schemas_check
@@ -48,7 +49,6 @@ from gateway.settings import Settings
 from gateway.storage.base import Database, StorageError
 from gateway.usage.report import parse_since
 
-MAX_NAME_CHARS = 200
 DEFAULT_WINDOW_S = 24 * 3600.0
 _AUTO_BUCKET_TARGET = 120  # pick the finest bucket giving at most this many points
 _NUMBER = re.compile(r"^\d+(\.\d+)?$")
@@ -110,27 +110,26 @@ def _limit(body: dict[str, Any], name: str) -> int | None:
     value = body.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidRequest(f"{name} must be a positive integer or null.", param=name)
-    return value
+    try:
+        return checked_limit(value)
+    except ValueError as exc:
+        raise InvalidRequest(f"{name} {exc}, or null.", param=name) from exc
 
 
 async def create_key(request: Request) -> Response:
     """``POST /admin/keys`` ``{"name", "rpm"?, "tpm"?, "test"?}`` -> 201 ``{key, secret}``."""
     keys, _ = _backend(request)
     body = await _body(request)
-    name = body.get("name")
-    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
-        raise InvalidRequest(
-            f"name must be a non-empty string of at most {MAX_NAME_CHARS} characters.",
-            param="name",
-        )
+    try:
+        name = checked_name(body.get("name"))
+    except ValueError as exc:
+        raise InvalidRequest(f"name {exc}.", param="name") from exc
     test = body.get("test", False)
     if not isinstance(test, bool):
         raise InvalidRequest("test must be a boolean.", param="test")
     kind: KeyKind = "test" if test else "live"
     created = await keys.create(
-        name.strip(), kind=kind, rpm=_limit(body, "rpm"), tpm=_limit(body, "tpm")
+        name, kind=kind, rpm=_limit(body, "rpm"), tpm=_limit(body, "tpm")
     )
     return _json({"key": key_json(created.info), "secret": created.secret}, status=201)
 
@@ -147,7 +146,8 @@ async def revoke_key(request: Request) -> Response:
     keys, _ = _backend(request)
     settings: Settings = request.app.state.settings
     key_id = request.path_params["key_id"]
-    info = await keys.get(key_id)
+    # NUL: no stored id has one, and PostgreSQL refuses it as a query value.
+    info = None if "\x00" in key_id else await keys.get(key_id)
     if info is None:
         raise NotFound(f"No key {key_id!r}.", code="key_not_found", param="key_id")
     if info.admin:
@@ -211,6 +211,8 @@ def _bucket(request: Request, span: float) -> tuple[str, int]:
 
 def _opt(request: Request, name: str) -> str | None:
     value = request.query_params.get(name)
+    if value and "\x00" in value:  # no stored value has one; PostgreSQL refuses it
+        raise InvalidRequest(f"{name} must not contain NUL characters.", param=name)
     return value if value else None
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.keys.fields import MAX_LIMIT, MAX_NAME_CHARS
+
 _JSON = "application/json"
 _ADMIN: list[dict[str, list[str]]] = [{"adminBearer": []}]
 
@@ -103,9 +105,10 @@ ADMIN_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["name"],
         "properties": {
-            "name": {"type": "string", "minLength": 1, "maxLength": 200},
-            "rpm": {"type": ["integer", "null"], "minimum": 1},
-            "tpm": {"type": ["integer", "null"], "minimum": 1},
+            "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS,
+                     "description": "No control characters."},
+            "rpm": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_LIMIT},
+            "tpm": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_LIMIT},
             "test": {"type": "boolean", "default": False, "description": "An sk_test_ key."},
         },
     },

@@ -12,17 +12,25 @@ import time
 
 from gateway.commands.migrate import add_config_option, run_with_db
 from gateway.devkey import DEV_KEY_NAME
+from gateway.keys.fields import MAX_LIMIT, checked_limit, checked_name
 from gateway.keys.secrets import KeyKind
 from gateway.keys.store import DbKeyStore, KeyInfo
 from gateway.settings import Settings
 from gateway.storage import Database
 
 
-def _positive(value: str) -> int:
-    n = int(value)
-    if n <= 0:
-        raise argparse.ArgumentTypeError("must be a positive integer")
-    return n
+def _limit(text: str) -> int:
+    try:
+        return checked_limit(int(text))
+    except ValueError as exc:  # argparse prints an ArgumentTypeError's message as is
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {MAX_LIMIT}") from exc
+
+
+def _name(text: str) -> str:
+    try:
+        return checked_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,9 +38,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = parser.add_subparsers(dest="keys_command", required=True)
 
     create = sub.add_parser("create", help="create a key (printed once, on the last line)")
-    create.add_argument("--name", required=True)
-    create.add_argument("--rpm", type=_positive, default=None, help="requests per minute")
-    create.add_argument("--tpm", type=_positive, default=None, help="tokens per minute")
+    create.add_argument("--name", type=_name, required=True)
+    create.add_argument("--rpm", type=_limit, default=None, help="requests per minute")
+    create.add_argument("--tpm", type=_limit, default=None, help="tokens per minute")
     kind = create.add_mutually_exclusive_group()
     kind.add_argument("--test", action="store_true", help="an sk_test_ key")
     kind.add_argument("--admin", action="store_true", help="an sk_admin_ key (admin API only)")

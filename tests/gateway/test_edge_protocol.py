@@ -437,6 +437,36 @@ def test_an_upgrade_request_is_served_as_plain_http() -> None:
     assert out.startswith(b"HTTP/1.1 200 OK\r\n") and out.endswith(b"hello")
 
 
+UPGRADE = "connection: Upgrade\r\nupgrade: h2c\r\n"
+SMUGGLED = b"GET /fixed?smuggled HTTP/1.1\r\nhost: t\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        req("/echo", "POST", extra=UPGRADE, body=SMUGGLED),
+        req("/echo", "POST", extra=UPGRADE + "transfer-encoding: chunked\r\n")
+        + b"%x\r\n%s\r\n0\r\n\r\n" % (len(SMUGGLED), SMUGGLED),
+        req("/echo", "POST", extra=UPGRADE + "expect: 100-continue\r\n", body=SMUGGLED),
+    ],
+    ids=["content-length", "chunked", "expect-100"],
+)
+def test_an_upgrade_requests_body_is_its_body_not_a_request(request_bytes: bytes) -> None:
+    """httptools ends an upgrade request at its headers; stock uvicorn then answers the
+    body as a request of its own (and drops the rest of the packet). Here the body is read
+    by its framing and the next request follows it."""
+    served = Served(EdgeProtocol, date_header=False, server_header=False, ws="none")
+    try:
+        out = exchange(served.port, request_bytes + req("/fixed", close=True))
+    finally:
+        served.stop()
+    echo = b"HTTP/1.1 201 Created\r\ncontent-length: %d\r\nx-mixed: \tv\r\n\r\n" % len(SMUGGLED)
+    fixed = (b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\n"
+             b"connection: close\r\n\r\nhello")
+    out = out.removeprefix(b"HTTP/1.1 100 Continue\r\n\r\n")
+    assert out == echo + SMUGGLED + fixed
+
+
 def test_concurrency_limit_answers_503_as_uvicorn_does() -> None:
     stock = Served(HttpToolsProtocol, date_header=False, limit_concurrency=1)
     ours = Served(EdgeProtocol, date_header=False, limit_concurrency=1)

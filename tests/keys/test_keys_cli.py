@@ -78,6 +78,40 @@ def test_revoke_unknown_and_bad_limits(db_url: str, tmp_path: Path) -> None:
     assert bad.returncode == 2
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--rpm", "2147483648"),  # over PostgreSQL's INTEGER (SQLite would keep it)
+        ("--tpm", "9223372036854775808"),  # over SQLite's 64-bit INTEGER
+        ("--rpm", "-1"),
+        ("--tpm", "1.5"),
+        ("--rpm", "1e3"),
+        ("--name", "  "),
+        ("--name", "a\x1b[31mred"),
+    ],
+)
+def test_a_value_the_column_cannot_hold_is_a_usage_error(
+    db_url: str, tmp_path: Path, flag: str, value: str
+) -> None:
+    args = ["--name", "bounds", flag, value] if flag != "--name" else [flag, value]
+    out = syntic(db_url, tmp_path, "keys", "create", *args)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"syntic keys create: error: argument {flag}: must ")
+    assert "sk_" not in out.stdout  # no key was made
+    listed = syntic(db_url, tmp_path, "keys", "list")
+    assert "bounds" not in listed.stdout
+
+
+def test_the_largest_limit_the_column_holds_is_kept(db_url: str, tmp_path: Path) -> None:
+    out = syntic(db_url, tmp_path, "keys", "create", "--name", "widest", "--rpm", "2147483647")
+    assert out.returncode == 0, out.stderr
+    assert "rpm=2147483647" in out.stdout
+    secret = out.stdout.strip().splitlines()[-1]
+    assert asyncio.run(_auth(db_url, secret)) == ("widest", 2147483647, False)
+
+
 def test_unreachable_database_is_a_clean_error(tmp_path: Path) -> None:
     out = syntic("postgresql://postgres@127.0.0.1:1/nope", tmp_path, "keys", "list")
     assert out.returncode == 1
