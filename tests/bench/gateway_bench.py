@@ -378,7 +378,7 @@ def main() -> int:
         gw = start_gateway(workdir, _models(mock.url, mock_tls.url),
                            env={"SYNTIC_REDIS_URL": f"redis://127.0.0.1:6379/{ns.redis_db}",
                                 "SSL_CERT_FILE": str(tls.ca)})
-        key = gw.create_key("bench", "--rpm", "1000000000", "--tpm", "1000000000000")
+        key = gw.create_key("bench", "--rpm", "1000000000", "--tpm", "2000000000")
         pin(gw.proc.pid, SERVER_CPU)
         _check_path(gw.base_url, key, mock_tls)
         ours = Peer("syntic", gw.proc.pid, gw.base_url, _headers(key), "bench")

@@ -142,7 +142,7 @@ def main() -> int:
                   f"--callgrind-out-file={out_dir}/callgrind.out"),
             ready_timeout=300,
         )
-        limits = () if ns.no_limits else ("--rpm", "1000000000", "--tpm", "1000000000000")
+        limits = () if ns.no_limits else ("--rpm", "1000000000", "--tpm", "2000000000")
         key = gw.create_key("instr", *limits)
         url = gw.base_url + "/v1/chat/completions"
         pid = str(gw.proc.pid)

@@ -116,7 +116,7 @@ def main() -> int:
         env["SYNTIC_REDIS_URL"] = f"redis://127.0.0.1:6379/{ns.redis_db}"
         env["PYTHONPATH"] = str(ROOT)
         _syntic(config, env, "migrate")
-        limits = () if ns.no_limits else ("--rpm", "1000000000", "--tpm", "1000000000000")
+        limits = () if ns.no_limits else ("--rpm", "1000000000", "--tpm", "2000000000")
         key = _syntic(config, env, "keys", "create", "--name", "prof", *limits)
         settings = load_settings(config, env)
         app = create_app(settings)
