@@ -129,10 +129,20 @@ class Settings:
 # descriptors), so load_settings reads them from a default instance.
 _DEFAULTS = Settings(models=())
 # The catalogue when no config file is given: the local Qwen model, installed with
-# `syntic models install qwen2.5-0.5b` (issue #10), free and grammar-constrained.
+# `syntic models install qwen2.5-0.5b`. The first name generates under the JSON-schema
+# grammar (a new user's first requests should succeed); "-free" shows the correction loop;
+# "-constrained" is the grammar one's earlier name, kept for clients that still send it.
 DEFAULT_MODELS: tuple[ModelConfig, ...] = (
     ModelConfig(
         name="qwen2.5-0.5b",
+        provider="local",
+        upstream_model="qwen2.5-0.5b",
+        local_model="qwen2.5-0.5b",
+        constrained=True,
+        timeout_s=120.0,
+    ),
+    ModelConfig(
+        name="qwen2.5-0.5b-free",
         provider="local",
         upstream_model="qwen2.5-0.5b",
         local_model="qwen2.5-0.5b",

@@ -31,9 +31,15 @@ async def test_dev_key_created_once_and_authenticates(tmp_path: Path) -> None:
 
 def test_no_config_serves_the_local_model_in_both_modes() -> None:
     settings = load_settings(None, env={})
-    assert [(m.name, m.provider, m.local_model, m.constrained) for m in settings.models] == [
-        ("qwen2.5-0.5b", "local", "qwen2.5-0.5b", False),
-        ("qwen2.5-0.5b-constrained", "local", "qwen2.5-0.5b", True),
+    rows = [
+        (m.name, m.provider, m.local_model, m.constrained, m.constrained_correction)
+        for m in settings.models
+    ]
+    # The first name is the grammar-constrained one; every correction runs under the grammar.
+    assert rows == [
+        ("qwen2.5-0.5b", "local", "qwen2.5-0.5b", True, True),
+        ("qwen2.5-0.5b-free", "local", "qwen2.5-0.5b", False, True),
+        ("qwen2.5-0.5b-constrained", "local", "qwen2.5-0.5b", True, True),
     ]
 
 
