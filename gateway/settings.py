@@ -10,6 +10,8 @@ Config is TOML (path from ``--config`` or ``SYNTIC_CONFIG``)::
     api_key_env = "UPSTREAM_API_KEY"    # optional
     strict_tools = true                 # capabilities.strict_tools
     constrained = false                 # upstream enforces schemas itself
+    correction = "constrained"          # optional: the correction call under the schema
+    constrained_field = "vllm"          # how this engine is asked for it (openai provider)
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from typing import Any, Literal
 import validator
 
 Provider = Literal["openai", "anthropic", "local"]
+# How a correction call is decoded: like the first call, or under the tool's schema.
+Correction = Literal["free", "constrained"]
+# An OpenAI-compatible engine's request field for JSON-schema-constrained output.
+ConstrainedField = Literal["vllm", "llama_cpp", "sglang", "openai"]
 
 
 class ConfigError(ValueError):
@@ -50,6 +56,16 @@ class ModelConfig:
     client_cert: str | None = None
     client_key: str | None = None
     proxy: str | None = None
+    # None: "constrained" for provider = "local" (the gateway runs its decoder), else "free".
+    correction: Correction | None = None
+    constrained_field: ConstrainedField | None = None
+
+    @property
+    def constrained_correction(self) -> bool:
+        """Whether a correction call asks the upstream to decode under the schema."""
+        if self.correction is None:
+            return self.provider == "local"
+        return self.correction == "constrained"
 
     def api_key(self, env: Mapping[str, str]) -> str | None:
         """The upstream key, without the whitespace a secrets file leaves around it."""
@@ -113,10 +129,20 @@ class Settings:
 # descriptors), so load_settings reads them from a default instance.
 _DEFAULTS = Settings(models=())
 # The catalogue when no config file is given: the local Qwen model, installed with
-# `syntic models install qwen2.5-0.5b` (issue #10), free and grammar-constrained.
+# `syntic models install qwen2.5-0.5b`. The first name generates under the JSON-schema
+# grammar (a new user's first requests should succeed); "-free" shows the correction loop;
+# "-constrained" is the grammar one's earlier name, kept for clients that still send it.
 DEFAULT_MODELS: tuple[ModelConfig, ...] = (
     ModelConfig(
         name="qwen2.5-0.5b",
+        provider="local",
+        upstream_model="qwen2.5-0.5b",
+        local_model="qwen2.5-0.5b",
+        constrained=True,
+        timeout_s=120.0,
+    ),
+    ModelConfig(
+        name="qwen2.5-0.5b-free",
         provider="local",
         upstream_model="qwen2.5-0.5b",
         local_model="qwen2.5-0.5b",
@@ -148,10 +174,41 @@ def _model_from_table(i: int, table: Mapping[str, Any]) -> ModelConfig:
         raise ConfigError(f"models[{i}].provider must be one of {list(_PROVIDERS)}")
     values = dict(table)
     values.setdefault("upstream_model", values["name"])
+    _check_correction(i, values)
     try:
         return ModelConfig(**values)
     except TypeError as exc:
         raise ConfigError(f"models[{i}]: {exc}") from exc
+
+
+_CORRECTIONS = ("free", "constrained")
+_CONSTRAINED_FIELDS = ("vllm", "llama_cpp", "sglang", "openai")
+
+
+def _check_correction(i: int, values: Mapping[str, Any]) -> None:
+    """``correction`` / ``constrained_field``: known values, and a field exactly where the
+    gateway needs to know the engine (an OpenAI-compatible upstream)."""
+    correction = values.get("correction")
+    field_ = values.get("constrained_field")
+    provider = values["provider"]
+    if correction is not None and correction not in _CORRECTIONS:
+        raise ConfigError(f"models[{i}].correction must be one of {list(_CORRECTIONS)}")
+    if field_ is not None and field_ not in _CONSTRAINED_FIELDS:
+        raise ConfigError(
+            f"models[{i}].constrained_field must be one of {list(_CONSTRAINED_FIELDS)}"
+        )
+    if field_ is not None and provider != "openai":
+        raise ConfigError(f"models[{i}].constrained_field applies to provider \"openai\" only")
+    if correction == "constrained" and provider == "anthropic":
+        raise ConfigError(
+            f"models[{i}]: correction = \"constrained\" is not supported for provider "
+            "\"anthropic\""
+        )
+    if correction == "constrained" and provider == "openai" and field_ is None:
+        raise ConfigError(
+            f"models[{i}]: correction = \"constrained\" needs constrained_field (one of "
+            f"{list(_CONSTRAINED_FIELDS)}): the engine's request field for a JSON schema"
+        )
 
 
 def _has_control(value: str) -> bool:

@@ -8,6 +8,11 @@ For every tool call of a request with strict tools:
 - an invalid call gets exactly ONE correction call to the upstream: the conversation, the
   bad assistant call, and a tool message listing the errors and asking to call the same
   function again, with ``tool_choice`` forcing that function; nothing else changes;
+- with ``correction = "constrained"`` (the default for a local model) the correction call is
+  decoded under the schema: a local model generates under the grammar of the one tool
+  being corrected; an OpenAI-compatible engine is asked, in its own request field, for the
+  tool's arguments as a JSON reply constrained to its schema, and that reply becomes the
+  call's arguments. The gateway validates the result either way;
 - the corrected call keeps the original ``id``; still invalid -> 422
   ``tool_arguments_invalid`` with the JSON pointer; a ``finish_reason: "length"`` cut-off
   is reported as truncation (no correction: the same limit would cut it again).
@@ -30,6 +35,7 @@ from gateway.canonical import (
     ChatResponse,
     FinishReason,
     ForcedTool,
+    JsonSchemaFormat,
     Message,
     TextPart,
     ToolCall,
@@ -127,13 +133,39 @@ def _feedback(subject: str, violations: list[Violation], instruction: str) -> st
     return "\n".join(lines)
 
 
+def correction_model(model: ModelConfig) -> ModelConfig:
+    """The model as its correction calls see it: constrained when ``correction`` says so
+    (the local adapter then adds the grammar, the OpenAI adapter the engine's field)."""
+    if model.constrained_correction and not model.constrained:
+        return dataclasses.replace(model, constrained=True)
+    return model
+
+
+def answers_in_content(model: ModelConfig) -> bool:
+    """An OpenAI-compatible engine constrains a reply's content, not a tool call's arguments,
+    so its constrained correction asks for the arguments as the reply."""
+    return model.constrained_correction and model.constrained_field is not None
+
+
 def correction_request(
-    request: ChatRequest, call: ToolCall, violations: list[Violation], plan: StrictPlan
+    request: ChatRequest,
+    call: ToolCall,
+    violations: list[Violation],
+    plan: StrictPlan,
+    *,
+    as_content: bool = False,
 ) -> ChatRequest:
     """The one correction: conversation + the bad call + a tool message with the errors,
-    ``tool_choice`` forcing the same function (or any tool, for an unknown name)."""
+    ``tool_choice`` forcing the same function (or any tool, for an unknown name).
+    ``as_content``: no tools; the reply is the arguments, under the tool's schema."""
     known = call.name in plan.tool_names
-    if known:
+    tool = request.tool(call.name) if known and as_content else None
+    if tool is not None:
+        instruction = (
+            f"Reply with only the corrected arguments for {call.name}: one JSON object "
+            "that matches its parameters schema exactly."
+        )
+    elif known:
         instruction = (
             f"Call {call.name} again with corrected arguments: one JSON object that "
             "matches its parameters schema exactly."
@@ -146,6 +178,12 @@ def correction_request(
         Message(role="assistant", tool_calls=(call,)),
         Message(role="tool", tool_call_id=call.id, content=(TextPart(text),), is_error=True),
     )
+    if tool is not None:
+        output = JsonSchemaFormat(schema=tool.parameters, name=call.name, strict=True)
+        return dataclasses.replace(
+            request, messages=messages, tools=(), tool_choice=None, response_format=output,
+            parallel_tool_calls=None, stream=False,
+        )
     choice: ToolChoice = ForcedTool(call.name) if known else "required"
     return dataclasses.replace(request, messages=messages, tool_choice=choice, stream=False)
 
@@ -168,7 +206,7 @@ def _reject_call(call: ToolCall, violations: list[Violation], truncated: bool) -
 async def _correction(fixed: ChatRequest, ctx: EnforceContext) -> ChatResponse:
     """One correction call, counted as a retry even when it fails (tokens then unknown)."""
     try:
-        response = await ctx.upstream.complete(fixed, ctx.model)
+        response = await ctx.upstream.complete(fixed, correction_model(ctx.model))
     except GatewayError:
         ctx.tally.add_correction(Usage())
         raise
@@ -201,12 +239,15 @@ async def correct_call(
     """The one correction of a call known to be invalid; raise 422 if it stays invalid."""
     if finish_reason == "length":
         raise _reject_call(call, violations, truncated=True)
-    fixed = correction_request(request, call, violations, ctx.plan)
-    response = await _correction(fixed, ctx)
     wanted = call.name if call.name in ctx.plan.tool_names else None
+    as_content = wanted is not None and answers_in_content(ctx.model)
+    fixed = correction_request(request, call, violations, ctx.plan, as_content=as_content)
+    response = await _correction(fixed, ctx)
     candidate = next(
         (c for c in response.tool_calls if wanted is None or c.name == wanted), None
     )
+    if candidate is None and as_content and response.content is not None:
+        candidate = ToolCall(id=call.id, name=call.name, raw_arguments=response.content)
     if candidate is None:
         raise _reject_call(
             call,

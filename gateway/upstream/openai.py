@@ -40,7 +40,7 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.settings import ModelConfig, Settings
+from gateway.settings import ConstrainedField, ModelConfig, Settings
 from gateway.upstream.errors import (
     OutputTooLarge,
     UpstreamError,
@@ -103,6 +103,19 @@ def encode_message(message: Message) -> dict[str, Any]:
     return out
 
 
+def constrained_output(fmt: JsonSchemaFormat, engine: ConstrainedField) -> dict[str, Any]:
+    """The request field(s) that make ``engine`` decode its reply under ``fmt.schema``, as
+    each documents it: vLLM's ``structured_outputs`` (which replaced ``guided_json``),
+    llama.cpp server's top-level ``json_schema``, and the OpenAI ``response_format`` shape
+    that SGLang and OpenAI read."""
+    if engine == "vllm":
+        return {"structured_outputs": {"json": fmt.schema}}
+    if engine == "llama_cpp":
+        return {"json_schema": fmt.schema}
+    js = {"name": fmt.name, "schema": fmt.schema, "strict": True}
+    return {"response_format": {"type": "json_schema", "json_schema": js}}
+
+
 def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[str, Any]:
     """Canonical request -> chat-completions JSON body for ``model.upstream_model``."""
     body: dict[str, Any] = {
@@ -125,7 +138,9 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     elif choice is not None:
         body["tool_choice"] = choice
     rf = request.response_format
-    if isinstance(rf, JsonSchemaFormat):
+    if isinstance(rf, JsonSchemaFormat) and model.constrained and model.constrained_field:
+        body.update(constrained_output(rf, model.constrained_field))
+    elif isinstance(rf, JsonSchemaFormat):
         js: dict[str, Any] = {"name": rf.name, "schema": rf.schema}
         if rf.strict:
             js["strict"] = True

@@ -1,5 +1,7 @@
 """Fixtures for the local-model tests: skip (with the fix) when the runtime or weights are
-missing; a gateway subprocess serving the real local Qwen model in both modes."""
+missing; a gateway subprocess serving the real local Qwen model in three modes: free
+generation with a free correction, under the grammar, and free generation with the
+correction under the grammar."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from tests.support.gateway_proc import GatewayProcess, start_gateway
 QWEN = "qwen2.5-0.5b"
 FREE = "local-free"
 CONSTRAINED = "local-constrained"
+FREE_FIX = "local-free-grammar-fix"
+MODES = (FREE, CONSTRAINED, FREE_FIX)
 
 
 def missing_runtime() -> str | None:
@@ -45,8 +49,9 @@ def local_models_tables() -> list[dict[str, object]]:
         "timeout_s": 120.0,
     }
     return [
-        {"name": FREE, **common, "constrained": False},
+        {"name": FREE, **common, "constrained": False, "correction": "free"},
         {"name": CONSTRAINED, **common, "constrained": True},
+        {"name": FREE_FIX, **common, "constrained": False, "correction": "constrained"},
     ]
 
 

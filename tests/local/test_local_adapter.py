@@ -32,7 +32,7 @@ from gateway.settings import DEFAULT_MODELS, ModelConfig
 from gateway.upstream.local import LocalUpstream
 from gateway.upstream.local.engine import Generation, LocalEngine
 
-FREE, CONSTRAINED = DEFAULT_MODELS
+CONSTRAINED, FREE = DEFAULT_MODELS[:2]
 REFUND = ToolSpec(
     name="create_refund",
     description="Refund part or all of an order.",

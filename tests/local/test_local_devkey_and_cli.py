@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import openai
+
+from gateway.app import create_app
 from gateway.devkey import ensure_dev_key_async
 from gateway.keys.store import DbKeyStore
 from gateway.settings import Settings, load_settings
 from gateway.storage import open_database
+from tests.support.gateway_proc import InProcessGateway
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,10 +36,35 @@ async def test_dev_key_created_once_and_authenticates(tmp_path: Path) -> None:
 
 def test_no_config_serves_the_local_model_in_both_modes() -> None:
     settings = load_settings(None, env={})
-    assert [(m.name, m.provider, m.local_model, m.constrained) for m in settings.models] == [
-        ("qwen2.5-0.5b", "local", "qwen2.5-0.5b", False),
-        ("qwen2.5-0.5b-constrained", "local", "qwen2.5-0.5b", True),
+    rows = [
+        (m.name, m.provider, m.local_model, m.constrained, m.constrained_correction)
+        for m in settings.models
     ]
+    # The first name is the grammar-constrained one; every correction runs under the grammar.
+    assert rows == [
+        ("qwen2.5-0.5b", "local", "qwen2.5-0.5b", True, True),
+        ("qwen2.5-0.5b-free", "local", "qwen2.5-0.5b", False, True),
+        ("qwen2.5-0.5b-constrained", "local", "qwen2.5-0.5b", True, True),
+    ]
+
+
+def test_models_endpoint_lists_the_grammar_model_first(tmp_path: Path) -> None:
+    env = {**os.environ, "SYNTIC_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}"}
+    env.pop("SYNTIC_CONFIG", None)
+    cli = [sys.executable, "-m", "gateway"]
+    subprocess.run([*cli, "migrate"], env=env, cwd=ROOT, check=True, capture_output=True)
+    out = subprocess.run([*cli, "keys", "create", "--name", "t"], env=env, cwd=ROOT,
+                         check=True, capture_output=True, text=True)
+    key = out.stdout.strip().splitlines()[-1]
+    with (
+        InProcessGateway(create_app(load_settings(None, env))) as gw,
+        openai.OpenAI(base_url=gw.base_url + "/v1", api_key=key, max_retries=0) as client,
+    ):
+        models = list(client.models.list())
+    assert [m.id for m in models] == [
+        "qwen2.5-0.5b", "qwen2.5-0.5b-free", "qwen2.5-0.5b-constrained"]
+    constrained = [(m.model_extra or {})["capabilities"]["constrained"] for m in models]
+    assert constrained == [True, False, True]
 
 
 def test_config_file_replaces_the_default(tmp_path: Path) -> None:

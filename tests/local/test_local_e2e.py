@@ -1,5 +1,5 @@
-"""End to end on the real local model (issue #10): the openai and anthropic SDKs against a
-gateway subprocess serving Qwen2.5-0.5B in both modes.
+"""End to end on the real local model: the openai and anthropic SDKs against a gateway
+subprocess serving Qwen2.5-0.5B in its three modes (see ``conftest``).
 
 Assert the gateway's guarantee, not the model's wording: every strict answer is either
 schema-valid or a 422 with the envelope; constrained mode returns valid arguments; the
@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from tests.local.awkward import CASES, Case
-from tests.local.conftest import CONSTRAINED, FREE
+from tests.local.conftest import CONSTRAINED, FREE, FREE_FIX
 from tests.support.gateway_proc import GatewayProcess
 
 pytestmark = pytest.mark.slow
@@ -104,6 +104,14 @@ def test_constrained_mode_returns_valid_arguments(local_gateway: GatewayProcess)
         refund_kind, _ = _outcome(client, CONSTRAINED, meeting)
     assert (kind, retries) == ("valid", 0)
     assert refund_kind in ("valid", "422")
+
+
+def test_correction_runs_under_the_grammar(local_gateway: GatewayProcess) -> None:
+    # Free generation writes the code as the user typed it ("ab-12"): a pattern mismatch.
+    # The correction is generated under set_thermostat's grammar, so it matches.
+    case = Case("grammar-fix", GRAMMAR_TOOL, "Kitchen to twenty degrees on heat, code ab-12.")
+    with _openai(local_gateway) as client:
+        assert _outcome(client, FREE_FIX, case) == ("valid", 1)
 
 
 def test_streaming_strict_call(local_gateway: GatewayProcess) -> None:

@@ -3,8 +3,9 @@
 Each model entry names a GGUF (``local_model``: an installer id such as ``qwen2.5-0.5b``
 or a file path). Generation runs in a worker thread per request; the model's lock
 serializes requests to one model, so the event loop never blocks and never interleaves two
-generations on one llama.cpp context. ``constrained = true`` adds a JSON-schema grammar;
-either way the gateway validates what comes back.
+generations on one llama.cpp context. ``constrained = true`` adds a JSON-schema grammar (the
+enforcement loop sets it for a correction call too, see ``correction_model``); either way
+the gateway validates what comes back.
 
 Example::
 

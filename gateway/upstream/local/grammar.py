@@ -1,10 +1,11 @@
-"""GBNF grammars for ``constrained = true`` local models.
+"""GBNF grammars for local models: ``constrained = true`` calls and constrained corrections.
 
 Built from the tool's (or ``response_format``'s) JSON Schema with llama.cpp's own converter
-(``json_schema_to_gbnf``). The converter ignores ``minimum`` and leaves string lengths
-unbounded, so the gateway still validates what comes back (issue #3: an engine that fails
-open must not leak a bad call). A schema the converter cannot handle degrades to "any JSON
-object" for that tool rather than failing the request.
+(``json_schema_to_gbnf``). The converter cannot express numeric bounds (``minimum``,
+``maximum``, ``multipleOf``), ``uniqueItems`` or most ``format``s, so the gateway still
+validates what comes back (an engine that fails open must not leak a bad call). A schema the
+converter refuses (an unanchored pattern, ``not``, ``if``) degrades to "any JSON object" for
+that tool rather than failing the request. docs/local-model.md lists what is expressed.
 
 The grammar continues the prompt's prefill (see ``render.prefill_for``):
 
