@@ -595,31 +595,51 @@ def run_cpu(calls: int, rounds: int, concurrency: int, libs: list[str]) -> str:
     return "\n".join(rows)
 
 
-def run_behaviour(libs: list[str], modes: list[str]) -> str:
+def run_behaviour(libs: list[str], modes: list[str], runs: int) -> str:
     hostile, port = _spawn_server([__file__, "--serve-hostile"])
-    rows = ["| library | mode | what the library did | peak RSS growth | worst loop stall |",
-            "|---|---|---|---|---|"]
+    found: dict[tuple[str, str], list[dict[str, Any]]] = {}
     try:
-        for mode in modes:
-            for lib in libs:
-                url = f"http://127.0.0.1:{port}/{mode.partition(':')[0]}/v1/chat/completions"
-                got = _child(["--behaviour-case", lib, mode, url], 60)
-                rss = f"{got['rss_mib']:.0f} MiB" if "rss_mib" in got else "?"
-                stall = f"{got['stall_ms']:.0f} ms" if "stall_ms" in got else "?"
-                outcome = str(got["outcome"]).replace("|", "\\|")
-                if "seconds" in got:
-                    outcome += f" ({got['seconds']:.1f} s)"
-                rows.append(f"| {lib} | {mode} | {outcome} | {rss} | {stall} |")
-                print(rows[-1], file=sys.stderr, flush=True)
+        for r in range(runs):
+            order = libs[r % len(libs):] + libs[:r % len(libs)]
+            for mode in modes:
+                for lib in order:
+                    url = (f"http://127.0.0.1:{port}/{mode.partition(':')[0]}"
+                           "/v1/chat/completions")
+                    one = _child(["--behaviour-case", lib, mode, url], 60)
+                    found.setdefault((lib, mode), []).append(one)
+                    print(f"run {r + 1} {lib} {mode}: {one}", file=sys.stderr, flush=True)
     finally:
         _stop(hostile)
+    rows = ["| library | mode | what the library did | peak RSS growth, MiB | worst loop "
+            "stall, ms |", "|---|---|---|---|---|"]
+
+    def figures(got: list[dict[str, Any]], key: str) -> str:
+        values = [g[key] for g in got if key in g]
+        if not values:
+            return "?"
+        return f"**{statistics.median(values):.0f}** ({', '.join(f'{v:.0f}' for v in values)})"
+
+    for mode in modes:
+        for lib in libs:
+            got = found[(lib, mode)]
+            outcome = str(got[0]["outcome"])
+            others = {str(g["outcome"]) for g in got[1:]}
+            if any(re.sub(r"\d+", "#", o) != re.sub(r"\d+", "#", outcome) for o in others):
+                outcome += " [other runs: " + "; ".join(sorted(others)) + "]"
+            seconds = [g["seconds"] for g in got if "seconds" in g]
+            if seconds:
+                outcome += f" ({statistics.median(seconds):.1f} s)"
+            outcome = outcome.replace("|", "\\|")
+            rows.append(f"| {lib} | {mode} | {outcome} | {figures(got, 'rss_mib')} | "
+                        f"{figures(got, 'stall_ms')} |")
     return "\n".join(rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--calls", type=int, default=3000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="CPU rounds")
+    parser.add_argument("--runs", type=int, default=3, help="behaviour runs")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--libs", default=",".join(LIBRARIES))
     parser.add_argument("--modes", default=",".join(MODES))
@@ -644,7 +664,7 @@ def main() -> None:
             job = lambda: behaviour_case(lib, mode, url)  # noqa: E731
         print(json.dumps(asyncio.run(job())), flush=True)
         os._exit(0)  # a library's leftover threads must not keep the case alive
-    command = shlex.join([Path(sys.executable).name and sys.executable,
+    command = shlex.join([sys.executable,
                           os.path.relpath(__file__, REPO), *sys.argv[1:]])
     libs = ns.libs.split(",")
     print(machine_line(command) + "\n")
@@ -653,8 +673,9 @@ def main() -> None:
               "concurrent callers, keep-alive; median, the runs in brackets):\n")
         print(run_cpu(ns.calls, ns.rounds, ns.concurrency, libs) + "\n", flush=True)
     if ns.only != "cpu":
-        print(f"Behaviour against HostileUpstream (cap {CAP >> 20} MiB decompressed):\n")
-        print(run_behaviour(libs, ns.modes.split(",")), flush=True)
+        print(f"Behaviour against HostileUpstream (cap {CAP >> 20} MiB decompressed, "
+              f"{ns.runs} runs; median, the runs in brackets):\n")
+        print(run_behaviour(libs, ns.modes.split(","), ns.runs), flush=True)
 
 
 if __name__ == "__main__":
