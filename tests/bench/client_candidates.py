@@ -4,7 +4,7 @@ Not a test (pytest does not collect it) and not run by the gateway's venv: pyreq
 httpr are never project dependencies, so this runs from a separate venv::
 
     python3 -m venv /work/clients-venv
-    /work/clients-venv/bin/pip install aiohttp httpx pyreqwest httpr orjson trustme uvloop
+    /work/clients-venv/bin/pip install aiohttp httpx pyreqwest httpr orjson trustme uvloop sniffio
     /work/clients-venv/bin/python tests/bench/client_candidates.py
 
 Two parts, every upstream in another process (loopback only):
@@ -23,7 +23,8 @@ Two parts, every upstream in another process (loopback only):
   library timeout, an asyncio guard and a watchdog thread, so the script always ends.
 
 Each library is used as its documentation recommends for a long-lived async client: one
-client object with its connection pool, created once, closed at the end.
+client object with its connection pool, created once, closed at the end. (sniffio: httpcore
+imports it on every pool event and a fresh httpx install lacks it; the project's venv has it.)
 """
 
 from __future__ import annotations
