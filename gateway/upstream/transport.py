@@ -30,6 +30,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
@@ -112,14 +113,25 @@ def _refuse_interim(resp: aiohttp.ClientResponse) -> None:
         )
 
 
+# A read returns at once while inflated bytes are buffered, and aiohttp inflates the next
+# step inside that read: without a yield, a compression bomb's 16 MiB would inflate in one
+# turn of the event loop. Inflating this much of it takes a few milliseconds.
+YIELD_EVERY_BYTES = 1024 * 1024
+
+
 async def _read_capped(content: aiohttp.StreamReader, cap: int | None) -> bytes:
     parts: list[bytes] = []
     size = 0
+    unyielded = 0
     while chunk := await content.readany():
         size += len(chunk)
         if cap is not None and size > cap:
             raise OutputTooLarge(f"The upstream's answer exceeds the {cap} byte limit.")
         parts.append(chunk)
+        unyielded += len(chunk)
+        if unyielded >= YIELD_EVERY_BYTES:
+            unyielded = 0
+            await asyncio.sleep(0)
     return b"".join(parts)
 
 
@@ -137,8 +149,8 @@ async def _read_prefix(content: aiohttp.StreamReader, cap: int) -> bytes:
 class StreamAnswer:
     """A streamed answer held open by ``UpstreamHttp.stream``."""
 
-    __slots__ = ("_max_bytes", "_max_event_bytes", "_resp", "_timeout_s", "headers",
-                 "status_code")
+    __slots__ = ("_max_bytes", "_max_event_bytes", "_resp", "_timeout_s", "_unyielded",
+                 "headers", "status_code")
 
     def __init__(
         self, resp: aiohttp.ClientResponse, timeout_s: float, max_event_bytes: int,
@@ -148,6 +160,7 @@ class StreamAnswer:
         self._timeout_s = timeout_s
         self._max_event_bytes = max_event_bytes
         self._max_bytes = max_bytes
+        self._unyielded = 0
         self.status_code = resp.status
         self.headers: Mapping[str, str] = resp.headers
 
@@ -160,9 +173,14 @@ class StreamAnswer:
 
     async def _read(self) -> bytes:
         try:
-            return await self._resp.content.readany()
+            chunk = await self._resp.content.readany()
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise failure(exc, self._timeout_s) from exc
+        self._unyielded += len(chunk)
+        if self._unyielded >= YIELD_EVERY_BYTES:  # see YIELD_EVERY_BYTES
+            self._unyielded = 0
+            await asyncio.sleep(0)
+        return chunk
 
     def lines(self) -> AsyncIterator[str]:
         """The body as SSE lines (see ``gateway.upstream.lines``)."""
