@@ -73,6 +73,11 @@ class Settings:
     max_argument_bytes: int = 512 * 1024  # one tool call's arguments (validated on the loop)
     max_upstream_body_bytes: int = 16 * 1024 * 1024  # one non-streaming upstream answer
     idempotency_ttl_s: float = 24 * 3600.0
+    # A running request's claim on its Idempotency-Key is a lease of this length, renewed
+    # while it runs: a dead replica's claim lapses within it.
+    idempotency_lease_s: float = 5.0
+    # A retry that finds the key still running waits at most this long, then 409.
+    idempotency_wait_s: float = 10.0
     # Rate-limit slots a busy key may reserve from Redis per round trip (#8); 1: none.
     rate_limit_lease_max: int = 64
     # Canonical JSON bytes of compiled schemas kept per process (the validator's cache and
@@ -198,6 +203,8 @@ _TUNABLES: tuple[str, ...] = (
     "max_argument_bytes",
     "max_upstream_body_bytes",
     "idempotency_ttl_s",
+    "idempotency_lease_s",
+    "idempotency_wait_s",
     "rate_limit_lease_max",
     "schema_cache_max_bytes",
     "ledger_flush_interval_s",
@@ -208,6 +215,8 @@ _AT_LEAST_ONE = frozenset({"schema_cache_max_bytes"})
 _RANGES: dict[str, tuple[float, float]] = {
     "ledger_flush_interval_s": (0.01, 10.0),
     "ledger_spool_segment_bytes": (64 * 1024, 1024**3),
+    "idempotency_lease_s": (1.0, 60.0),
+    "idempotency_wait_s": (0.0, 300.0),
 }
 
 
