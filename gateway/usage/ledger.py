@@ -206,7 +206,8 @@ class DbLedger:
                 await asyncio.wait_for(self._wake.wait(), self.flush_interval_s)
             self._wake.clear()
             try:
-                await asyncio.to_thread(self.spool.sync)
+                if self.spool.unsynced:  # no thread hop when idle
+                    await asyncio.to_thread(self.spool.sync)
                 if self._db_down:
                     self._defer(len(self._queue))
                     self._queue.clear()

@@ -170,6 +170,11 @@ class Spool:
             log.error("ledger spool: fsync failed: %s", exc)
 
     @property
+    def unsynced(self) -> bool:
+        """Whether something was appended since the last ``sync``."""
+        return self._unsynced
+
+    @property
     def full(self) -> bool:
         return self.active is not None and self.active.size >= self.segment_bytes
 
