@@ -179,11 +179,20 @@ class Spool:
         return self.active is not None and self.active.size >= self.segment_bytes
 
     def seal(self) -> None:
-        """Start a new file for what comes next; the current one waits to be dropped."""
+        """Start a new file for what comes next; the current one waits to be dropped. The
+        provisional lines of requests still running go into the new file at once, so
+        dropping the old one never leaves them only in memory."""
         if self.active is not None:
             self.sealed.append(self.active)
             self.active = None
             self._unsynced = False
+            if self._inflight:
+                try:
+                    self._open()
+                    self._unsynced = True
+                except OSError as exc:
+                    self.write_errors += 1
+                    log.error("ledger spool: cannot start a new file: %s", exc)
 
     def sealed_records(self) -> list[UsageRecord]:
         """The final records in the sealed files (this process's own: a provisional line
@@ -201,7 +210,8 @@ class Spool:
     def close(self, *, keep: bool) -> None:
         """Close every file (releasing its lock); ``keep``: leave them for a replay."""
         if self.active is not None:
-            self.seal()
+            self.sealed.append(self.active)
+            self.active = None
         if keep or self._inflight:
             for segment in self.sealed:
                 segment.close()

@@ -63,11 +63,15 @@ def _spool_files(data_dir: Path) -> list[Path]:
     return sorted(data_dir.glob("usage-*.jsonl"))
 
 
-def _child(url: str, data_dir: Path, prefix: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, url, str(data_dir), prefix], cwd=ROOT,
+def _run_child(code: str, url: str, data_dir: Path, prefix: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", code, url, str(data_dir), prefix], cwd=ROOT,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
+
+
+def _child(url: str, data_dir: Path, prefix: str) -> subprocess.Popen[str]:
+    proc = _run_child(CHILD, url, data_dir, prefix)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "spooled"
     return proc
 
@@ -141,3 +145,54 @@ async def test_replay_waits_for_the_database(
     await _replay(db, tmp_path)
     assert await count(db, p) == 52
     assert _spool_files(tmp_path) == []
+
+
+ROTATING_CHILD = textwrap.dedent("""
+    import asyncio, sys
+    from pathlib import Path
+    from gateway.context import RequestContext
+    from gateway.storage import open_database
+    from gateway.usage.ledger import DbLedger
+    from tests.usage.test_ledger import rec
+
+    async def main() -> None:
+        url, data_dir, prefix = sys.argv[1:4]
+        ledger = DbLedger(open_database(url), Path(data_dir), flush_interval_s=0.01,
+                          segment_bytes=4096)
+        ledger.start()
+        inflight = RequestContext.start(f"{prefix}inflight", "/v1/chat/completions")
+        inflight.journal = ledger
+        inflight.upstream_call_starting()  # and never finishes
+        for i in range(300):
+            ledger.record(rec(f"{prefix}done{i}"))
+            await asyncio.sleep(0)
+        while ledger.queue_depth or ledger.spool.sealed:
+            await asyncio.sleep(0.01)  # every full file written and deleted
+        print("rotated", len(list(Path(data_dir).glob("usage-spool-*"))), flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+
+    asyncio.run(main())
+""")
+
+
+async def test_files_rotate_and_an_inflight_call_survives_the_rotation(
+    database: Database, db_url: str, tmp_path: Path
+) -> None:
+    """Full spool files are deleted once their rows are in the database; the provisional
+    row of a call still running is carried into the new file, so a kill after the rotation
+    still bills it."""
+    db = database
+    p = pfx()
+    proc = _run_child(ROTATING_CHILD, db_url, tmp_path, p)
+    assert proc.stdout is not None
+    # Only the new file is left, holding the running call's provisional row.
+    assert proc.stdout.readline().split() == ["rotated", "1"]
+    assert await count(db, p) == 300
+    proc.send_signal(signal.SIGKILL)
+    await asyncio.to_thread(proc.wait)
+    await _replay(db, tmp_path)
+    rows = await db.fetch(
+        "SELECT status, error_code FROM usage_records WHERE request_id = ?", (f"{p}inflight",)
+    )
+    assert [tuple(r) for r in rows] == [(502, "gateway_interrupted")]
+    assert await count(db, p) == 301
