@@ -31,6 +31,7 @@ from gateway.admin import AdminAuthMiddleware, admin_routes, console_routes
 from gateway.auth import AuthMiddleware
 from gateway.dialects.anthropic.endpoint import messages
 from gateway.dialects.openai import chat_completions
+from gateway.draining import Draining
 from gateway.hotpath import HotRoutes
 from gateway.http import GatewayMiddleware
 from gateway.idempotency import IdempotencyMiddleware
@@ -139,9 +140,11 @@ def create_app(
         app.state.services = svc
         app.state.service = ChatService(settings, registry, ops.meter_limiter(svc.limiter))
         ops.bind(svc, app.state.service.lint_cache)
+        draining.install()  # waiting requests give up at once on SIGTERM
         try:
             yield
         finally:
+            draining.uninstall()
             try:
                 await registry.aclose()
                 await client.aclose()
@@ -161,6 +164,7 @@ def create_app(
         return svc.keys
 
     ops = Ops(settings)
+    draining = Draining()
     routes = [
         # The hot routes first: the router tries routes in order (#8).
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
@@ -184,7 +188,8 @@ def create_app(
                 limits=EdgeLimits.from_settings(settings),  # #9: in-flight cap, deadlines
             ),
             Middleware(AuthMiddleware, keys=keys),
-            Middleware(IdempotencyMiddleware, settings=settings),  # #9 (needs the principal)
+            # #9 (needs the principal)
+            Middleware(IdempotencyMiddleware, settings=settings, draining=draining),
             Middleware(AdminAuthMiddleware, keys=keys),
             # #8: POST to the two chat routes skips the router (they stay registered there)
             Middleware(HotRoutes, routes={

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from gateway.canonical import Usage
 from gateway.keys.base import Principal
-from gateway.usage.base import UsageRecord
+from gateway.usage.base import Ledger, UsageRecord
 
 
 class Tally:
@@ -76,6 +76,9 @@ class RequestContext:
     estimated: bool = False
     tally: Tally | None = None
     raw_headers: list[tuple[bytes, bytes]] | None = None
+    # Told before each upstream call, so a process killed mid-call still bills it.
+    journal: Ledger | None = None
+    prompt_estimate: int = 0  # the rate limiter's token estimate for one call's prompt
 
     @classmethod
     def start(cls, request_id: str, endpoint: str) -> RequestContext:
@@ -100,6 +103,26 @@ class RequestContext:
         if self.raw_headers:
             out.extend(self.raw_headers)
         return out
+
+    def upstream_call_starting(self) -> None:
+        """Called just before each upstream call (attempts and corrections included)."""
+        if self.journal is not None:
+            self.journal.started(self.interrupted_record())
+
+    def interrupted_record(self) -> UsageRecord:
+        """The row to bill if the process dies during the upstream call about to start:
+        the tokens known so far plus the estimated prompt of that call, ``estimated``."""
+        record = self.usage_record()
+        tally = self.tally
+        if tally is not None and (tally.retries or tally.first_usage.total_tokens):
+            record.correction_prompt_tokens += self.prompt_estimate
+        else:
+            record.prompt_tokens += self.prompt_estimate
+        record.upstream_calls += 1
+        record.status = 502
+        record.error_code = "gateway_interrupted"
+        record.estimated = True
+        return record
 
     def usage_record(self) -> UsageRecord:
         tally = self.tally or Tally()

@@ -10,6 +10,7 @@ envelope, which each dialect renders::
       ├── AuthenticationError   401 authentication_error
       ├── PermissionDenied      403 permission_error
       ├── NotFound              404 not_found
+      ├── Conflict              409 conflict_error    (idempotency_in_progress)
       ├── PayloadTooLarge       413 invalid_request
       ├── UnprocessableOutput   422 invalid_request   (tool_arguments_invalid, json_output_invalid)
       ├── RateLimited           429 rate_limit_error  (carries retry_after and headers)
@@ -76,6 +77,12 @@ class NotFound(GatewayError):
     status = 404
     type = "not_found"
     default_code = "not_found"
+
+
+class Conflict(GatewayError):
+    status = 409
+    type = "conflict_error"
+    default_code = "idempotency_in_progress"  # the one conflict the gateway reports
 
 
 class PayloadTooLarge(GatewayError):

@@ -8,8 +8,11 @@
   checked up front; chunked bodies counted as they arrive);
 - turns any ``GatewayError`` into the unified envelope, and any other exception into a
   logged 500 envelope (never a traceback to the client);
-- records one ``UsageRecord`` per metered request (``POST /v1/...``) whatever the outcome,
-  after the response (including a streamed one) has finished;
+- records one ``UsageRecord`` per metered request (``POST /v1/...``) whatever the outcome:
+  into the ledger's local spool just before the response's last body message goes out (so
+  no answered request can lose its row to a crash), or after the request ends when no
+  response completed; and hands the ledger to the context, which spools a provisional
+  row before each upstream call;
 - with ``limits`` (issue #9, ``gateway.limits``): refuses a metered request over
   ``max_inflight`` with 503 ``overloaded`` + ``retry-after``, bounds the body read
   (408 ``request_timeout``, connection closed) and gives every request one deadline
@@ -115,11 +118,14 @@ class GatewayMiddleware:
         if self.observer is not None:
             self.observer.started(ctx)
         metered = scope["method"] == "POST" and path.startswith("/v1/")
+        ledger = self.ledger() if metered else None
+        ctx.journal = ledger
         started = False
+        recorded = ledger is None
         deadline: TaskDeadline | None = None
 
         async def send_wrapper(message: Message) -> None:
-            nonlocal started
+            nonlocal started, recorded
             if message["type"] == "http.response.start":
                 started = True
                 if deadline is not None:
@@ -127,6 +133,11 @@ class GatewayMiddleware:
                 ctx.status = message["status"]
                 message = dict(message)
                 message["headers"] = [*message.get("headers", ()), *ctx.response_headers()]
+            elif not recorded and not message.get("more_body", False):
+                # The response completes with this message: its row is spooled first.
+                recorded = True
+                assert ledger is not None
+                ledger.record(ctx.usage_record())
             await send(message)
 
         try:
@@ -196,12 +207,11 @@ class GatewayMiddleware:
                 internal = GatewayError("Internal server error.", code="internal_error")
                 await self._send_error(internal, ctx, send_wrapper)
         finally:
-            if metered:
+            if not recorded:
                 if not started and ctx.status == 0:
                     ctx.status = 499  # client went away before any response
-                ledger = self.ledger()
-                if ledger is not None:
-                    ledger.record(ctx.usage_record())
+                assert ledger is not None
+                ledger.record(ctx.usage_record())
             if self.observer is not None:
                 self.observer.finished(ctx)  # metrics and the request log line (gateway.ops)
 

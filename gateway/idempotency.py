@@ -6,18 +6,26 @@ A client that retries a request (a timeout, a dropped connection) with the same
 - the first request with a key *claims* it (per API key id + idempotency key), runs, and
   stores its response (status, body, ``content-type``, ``x-syntic-schema-retries``) for
   ``idempotency_ttl_s`` (24 h by default);
+- the claim is a *lease* of ``idempotency_lease_s`` that the running owner renews (every
+  third of it): a claim whose owner died (SIGKILL, OOM kill, lost node) expires within
+  one lease, and the next attempt runs afresh;
 - a repeat with the same body gets the stored response, marked ``idempotent-replayed: true``;
   one that arrives while the first is still running waits for it (so concurrent duplicates
-  make exactly one upstream call);
+  make exactly one upstream call), for at most ``idempotency_wait_s`` (and never past its
+  own deadline), then gets 409 ``idempotency_in_progress`` with ``retry-after``; a waiter
+  stops as soon as its client disconnects or the process starts shutting down;
 - the same key with a different body (or endpoint) is refused: 422
   ``idempotency_key_reused``;
 - failures worth retrying (5xx, 408, 429) are not stored: the claim is released and the
   next attempt runs afresh.
 
-Storage is Redis when ``redis_url`` is set (``SET NX`` for the claim, the result with a
-TTL), else in process (bounded LRU, per worker process: use Redis for a fleet or
-``--workers``). If Redis fails the in-process store takes over for
-that request (counted in ``fallbacks``). Streaming requests pass through unchanged.
+Storage is Redis when ``redis_url`` is set (one script per claim: ``SET NX PX`` or the
+current value and its remaining lease; renewals and releases only by the owner), else in
+process (bounded LRU, per worker process: use Redis for a fleet or ``--workers``). If
+Redis cannot be asked, the request is refused with 503 ``idempotency_unavailable`` and
+``retry-after``: without the shared claim a second replica could make a second upstream
+call for the same key, which is what the key exists to prevent (counted in
+``fallbacks``). Streaming requests pass through unchanged.
 
 Example::
 
@@ -31,6 +39,7 @@ import asyncio
 import base64
 import hashlib
 import logging
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable
@@ -38,10 +47,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.errors import GatewayError, InvalidRequest, UnprocessableOutput
+from gateway.draining import Draining
+from gateway.errors import Conflict, GatewayError, InvalidRequest, Overloaded, UnprocessableOutput
 from gateway.http import error_body, request_context
+from gateway.limits import remaining_s
 from gateway.settings import Settings
 
 log = logging.getLogger("syntic.idempotency")
@@ -52,10 +64,19 @@ MAX_KEY_LENGTH = 255
 _KEEP_HEADERS = frozenset({"content-type", "x-syntic-schema-retries"})
 _NOT_STORED = frozenset({408, 429})
 _POLL_S = 0.02
+_POLL_MAX_S = 0.25  # a waiter asks again at least this often
 
 
 class IdempotencyKeyReused(UnprocessableOutput):
     default_code = "idempotency_key_reused"
+
+
+class IdempotencyInProgress(Conflict):
+    """Another attempt with this key is still running (409, ``retry-after``)."""
+
+
+class IdempotencyStoreUnavailable(Exception):
+    """The store could not say whether the key is claimed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,15 +97,17 @@ class StoredResponse:
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """Another request holds the claim and is still running."""
+    """Another request holds the claim and is still running; its lease has
+    ``lease_left_s`` to go unless renewed."""
 
     fingerprint: str
+    lease_left_s: float = 0.0
 
 
 Claim = StoredResponse | Pending | None  # None: the caller now owns the key
 
 
-def _load(raw: bytes | str) -> StoredResponse | Pending:
+def _load(raw: bytes | str, lease_left_s: float = 0.0) -> StoredResponse | Pending:
     data: Any = orjson.loads(raw)
     if data.get("state") == "done":
         return StoredResponse(
@@ -92,13 +115,28 @@ def _load(raw: bytes | str) -> StoredResponse | Pending:
             tuple((str(k), str(v)) for k, v in data["headers"]),
             base64.b64decode(data["body"]),
         )
-    return Pending(str(data["fp"]))
+    return Pending(str(data["fp"]), lease_left_s)
 
 
 class IdempotencyStore(Protocol):
-    async def claim(self, key: str, fingerprint: str, pending_ttl_s: float) -> Claim: ...
-    async def complete(self, key: str, response: StoredResponse, ttl_s: float) -> None: ...
-    async def release(self, key: str) -> None: ...
+    async def claim(self, key: str, fingerprint: str, owner: str, lease_s: float) -> Claim:
+        """Claim ``key`` for ``owner`` (a token unique to this attempt) for ``lease_s``,
+        or say who has it. Raises ``IdempotencyStoreUnavailable``."""
+        ...
+
+    async def renew(self, key: str, owner: str, lease_s: float) -> bool:
+        """Extend ``owner``'s lease; False if the claim is no longer its own."""
+        ...
+
+    async def complete(
+        self, key: str, owner: str, response: StoredResponse, ttl_s: float
+    ) -> None:
+        """Store ``owner``'s response in place of its claim."""
+        ...
+
+    async def release(self, key: str, owner: str) -> None:
+        """Drop ``owner``'s claim (never someone else's)."""
+        ...
 
 
 class MemoryStore:
@@ -106,31 +144,68 @@ class MemoryStore:
 
     def __init__(self, max_entries: int = 10_000) -> None:
         self.max_entries = max_entries
-        self._entries: OrderedDict[str, tuple[float, StoredResponse | Pending]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[float, StoredResponse | Pending, str]] = (
+            OrderedDict()
+        )
 
-    async def claim(self, key: str, fingerprint: str, pending_ttl_s: float) -> Claim:
+    async def claim(self, key: str, fingerprint: str, owner: str, lease_s: float) -> Claim:
         found = self._entries.get(key)
-        if found is not None and found[0] > time.monotonic():
-            return found[1]
-        self._put(key, Pending(fingerprint), pending_ttl_s)
+        now = time.monotonic()
+        if found is not None and found[0] > now:
+            value = found[1]
+            if isinstance(value, Pending):
+                return Pending(value.fingerprint, found[0] - now)
+            return value
+        self._put(key, Pending(fingerprint), lease_s, owner)
         return None
 
-    async def complete(self, key: str, response: StoredResponse, ttl_s: float) -> None:
-        self._put(key, response, ttl_s)
+    async def renew(self, key: str, owner: str, lease_s: float) -> bool:
+        found = self._entries.get(key)
+        if found is None or found[2] != owner or not isinstance(found[1], Pending):
+            return False
+        self._put(key, found[1], lease_s, owner)
+        return True
 
-    async def release(self, key: str) -> None:
-        self._entries.pop(key, None)
+    async def complete(
+        self, key: str, owner: str, response: StoredResponse, ttl_s: float
+    ) -> None:
+        self._put(key, response, ttl_s, "")
 
-    def _put(self, key: str, value: StoredResponse | Pending, ttl_s: float) -> None:
-        self._entries[key] = (time.monotonic() + ttl_s, value)
+    async def release(self, key: str, owner: str) -> None:
+        found = self._entries.get(key)
+        if found is not None and found[2] == owner:
+            del self._entries[key]
+
+    def _put(self, key: str, value: StoredResponse | Pending, ttl_s: float, owner: str) -> None:
+        self._entries[key] = (time.monotonic() + ttl_s, value, owner)
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
 
 
+# Claim in one round trip: take the key, or read what holds it and how long it has left.
+_CLAIM = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1} end
+return {0, redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}
+"""
+# Renew or release only a claim that is still the caller's own (its value names the owner).
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def _pending_value(fingerprint: str, owner: str) -> bytes:
+    return orjson.dumps({"state": "pending", "fp": fingerprint, "owner": owner})
+
+
 class RedisStore:
-    """Redis store (``SET NX EX`` claims, results with a TTL); falls back to ``fallback``
-    for a request when Redis fails."""
+    """Redis store: leased claims, results with a TTL (see module docstring). It keeps
+    the value of each claim it holds, so a renewal or release names that exact value."""
 
     def __init__(self, url: str, *, prefix: str = "syntic:idem:") -> None:
         import redis.asyncio as aioredis
@@ -138,48 +213,65 @@ class RedisStore:
         self._redis = aioredis.Redis.from_url(
             url, socket_timeout=1.0, socket_connect_timeout=1.0, max_connections=64
         )
+        self._claim = self._redis.register_script(_CLAIM)
+        self._renew = self._redis.register_script(_RENEW)
+        self._release = self._redis.register_script(_RELEASE)
         self.prefix = prefix
-        self.fallback = MemoryStore()
-        self.fallbacks = 0
+        self.fallbacks = 0  # requests refused because Redis could not be asked
+        self._owned: dict[tuple[str, str], bytes] = {}
 
-    def _failed(self, exc: Exception) -> None:
+    def _failed(self, what: str, exc: Exception) -> None:
         self.fallbacks += 1
-        log.warning("idempotency: Redis unavailable, using the in-process store: %s",
-                    type(exc).__name__)
+        log.warning("idempotency: Redis unavailable (%s): %s", what, type(exc).__name__)
 
-    async def claim(self, key: str, fingerprint: str, pending_ttl_s: float) -> Claim:
+    async def claim(self, key: str, fingerprint: str, owner: str, lease_s: float) -> Claim:
         from redis.exceptions import RedisError
 
-        name = self.prefix + key
-        pending = orjson.dumps({"state": "pending", "fp": fingerprint})
+        value = _pending_value(fingerprint, owner)
         try:
-            if await self._redis.set(name, pending, nx=True, px=_ms(pending_ttl_s)):
-                return None
-            raw = await self._redis.get(name)
+            reply = await self._claim(keys=[self.prefix + key], args=[value, _ms(lease_s)])
         except (RedisError, OSError) as exc:
-            self._failed(exc)
-            return await self.fallback.claim(key, fingerprint, pending_ttl_s)
-        if raw is None:  # expired between SET and GET: try once more
-            return await self.claim(key, fingerprint, pending_ttl_s)
-        return _load(raw)
+            self._failed("claim", exc)
+            raise IdempotencyStoreUnavailable(str(type(exc).__name__)) from exc
+        if int(reply[0]) == 1:
+            self._owned[(key, owner)] = value
+            return None
+        return _load(reply[1], max(0, int(reply[2])) / 1000)
 
-    async def complete(self, key: str, response: StoredResponse, ttl_s: float) -> None:
+    async def renew(self, key: str, owner: str, lease_s: float) -> bool:
         from redis.exceptions import RedisError
 
+        value = self._owned.get((key, owner))
+        if value is None:
+            return False
+        try:
+            return bool(await self._renew(keys=[self.prefix + key], args=[value, _ms(lease_s)]))
+        except (RedisError, OSError) as exc:
+            self._failed("renew", exc)
+            return False
+
+    async def complete(
+        self, key: str, owner: str, response: StoredResponse, ttl_s: float
+    ) -> None:
+        from redis.exceptions import RedisError
+
+        self._owned.pop((key, owner), None)
         try:
             await self._redis.set(self.prefix + key, response.dumps(), px=_ms(ttl_s))
         except (RedisError, OSError) as exc:
-            self._failed(exc)
-            await self.fallback.complete(key, response, ttl_s)
+            # The lease then lapses and a retry runs afresh: nothing else can be done.
+            self._failed("store the response", exc)
 
-    async def release(self, key: str) -> None:
+    async def release(self, key: str, owner: str) -> None:
         from redis.exceptions import RedisError
 
+        value = self._owned.pop((key, owner), None)
+        if value is None:
+            return
         try:
-            await self._redis.delete(self.prefix + key)
+            await self._release(keys=[self.prefix + key], args=[value])
         except (RedisError, OSError) as exc:
-            self._failed(exc)
-        await self.fallback.release(key)
+            self._failed("release", exc)  # the lease lapses by itself
 
     async def aclose(self) -> None:
         await self._redis.aclose()
@@ -197,11 +289,18 @@ class IdempotencyMiddleware:
     """Runs inside ``AuthMiddleware`` (the principal is known); see module docstring."""
 
     def __init__(
-        self, app: ASGIApp, *, settings: Settings, store: IdempotencyStore | None = None
+        self,
+        app: ASGIApp,
+        *,
+        settings: Settings,
+        store: IdempotencyStore | None = None,
+        draining: Draining | None = None,
     ) -> None:
         self.app = app
         self.ttl_s = settings.idempotency_ttl_s
-        self.pending_ttl_s = settings.request_timeout_s + 30.0
+        self.lease_s = settings.idempotency_lease_s
+        self.wait_s = settings.idempotency_wait_s
+        self.draining = draining if draining is not None else Draining()
         self._settings = settings
         self._store = store
 
@@ -226,27 +325,53 @@ class IdempotencyMiddleware:
             await self.app(scope, replay, send)
             return
         ctx = request_context(scope)
-        owner = ctx.principal.key_id if ctx.principal is not None else "anonymous"
-        store_key = f"{owner}:{hashlib.sha256(key.encode()).hexdigest()}"
+        principal = ctx.principal.key_id if ctx.principal is not None else "anonymous"
+        store_key = f"{principal}:{hashlib.sha256(key.encode()).hexdigest()}"
         fingerprint = hashlib.sha256(scope["path"].encode() + b"\0" + body).hexdigest()
-        while True:
-            claim = await self.store.claim(store_key, fingerprint, self.pending_ttl_s)
-            if claim is None:
-                await self._run_and_store(scope, replay, send, store_key, fingerprint)
-                return
-            if claim.fingerprint != fingerprint:
-                raise IdempotencyKeyReused(
-                    "This Idempotency-Key was already used with a different request body.",
-                    param="Idempotency-Key",
-                )
-            if isinstance(claim, StoredResponse):
-                await _send_stored(claim, send)
-                return
-            await asyncio.sleep(_POLL_S)  # the first request is still running; the
-            # request deadline (gateway.limits) bounds this wait
+        owner = ctx.request_id  # unique per attempt: only this attempt renews or releases
+        waiting = _Waiting(receive, self.draining, self._wait_limit())
+        try:
+            while True:
+                try:
+                    claim = await self.store.claim(store_key, fingerprint, owner, self.lease_s)
+                except IdempotencyStoreUnavailable:
+                    raise Overloaded(
+                        "Idempotency-Key cannot be checked right now; retry shortly.",
+                        code="idempotency_unavailable", headers={"retry-after": "1"},
+                    ) from None
+                if claim is None:
+                    waiting.stop()
+                    await self._run_and_store(scope, replay, send, store_key, fingerprint, owner)
+                    return
+                if claim.fingerprint != fingerprint:
+                    raise IdempotencyKeyReused(
+                        "This Idempotency-Key was already used with a different request body.",
+                        param="Idempotency-Key",
+                    )
+                if isinstance(claim, StoredResponse):
+                    await _send_stored(claim, send)
+                    return
+                # Another attempt is running: wait for its answer, its lease to lapse, our
+                # client to leave, shutdown, or the end of the wait.
+                if not await waiting.pause():
+                    retry = max(1, math.ceil(min(claim.lease_left_s, self.lease_s)))
+                    raise IdempotencyInProgress(
+                        "A request with this Idempotency-Key is still in progress; retry "
+                        "after the retry-after delay.",
+                        param="Idempotency-Key", headers={"retry-after": str(retry)},
+                    )
+        finally:
+            waiting.stop()
+
+    def _wait_limit(self) -> float:
+        left = remaining_s()
+        if left is None:
+            return float(self.wait_s)
+        return max(0.0, min(float(self.wait_s), float(left) - _DEADLINE_MARGIN_S))
 
     async def _run_and_store(
-        self, scope: Scope, receive: Receive, send: Send, key: str, fingerprint: str
+        self, scope: Scope, receive: Receive, send: Send, key: str, fingerprint: str,
+        owner: str,
     ) -> None:
         status = 0
         headers: list[tuple[str, str]] = []
@@ -267,6 +392,7 @@ class IdempotencyMiddleware:
             await send(message)
 
         stored: StoredResponse | None = None
+        renewing = asyncio.create_task(self._renew(key, owner), name="syntic-idem-lease")
         try:
             await self.app(scope, receive, capture)
             if complete and status < 500 and status not in _NOT_STORED:
@@ -283,13 +409,62 @@ class IdempotencyMiddleware:
                 )
             raise
         finally:
-            await asyncio.shield(self._settle(key, stored))
+            renewing.cancel()
+            await asyncio.shield(self._settle(key, owner, stored))
 
-    async def _settle(self, key: str, stored: StoredResponse | None) -> None:
+    async def _renew(self, key: str, owner: str) -> None:
+        """Keep this attempt's lease alive while it runs."""
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            if not await self.store.renew(key, owner, self.lease_s):
+                log.warning("idempotency: lease on a running request could not be renewed")
+
+    async def _settle(self, key: str, owner: str, stored: StoredResponse | None) -> None:
         if stored is not None:
-            await self.store.complete(key, stored, self.ttl_s)
+            await self.store.complete(key, owner, stored, self.ttl_s)
         else:
-            await self.store.release(key)
+            await self.store.release(key, owner)
+
+
+_DEADLINE_MARGIN_S = 0.25  # a waiter answers 409 this long before its request deadline
+
+
+class _Waiting:
+    """A waiter's pauses between claim attempts: growing from ``_POLL_S`` to ``_POLL_MAX_S``,
+    within ``limit_s`` in all; ``pause()`` is False once the wait is over (time is up or
+    the process is stopping) and raises ``ClientDisconnect`` when the client has left."""
+
+    def __init__(self, receive: Receive, draining: Draining, limit_s: float) -> None:
+        self._receive = receive
+        self._draining = draining
+        self._until = time.monotonic() + limit_s
+        self._poll = _POLL_S
+        self._client: asyncio.Task[Message] | None = None
+        self._stopping: asyncio.Task[None] | None = None
+
+    async def pause(self) -> bool:
+        left = self._until - time.monotonic()
+        if left <= 0 or self._draining.active:
+            return False
+        if self._client is None:
+            # The body is in: the next message can only be the client's disconnect.
+            self._client = asyncio.ensure_future(self._receive())
+            self._stopping = asyncio.ensure_future(self._draining.wait())
+        assert self._stopping is not None
+        await asyncio.wait(
+            {self._client, self._stopping}, timeout=min(self._poll, left),
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        self._poll = min(self._poll * 2, _POLL_MAX_S)
+        if self._client.done():
+            raise ClientDisconnect()
+        return not self._draining.active
+
+    def stop(self) -> None:
+        for task in (self._client, self._stopping):
+            if task is not None and not task.done():
+                task.cancel()
+        self._client = self._stopping = None
 
 
 def _context_headers(scope: Scope) -> list[tuple[str, str]]:

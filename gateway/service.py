@@ -18,6 +18,7 @@ import operator
 from typing import Any, TypeVar
 
 import validator
+from gateway.call_journal import JournaledUpstream
 from gateway.canonical import ChatRequest, ChatResponse, JsonSchemaFormat, Usage
 from gateway.canonical.record import record
 from gateway.context import RequestContext, Tally
@@ -131,9 +132,12 @@ class ChatService:
         self, settings: Settings, registry: UpstreamRegistry, limiter: RateLimiter | None
     ) -> None:
         self.settings = settings
-        # Safe upstream failures are retried within the request deadline (#9).
+        # Safe upstream failures are retried within the request deadline (#9); each
+        # attempt is journaled first, so a crash mid-call still bills it.
         policy = RetryPolicy(retries=settings.upstream_retries)
-        self.registry = registry.wrapped(lambda upstream: RetryingUpstream(upstream, policy))
+        self.registry = registry.wrapped(
+            lambda upstream: RetryingUpstream(JournaledUpstream(upstream), policy)
+        )
         self.limiter = limiter
         # One byte bound for both caches that keep compiled schemas alive (#8/#9).
         max_bytes = settings.schema_cache_max_bytes
@@ -162,6 +166,7 @@ class ChatService:
 
     async def admit(self, ctx: RequestContext, estimated_tokens: int) -> None:
         """Ask the rate limiter; raise 429 with ``retry-after`` and ``x-ratelimit-*``."""
+        ctx.prompt_estimate = estimated_tokens
         if self.limiter is None or ctx.principal is None:
             return
         decision = await self.limiter.check(ctx.principal, estimated_tokens)

@@ -33,7 +33,7 @@ class Services:
     db: Database
 
     async def aclose(self) -> None:
-        """Flush the ledger (to the database, else the local spool), then close
+        """Flush the ledger (to the database; what it refuses stays in the spool), then close
         connections. Safe to call once at shutdown."""
         try:
             await self.ledger.aclose()
@@ -52,7 +52,12 @@ async def open_services(settings: Settings, *, migrate: bool = False) -> Service
     if migrate:
         await apply_migrations(db)
     keys = DbKeyStore(db, settings.key_hash_secret, ttl_s=settings.key_cache_ttl_s)
-    ledger = DbLedger(db, data_dir_for(settings.database_url, settings.env))
+    ledger = DbLedger(
+        db,
+        data_dir_for(settings.database_url, settings.env, settings.data_dir),
+        flush_interval_s=settings.ledger_flush_interval_s,
+        segment_bytes=settings.ledger_spool_segment_bytes,
+    )
     ledger.start()
     limiter: RedisRateLimiter | LocalRateLimiter
     limiter = (

@@ -102,12 +102,24 @@ class Settings:
     max_stream_bytes: int = 0
     upstream_keepalive_s: float = 90.0  # an idle upstream connection is kept this long
     idempotency_ttl_s: float = 24 * 3600.0
+    # A running request's claim on its Idempotency-Key is a lease of this length, renewed
+    # while it runs: a dead replica's claim lapses within it.
+    idempotency_lease_s: float = 5.0
+    # A retry that finds the key still running waits at most this long, then 409.
+    idempotency_wait_s: float = 10.0
     # Rate-limit slots a busy key may reserve from Redis per round trip (#8); 1: none.
     rate_limit_lease_max: int = 64
     # Canonical JSON bytes of compiled schemas kept per process (the validator's cache and
     # the lint cache), beside their 1,024-entry bound: large distinct schemas can't pin
     # gigabytes (a compiled schema takes ~10-20x its canonical size in memory).
     schema_cache_max_bytes: int = validator.DEFAULT_CACHE_MAX_BYTES
+    # Local files (the ledger spool); None: SYNTIC_DATA_DIR, else next to the SQLite file,
+    # else ./var (gateway.storage.data_dir_for).
+    data_dir: str | None = None
+    # The ledger writes to the database this often (rows are in the local spool before
+    # each response completes; the spool is fsynced at the same pace).
+    ledger_flush_interval_s: float = 0.2
+    ledger_spool_segment_bytes: int = 4 * 1024 * 1024  # a new spool file past this size
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -273,6 +285,7 @@ def load_settings(
                 "SYNTIC_KEY_CACHE_TTL_S", server.get("key_cache_ttl_s", _DEFAULTS.key_cache_ttl_s)
             )
         ),
+        data_dir=env.get("SYNTIC_DATA_DIR", server.get("data_dir")) or None,
         env=env,
         **_tunables(server, env),
     )
@@ -292,10 +305,21 @@ _TUNABLES: tuple[str, ...] = (
     "max_stream_bytes",
     "upstream_keepalive_s",
     "idempotency_ttl_s",
+    "idempotency_lease_s",
+    "idempotency_wait_s",
     "rate_limit_lease_max",
     "schema_cache_max_bytes",
+    "ledger_flush_interval_s",
+    "ledger_spool_segment_bytes",
 )
 _AT_LEAST_ONE = frozenset({"schema_cache_max_bytes"})
+# Settings that only make sense within a range (a zero flush interval would spin).
+_RANGES: dict[str, tuple[float, float]] = {
+    "ledger_flush_interval_s": (0.01, 10.0),
+    "ledger_spool_segment_bytes": (64 * 1024, 1024**3),
+    "idempotency_lease_s": (1.0, 60.0),
+    "idempotency_wait_s": (0.0, 300.0),
+}
 
 
 def _tunables(server: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
@@ -313,5 +337,8 @@ def _tunables(server: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, An
             raise ConfigError(f"server.{name} must not be negative")
         if value < 1 and name in _AT_LEAST_ONE:
             raise ConfigError(f"server.{name} must be at least 1")
+        low, high = _RANGES.get(name, (value, value))
+        if not low <= value <= high:
+            raise ConfigError(f"server.{name} must be between {low:g} and {high:g}")
         out[name] = value
     return out

@@ -31,5 +31,11 @@ class UsageRecord:
 
 class Ledger(Protocol):
     def record(self, record: UsageRecord) -> None:
-        """Enqueue; never blocks, never does I/O on the caller's path."""
+        """The request's final row: spooled locally and enqueued; never blocks, never
+        waits for the database."""
+        ...
+
+    def started(self, record: UsageRecord) -> None:
+        """An upstream call for this request is about to start: ``record`` is what to bill
+        if the process dies before ``record()`` is called for the same request id."""
         ...

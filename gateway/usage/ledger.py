@@ -1,12 +1,17 @@
-"""The usage ledger: ``record()`` enqueues, a background task writes batches.
+"""The usage ledger: ``record()`` spools and enqueues, a background task writes batches.
 
-* No I/O on the caller's path: ``record`` appends to an in-memory deque.
+* On the caller's path: one append to the local spool (``gateway.usage.spool``: a write
+  into the page cache, no database round trip, no fsync) and one to an in-memory deque.
+  The spool is what makes a row outlive the process.
 * A writer task inserts batches (every ``flush_interval_s`` or ``batch_size`` rows) with
-  ``ON CONFLICT (request_id) DO NOTHING``, so a replayed row never duplicates.
-* Database down: the batch is appended to a local JSON-lines spool file
-  (``<data dir>/usage-spool-<pid>.jsonl``) and replayed, oldest first, once the database
-  answers again. ``aclose()`` drains the queue (to the database or the spool), so a clean
-  stop loses nothing.
+  ``ON CONFLICT (request_id) DO NOTHING``, so a replayed row never duplicates; it also
+  fsyncs the spool in batches, starts a new spool file past ``segment_bytes`` and deletes
+  the old one once all its rows are in the database.
+* Database down: queued rows are dropped from memory (they are in the spool) and the spool
+  files are replayed once the database answers again. ``aclose()`` drains the queue; what
+  the database did not take stays in the spool for the next start.
+* At start (and again after an outage), spool files whose owner died (a SIGKILL, an OOM
+  kill) are claimed and replayed, provisional records of interrupted requests included.
 """
 
 from __future__ import annotations
@@ -14,11 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import fcntl
 import logging
 import operator
 import os
-import uuid
+import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +32,7 @@ import orjson
 
 from gateway.storage.base import Database, StorageDataError, StorageError, StorageUnavailable
 from gateway.usage.base import UsageRecord
+from gateway.usage.spool import Spool
 
 log = logging.getLogger("syntic.usage")
 
@@ -92,21 +97,32 @@ class DbLedger:
         flush_interval_s: float = 0.2,
         batch_size: int = 500,
         retry_interval_s: float = 1.0,
+        segment_bytes: int = 4 * 1024 * 1024,
+        rescan_interval_s: float = 30.0,
     ) -> None:
         self._db = db
         self.spool_dir = Path(spool_dir)
-        self.spool_path = self.spool_dir / f"usage-spool-{os.getpid()}.jsonl"
+        self.spool = Spool(self.spool_dir, segment_bytes=segment_bytes)
         self.flush_interval_s = flush_interval_s
         self.batch_size = batch_size
         self.retry_interval_s = retry_interval_s
+        self.rescan_interval_s = rescan_interval_s
         self._queue: deque[UsageRecord] = deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._db_down = False
+        self._retry_at = 0.0
+        # Rows ever queued, and rows taken off the queue for good (in the database, set
+        # aside, or left to a spool replay): a sealed spool file may go once every row
+        # queued before it was sealed is settled.
+        self._enqueued = 0
+        self._settled = 0
+        self._seal_mark: int | None = None
+        self._deferred = False  # rows were left in the spool files for a replay
         # Counters for metrics.
         self.written = 0
-        self.spooled = 0
+        self.spooled = 0  # rows left to a spool replay because the database was down
         self.replayed = 0
         self.rejected = 0
         self._rejects = self.spool_dir / f"usage-rejected-{os.getpid()}.jsonl"
@@ -114,20 +130,28 @@ class DbLedger:
     # -- hot path ---------------------------------------------------------------
 
     def record(self, record: UsageRecord) -> None:
-        """Enqueue one row; never blocks, never does I/O."""
+        """Spool and enqueue one final row; no database round trip, no fsync."""
+        self.spool.append(record)
         self._queue.append(record)
+        self._enqueued += 1
         if len(self._queue) >= self.batch_size:
             self._wake.set()
 
+    def started(self, record: UsageRecord) -> None:
+        """Spool the row to bill if this process dies before ``record`` for this request
+        (an upstream call is about to start); never written to the database otherwise."""
+        self.spool.append_provisional(record)
+
     @property
     def queue_depth(self) -> int:
-        """Rows waiting in memory (not yet in the database or the spool)."""
+        """Rows waiting in memory (not yet in the database)."""
         return len(self._queue)
 
     @property
     def spool_pending(self) -> bool:
-        """Whether spooled rows are waiting to be replayed."""
-        return any(self._spool_files())
+        """Whether spooled rows are waiting to be replayed (this process's, after an
+        outage, or a dead process's)."""
+        return self._deferred or self.spool.orphans_present()
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -137,19 +161,19 @@ class DbLedger:
             self._task = asyncio.create_task(self._run(), name="syntic-ledger-writer")
 
     async def flush(self) -> None:
-        """Write everything queued now (to the database, else the spool)."""
+        """Write everything queued now (to the database, else leave it to the spool)."""
         while self._queue:
             batch = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
             try:
                 await self._write(batch)
             except BaseException:
-                # Neither the database nor the spool took it (e.g. disk full) or we were
-                # cancelled mid-write: put the rows back, oldest first, for the next try.
+                # Cancelled mid-write (or a bug): put the rows back, oldest first.
                 self._queue.extendleft(reversed(batch))
                 raise
 
     async def aclose(self) -> None:
-        """Stop the writer and drain the queue; nothing recorded before this is lost."""
+        """Stop the writer and drain the queue; nothing recorded before this is lost (what
+        the database does not take now stays in the spool for the next start)."""
         self._closing = True
         if self._task is not None:
             self._wake.set()
@@ -162,54 +186,92 @@ class DbLedger:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         # One more real attempt at the database even if it was down a moment ago (it may be
-        # back and the retry timer not yet run); whatever fails now lands in the spool.
+        # back and the retry timer not yet run).
         self._db_down = False
         await self.flush()
+        if not self._db_down and self._deferred:
+            await self._recover()
         if not self._db_down:
-            await self._replay()
+            await self._replay_orphans()
+        await asyncio.to_thread(self.spool.sync)
+        self.spool.close(keep=self._deferred)
 
     # -- writer -----------------------------------------------------------------
 
     async def _run(self) -> None:
-        await self._replay()
+        await self._replay_orphans()
+        rescan_at = time.monotonic() + self.rescan_interval_s
         while not self._closing:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.flush_interval_s)
             self._wake.clear()
             try:
+                if self.spool.unsynced:  # no thread hop when idle
+                    await asyncio.to_thread(self.spool.sync)
+                if self._db_down:
+                    self._defer(len(self._queue))
+                    self._queue.clear()
+                    if time.monotonic() >= self._retry_at and not self._closing:
+                        await self._recover()
+                    continue
+                if self.spool.full:
+                    self.spool.seal()
+                    self._seal_mark = self._enqueued
                 await self.flush()
-                if self._db_down and not self._closing:
-                    with contextlib.suppress(TimeoutError):  # woken early by aclose()
-                        await asyncio.wait_for(self._wake.wait(), self.retry_interval_s)
-                    if not self._closing:
-                        await self._replay()
+                mark = self._seal_mark
+                if mark is not None and not self._deferred and self._settled >= mark:
+                    self.spool.drop_sealed()
+                    self._seal_mark = None
+                if time.monotonic() >= rescan_at and not self._db_down:
+                    rescan_at = time.monotonic() + self.rescan_interval_s
+                    await self._replay_orphans()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the writer must survive anything; rows stay queued/spooled
+            except Exception:  # the writer must survive anything; rows stay spooled
                 log.exception("ledger writer: unexpected error")
                 await asyncio.sleep(self.retry_interval_s)
 
+    def _defer(self, n: int) -> None:
+        """``n`` rows taken off the queue stay in the spool files only, for a replay."""
+        self._deferred = True
+        self.spooled += n
+        self._settled += n
+
+    def _went_down(self, exc: StorageUnavailable) -> None:
+        if not self._db_down:
+            log.warning("ledger: database unavailable, rows stay in the spool: %s", exc)
+        self._db_down = True
+        self._retry_at = time.monotonic() + self.retry_interval_s
+
     async def _write(self, batch: Sequence[UsageRecord]) -> None:
         if not self._db_down:
-            rows: list[tuple[Any, ...]] = []
-            for r in batch:
-                try:
-                    rows.append(record_params(r))
-                except (TypeError, ValueError) as exc:
-                    self._reject([dataclasses.asdict(r)], exc)
             try:
-                await self._insert(rows)
-                return
+                await self._insert(self._params(batch))
             except StorageUnavailable as exc:
-                self._db_down = True
-                log.warning("ledger: database unavailable, spooling: %s", exc)
-        self._spool(batch)
+                self._went_down(exc)
+            else:
+                self._settled += len(batch)
+                return
+        self._defer(len(batch))
+
+    def _params(self, records: Sequence[UsageRecord]) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = []
+        for r in records:
+            try:
+                rows.append(record_params(r))
+            except (TypeError, ValueError) as exc:
+                self._reject([dataclasses.asdict(r)], exc)
+        return rows
 
     async def _insert(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Insert a batch. If the database refuses the values themselves, insert row by row
-        and set aside only the rows it refuses, so one bad row can't block the rest forever.
-        Any other failure (connection, missing table, ...) raises ``StorageUnavailable``:
-        the rows are kept (spooled) and retried, never discarded."""
+        """Insert rows in batches. If the database refuses the values themselves, insert
+        row by row and set aside only the rows it refuses, so one bad row can't block the
+        rest forever. Any other failure (connection, missing table, ...) raises
+        ``StorageUnavailable``: the rows are kept (spooled) and retried, never discarded."""
+        for i in range(0, len(rows), self.batch_size):
+            await self._insert_batch(rows[i : i + self.batch_size])
+
+    async def _insert_batch(self, rows: Sequence[tuple[Any, ...]]) -> None:
         if not rows:
             return
         try:
@@ -238,96 +300,52 @@ class DbLedger:
             for row in rows:
                 fh.write(orjson.dumps(row, default=str) + b"\n")
 
-    def _spool(self, batch: Sequence[UsageRecord]) -> None:
-        self.spool_dir.mkdir(parents=True, exist_ok=True)
-        data = b"".join(orjson.dumps(dataclasses.asdict(r)) + b"\n" for r in batch)
-        while True:
-            with open(self.spool_path, "ab") as fh:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # held by a replayer only to rename
-                try:
-                    current = os.stat(self.spool_path).st_ino
-                except FileNotFoundError:
-                    current = -1
-                if current != os.fstat(fh.fileno()).st_ino:
-                    continue  # a replayer claimed the file we opened: reopen a fresh one
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-                break
-        self.spooled += len(batch)
-
-    def _claimable(self) -> list[Path]:
-        if not self.spool_dir.is_dir():
-            return []
-        files = sorted(self.spool_dir.glob("usage-spool-*.jsonl"))
-        # Claimed by a replayer that died before finishing: take it over.
-        for path in sorted(self.spool_dir.glob("usage-replay-*.jsonl")):
-            pid = path.name.split("-")[2]
-            if pid.isdigit() and not _alive(int(pid)):
-                files.append(path)
-        return files
-
-    def _spool_files(self) -> list[Path]:
-        return self._claimable()
-
-    def _claim(self, path: Path) -> Path | None:
-        claimed = path.with_name(f"usage-replay-{os.getpid()}-{uuid.uuid4().hex}.jsonl")
+    async def _recover(self) -> None:
+        """After an outage: replay this process's spool files (everything recorded so far
+        is sealed into them first), then any dead process's."""
+        self.spool.seal()
+        records = await asyncio.to_thread(self.spool.sealed_records)
         try:
-            with open(path, "rb") as fh:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-                path.rename(claimed)
-        except FileNotFoundError:
-            return None  # another process claimed it first
-        return claimed
-
-    async def _replay(self) -> None:
-        """Replay every spool file in the data dir (any process's; duplicates are harmless
-        thanks to ON CONFLICT). A file is claimed by renaming it under its lock, so two
-        replicas sharing a data dir don't both read it, and it is deleted only after all its
-        rows are in the database."""
-        for path in self._claimable():
-            claimed = self._claim(path)
-            if claimed is None:
-                continue
-            if not await self._replay_file(claimed):
-                # Still down: hand the rows back under a fresh spool name for the next try.
-                claimed.rename(path.with_name(f"usage-spool-{uuid.uuid4().hex}.jsonl"))
-                return
-            claimed.unlink()
+            await self._insert(self._params(records))
+        except StorageUnavailable as exc:
+            self._went_down(exc)
+            return
+        self.replayed += len(records)
+        self.spool.drop_sealed()
+        self._seal_mark = None
+        self._deferred = False
         if self._db_down:
-            log.warning("ledger: database reachable again, spool replayed")
+            log.warning("ledger: database reachable again, %d spooled row(s) replayed",
+                        len(records))
             self._db_down = False
+        await self._replay_orphans()
 
-    async def _replay_file(self, path: Path) -> bool:
-        rows: list[tuple[Any, ...]] = []
-        data = await asyncio.to_thread(path.read_bytes)
-        for line in data.splitlines():
-            if not line.strip():
-                continue
-            try:
-                rows.append(record_params(UsageRecord(**orjson.loads(line))))
-            except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
-                # e.g. a torn last line after a crash mid-append
-                log.error("ledger: skipping unreadable spool line in %s: %s", path, exc)
+    async def _replay_orphans(self) -> None:
+        """Replay the spool files of processes that are gone (each file claimed under its
+        lock, deleted once its rows are in; duplicates are harmless: ON CONFLICT)."""
+        claimed = self.spool.claim_orphans()
+        if not claimed:
+            return
+        records, unreadable = await asyncio.to_thread(Spool.claimed_records, claimed)
+        if unreadable:
+            log.error("ledger: skipped %d unreadable spool line(s) (torn by a crash?)",
+                      unreadable)
         try:
-            for i in range(0, len(rows), self.batch_size):
-                await self._insert(rows[i : i + self.batch_size])
-        except StorageUnavailable:
-            self._db_down = True
-            return False
-        self.replayed += len(rows)
-        return True
+            await self._insert(self._params(records))
+        except StorageUnavailable as exc:
+            Spool.release_claimed(claimed, replayed=False)
+            self._went_down(exc)
+            self._deferred = True
+            return
+        except BaseException:
+            Spool.release_claimed(claimed, replayed=False)
+            raise
+        Spool.release_claimed(claimed, replayed=True)
+        self.replayed += len(records)
+        log.info("ledger: replayed %d row(s) from %d spool file(s) of stopped processes",
+                 len(records), len(claimed))
 
 
 def _as_unavailable(exc: StorageError) -> StorageUnavailable:
     return exc if isinstance(exc, StorageUnavailable) else StorageUnavailable(str(exc))
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -8,6 +8,7 @@ settings; the entrypoint runs migrate then serve.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -275,6 +276,29 @@ def test_nginx_matches_the_fleet_and_the_settings() -> None:
     assert re.search(r"location = /metrics\s*\{\s*return 404;", text)
 
 
+def _named_location(name: str) -> str:
+    match = re.search(rf"location @{name}\s*\{{(.*?)\n\s*\}}", _nginx(), re.DOTALL)
+    assert match, f"no location @{name}"
+    return match.group(1)
+
+
+def test_nginx_returns_a_restarted_replica_at_once_and_speaks_json() -> None:
+    servers = _directive("server")
+    assert servers
+    for params in servers:
+        fields = dict(p.split("=", 1) for p in params.split()[1:])
+        assert int(fields["fail_timeout"].rstrip("s")) <= 2, params
+    for status in ("502", "503", "504", "429"):
+        (target,) = [t for t in _directive("error_page") if t.split()[0] == status]
+        body = _named_location(target.split()[1].lstrip("@"))
+        (ret,) = re.findall(r"return (\d+) '(.*)';", body)
+        assert ret[0] == status
+        envelope = json.loads(ret[1].replace("\\n", "").replace("$request_id", "abc"))
+        assert set(envelope["error"]) == {"type", "code", "message", "param"}
+        assert envelope["request_id"] == "nginx_abc" and envelope["type"] == "error"
+        assert "default_type application/json;" in body
+
+
 def test_k8s_names_selectors_and_probes_agree() -> None:
     deployment = _k8s("Deployment")
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -290,6 +314,7 @@ def test_k8s_names_selectors_and_probes_agree() -> None:
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"http": PORT}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["readinessProbe"]["periodSeconds"] <= 2  # a restarted pod is back fast
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert _k8s("Service")["spec"]["ports"][0]["targetPort"] == "http"
 

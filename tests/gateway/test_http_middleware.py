@@ -26,6 +26,9 @@ class RecordingLedger:
     def record(self, record: UsageRecord) -> None:
         self.records.append(record)
 
+    def started(self, record: UsageRecord) -> None:
+        pass
+
 
 class OneKey:
     def cached(self, secret: str) -> tuple[bool, Principal | None]:

@@ -34,7 +34,7 @@ from validator.__main__ import _parser as validator_parser
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "README.md").read_text()
 # [server] keys whose example value is not the default (there is none to show)
-SHOWN_NOT_DEFAULT = {"redis_url"}
+SHOWN_NOT_DEFAULT = {"redis_url", "data_dir"}
 ENV_NAME = re.compile(r"\bSYNTIC_[A-Z0-9_]*[A-Z0-9]\b")
 
 

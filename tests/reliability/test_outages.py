@@ -120,17 +120,25 @@ def test_redis_outage_is_served_with_local_limits_and_counted(
             line = next(m for m in metrics.splitlines()
                         if m.startswith("syntic_ratelimit_fail_open_total"))
             assert float(line.split()[-1]) >= 1
-            # Idempotency keys live in Redis; while it is down the in-process store keeps
-            # the guarantee for this replica.
-            upstream.queue(Reply(content="once"), Reply(content="twice"))
+            # Idempotency claims live in Redis; while it is down a key whose claim can't be
+            # checked is refused (503, retry-after) rather than risk a second upstream call
+            # from another replica. Requests without the header are still served.
+            upstream.reset()
             idem = {"authorization": f"Bearer {gw.api_key}", "idempotency-key": "outage-1"}
+            refused = httpx.post(gw.base_url + "/v1/chat/completions",
+                                 json=chat_body(tools=[]), headers=idem, timeout=20)
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["error"]["code"] == "idempotency_unavailable"
+            assert refused.headers["retry-after"] == "1"
+            assert upstream.requests == []  # no upstream call was made for it
+            upstream.queue(Reply(content="once"), Reply(content="plain"))
+            redis.start()  # back: the key is served, and replayed
             first, again = (httpx.post(gw.base_url + "/v1/chat/completions",
                                        json=chat_body(tools=[]), headers=idem, timeout=20)
                             for _ in range(2))
             assert first.status_code == again.status_code == 200
-            assert again.content == first.content
             assert again.headers["idempotent-replayed"] == "true"
-            redis.start()  # back: still served
             assert _post(gw, gw.api_key).status_code == 200
+            assert len(upstream.requests) == 2
         finally:
             gw.stop()

@@ -46,6 +46,22 @@ def test_edge_settings_from_file_and_env(tmp_path: Path) -> None:
     ).schema_cache_max_bytes == 65536
 
 
+def test_fleet_settings_are_bounded_and_read_from_file_and_env(tmp_path: Path) -> None:
+    config = tmp_path / "gw.toml"
+    config.write_text('[server]\nidempotency_lease_s = 2\ndata_dir = "/srv/d"\n'
+                      '[[models]]\nname = "m"\nprovider = "openai"\n')
+    s = load_settings(config, env={"SYNTIC_IDEMPOTENCY_WAIT_S": "3"})
+    assert (s.idempotency_lease_s, s.idempotency_wait_s, s.data_dir) == (2.0, 3.0, "/srv/d")
+    assert load_settings(config, env={"SYNTIC_DATA_DIR": "/e"}).data_dir == "/e"
+    defaults = load_settings(None, env={})
+    assert (defaults.ledger_flush_interval_s, defaults.idempotency_lease_s) == (0.2, 5.0)
+    for name, value in [("IDEMPOTENCY_LEASE_S", "0.1"), ("IDEMPOTENCY_LEASE_S", "600"),
+                        ("IDEMPOTENCY_WAIT_S", "3600"), ("LEDGER_FLUSH_INTERVAL_S", "0"),
+                        ("LEDGER_SPOOL_SEGMENT_BYTES", "100")]:
+        with pytest.raises(ConfigError, match="between"):
+            load_settings(config, env={f"SYNTIC_{name}": value})
+
+
 @pytest.mark.parametrize(
     "exc, attempt, retried",
     [
@@ -161,16 +177,20 @@ async def test_disarmed_deadlines_do_not_pile_up() -> None:
 
 async def test_memory_store_claims_replays_and_stays_bounded() -> None:
     store = MemoryStore(max_entries=2)
-    assert await store.claim("a", "fp", 10) is None
-    assert await store.claim("a", "fp", 10) == Pending("fp")
+    assert await store.claim("a", "fp", "o1", 10) is None
+    pending = await store.claim("a", "fp", "o2", 10)
+    assert isinstance(pending, Pending) and pending.fingerprint == "fp"
+    assert 0 < pending.lease_left_s <= 10
+    await store.release("a", "o2")  # not the owner: no effect
+    assert await store.renew("a", "o1", 10) and not await store.renew("a", "o2", 10)
     done = StoredResponse("fp", 200, (("content-type", "application/json"),), b"{}")
-    await store.complete("a", done, 10)
-    assert await store.claim("a", "other", 10) == done
+    await store.complete("a", "o1", done, 10)
+    assert await store.claim("a", "other", "o3", 10) == done
     for key in ("b", "c"):
-        assert await store.claim(key, "fp", 10) is None
-    assert await store.claim("a", "fp", 10) is None  # evicted: claimable again
-    await store.release("a")
-    assert await store.claim("a", "fp", 10) is None
+        assert await store.claim(key, "fp", "o4", 10) is None
+    assert await store.claim("a", "fp", "o5", 10) is None  # evicted: claimable again
+    await store.release("a", "o5")
+    assert await store.claim("a", "fp", "o6", 10) is None
 
 
 def test_scrub_masks_credentials() -> None:
