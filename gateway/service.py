@@ -15,10 +15,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import validator
-from gateway.canonical import ChatRequest, ChatResponse, JsonSchemaFormat, Usage
+from gateway.canonical import ChatRequest, ChatResponse, JsonSchemaFormat, ToolSpec, Usage
 from gateway.canonical.record import record
 from gateway.context import RequestContext, Tally
 from gateway.enforcement import (
@@ -51,11 +52,13 @@ class Prepared:
         return EnforceContext(self.upstream, self.model, self.plan, tally)
 
 
-def upstream_view(request: ChatRequest, model: ModelConfig) -> ChatRequest:
-    """What the upstream sees: the catalogue's ``strict`` flags pass through only to a
-    constrained engine; otherwise the gateway enforces and the upstream gets plain tools."""
+def upstream_view(request: ChatRequest, model: ModelConfig, plan: StrictPlan) -> ChatRequest:
+    """What the upstream sees. To a constrained engine the ``strict`` flags pass through,
+    each strict schema as its provider copy from the plan (annotations the provider refuses
+    dropped; a schema its strict mode refuses goes non-strict). Otherwise the gateway
+    enforces and the upstream gets plain tools."""
     if model.constrained:
-        return request
+        return _constrained_view(request, plan)
     strict_tools = any(t.strict for t in request.tools)
     rf = request.response_format
     strict_rf = isinstance(rf, JsonSchemaFormat) and rf.strict
@@ -66,6 +69,32 @@ def upstream_view(request: ChatRequest, model: ModelConfig) -> ChatRequest:
         assert isinstance(rf, JsonSchemaFormat)
         rf = _replaced(rf, strict=False)
     return _replaced(request, tools=tools, response_format=rf)
+
+
+def _constrained_view(request: ChatRequest, plan: StrictPlan) -> ChatRequest:
+    copies = plan.upstream_tools
+    rf = request.response_format
+    output_changed = (
+        isinstance(rf, JsonSchemaFormat)
+        and rf.strict
+        and plan.output is not None
+        and plan.upstream_output is not rf.schema
+    )
+    if not copies and not output_changed:
+        return request  # the common case: every schema goes as the client sent it
+    tools = tuple(_provider_tool(t, copies) for t in request.tools)
+    if output_changed:
+        assert isinstance(rf, JsonSchemaFormat)
+        copy = plan.upstream_output
+        rf = _replaced(rf, strict=False) if copy is None else _replaced(rf, schema=copy)
+    return _replaced(request, tools=tools, response_format=rf)
+
+
+def _provider_tool(tool: ToolSpec, copies: Mapping[str, dict[str, Any] | None]) -> ToolSpec:
+    if not tool.strict or tool.name not in copies:
+        return tool
+    copy = copies[tool.name]
+    return _replaced(tool, strict=False) if copy is None else _replaced(tool, parameters=copy)
 
 
 _T = TypeVar("_T")
@@ -158,7 +187,9 @@ class ChatService:
             lint_cache=self.lint_cache,
             max_tools=self.settings.max_tools,
         )
-        return Prepared(model, plan, self.registry.get(model), upstream_view(request, model))
+        return Prepared(
+            model, plan, self.registry.get(model), upstream_view(request, model, plan)
+        )
 
     async def admit(self, ctx: RequestContext, estimated_tokens: int) -> None:
         """Ask the rate limiter; raise 429 with ``retry-after`` and ``x-ratelimit-*``."""

@@ -173,7 +173,7 @@ def test_long_enums_are_shortened_in_messages() -> None:
         {"type": "strnig"},
         {"required": "a"},
         {"oneOf": [{"type": "string"}]},
-        {"properties": {"a": {"default": 1}}},
+        {"properties": {"a": {"uniqueItems": True}}},
         {"type": "string", "pattern": "(a)\\1"},
         {"type": "string", "format": "uri"},
         {"$ref": "https://example.com/s.json"},

@@ -33,6 +33,7 @@ def anthropic_paths(decoded: DecodedRequest) -> ParamPaths:
         tool_name="tools[{i}].name",
         response_schema=decoded.format_param or "output_config.format.schema",
         tools="tools",
+        dialect="anthropic",
     )
 
 
