@@ -12,6 +12,7 @@ turns into headers and the ledger row.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 import operator
@@ -225,16 +226,43 @@ class ChatService:
         if ctx.tally is None:
             ctx.tally = Tally()
         try:
-            try:
-                first = await prepared.upstream.complete(
-                    prepared.upstream_request, prepared.model
-                )
-            except GatewayError:
-                ctx.tally.add_first(Usage())  # the call happened; its tokens are unknown
-                raise
-            ctx.tally.add_first(first.usage)
-            return await enforce_response(
-                first, prepared.upstream_request, prepared.enforce_context(ctx.tally)
-            )
+            return await self._choice(prepared, ctx.tally)
         finally:
             await self.settle(ctx, estimated_tokens)
+
+    async def complete_choices(
+        self,
+        request: ChatRequest,
+        ctx: RequestContext,
+        paths: ParamPaths,
+        *,
+        estimated_tokens: int = 0,
+    ) -> list[ChatResponse]:
+        """``request.n`` choices: one upstream call each, concurrently, every choice's strict
+        calls validated and corrected on its own; any failure fails the request (invalid
+        arguments are never returned). ``ctx.tally`` sums every call."""
+        prepared = await self.prepare(request, paths)
+        await self.admit(ctx, estimated_tokens)
+        if ctx.tally is None:
+            ctx.tally = Tally()
+        tally = ctx.tally
+        tasks = [asyncio.ensure_future(self._choice(prepared, tally)) for _ in range(request.n)]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            return [task.result() for task in tasks]  # re-raises the first failure
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.settle(ctx, estimated_tokens)
+
+    async def _choice(self, prepared: Prepared, tally: Tally) -> ChatResponse:
+        try:
+            first = await prepared.upstream.complete(prepared.upstream_request, prepared.model)
+        except GatewayError:
+            tally.add_first(Usage())  # the call happened; its tokens are unknown
+            raise
+        tally.add_first(first.usage)
+        return await enforce_response(
+            first, prepared.upstream_request, prepared.enforce_context(tally)
+        )

@@ -85,7 +85,15 @@ class FinalUsage:
     estimated: bool = False
 
 
-HeldEvent = StreamEvent | FinalUsage
+@record
+class Choice:
+    """With ``n > 1`` (``gateway.enforcement.choices``): the events after it, up to the next
+    ``Choice``, belong to choice ``index``."""
+
+    index: int
+
+
+HeldEvent = StreamEvent | FinalUsage | Choice
 
 
 class _Held:
@@ -439,6 +447,7 @@ def holdback_for(
 
 __all__ = [
     "CallEnforcer",
+    "Choice",
     "FinalUsage",
     "HeldEvent",
     "HoldBack",
