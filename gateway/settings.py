@@ -10,6 +10,7 @@ Config is TOML (path from ``--config`` or ``SYNTIC_CONFIG``)::
     api_key_env = "UPSTREAM_API_KEY"    # optional
     strict_tools = true                 # capabilities.strict_tools
     constrained = false                 # upstream enforces schemas itself
+    strictify = false                   # make every tool strict (the strict projection)
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class ModelConfig:
     api_key_env: str | None = None
     strict_tools: bool = True
     constrained: bool = False
+    # Every tool of every request made strict through the strict projection (docs/compatibility.md).
+    strictify: bool = False
     json_schema_output: bool = True
     streaming: bool = True
     timeout_s: float = 60.0

@@ -108,6 +108,8 @@ class ChatRequest:
     # Choices wanted; the gateway asks the upstream once per choice (each validated and
     # corrected on its own), so upstream adapters never see it.
     n: int = 1
+    # Make every tool strict through the strict projection (header ``x-syntic-strictify``).
+    strictify: bool = False
 
     def tool(self, name: str) -> ToolSpec | None:
         for t in self.tools:

@@ -9,6 +9,7 @@ before costs one hash. Non-strict tools pass through unchecked. The result is a
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 import validator
 from gateway.canonical import ChatRequest, JsonSchemaFormat
 from gateway.canonical.record import record
+from gateway.enforcement.projection import Projection, project
 from gateway.errors import InvalidRequest
 from gateway.settings import ModelConfig
 
@@ -72,6 +74,10 @@ class StrictPlan:
     # go as the client sent them.
     upstream_tools: Mapping[str, dict[str, Any] | None] = field(default_factory=dict)
     upstream_output: dict[str, Any] | None = None  # the strict output schema's copy
+    # Tools made strict through the projection (``tools`` holds the projection compiled),
+    # and the tools that could not be (sent untouched, non-strict), in request order.
+    projected: Mapping[str, Projection] = field(default_factory=dict)
+    refused: tuple[str, ...] = ()
 
     @property
     def enforced(self) -> bool:
@@ -154,6 +160,20 @@ class LintCache:
             found.copies[upstream] = provider_copy(schema, dialect, upstream)
         return found.compiled, found.copies[upstream]
 
+    async def projection(self, schema: dict[str, Any], path: str) -> Projection | None:
+        """``project(schema)``, cached beside the verdicts (off the event loop on a miss)."""
+        key = (validator.canonical_key(schema), path, "projection")
+        found = self._get(key)
+        if found is None:
+            self.misses += 1
+            found = _Verdict((), projection=await asyncio.to_thread(project, schema, path))
+            self._put(key, found)
+        if found.projection is None:
+            return None
+        # The projection's own verdict and compile go through the cache like any schema.
+        await self.resolve(found.projection.schema, path)
+        return found.projection
+
     async def _verdict(self, schema: Any, path: str, dialect: validator.Dialect) -> _Verdict:
         key = (validator.canonical_key(schema), path, dialect)
         found = self._get(key)
@@ -175,11 +195,14 @@ class _Verdict:
     compiled: validator.CompiledSchema | None = None
     # upstream dialect -> provider copy (filled on first use)
     copies: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    projection: Projection | None = None  # for a ("projection") key
 
     @property
     def size(self) -> int:
         """What the verdict holds against ``LintCache.max_bytes``: its compiled schema's
         canonical bytes (a rejected schema's issues are not counted)."""
+        if self.projection is not None:
+            return self.projection.checked.schema_bytes
         return 0 if self.compiled is None else self.compiled.schema_bytes
 
 
@@ -210,11 +233,16 @@ async def _lint_compile(
         raise SchemaRejected(issues) from exc
 
 
-def strict_requested(request: ChatRequest) -> bool:
-    """Whether the request asks for any guarantee (strict tool or strict json_schema)."""
+def strict_requested(request: ChatRequest, model: ModelConfig | None = None) -> bool:
+    """Whether the request asks for any guarantee: a strict tool, a strict json_schema, or
+    tools under the projection (``x-syntic-strictify`` or the model's ``strictify``)."""
     rf = request.response_format
-    return any(t.strict for t in request.tools) or (
-        isinstance(rf, JsonSchemaFormat) and rf.strict
+    if isinstance(rf, JsonSchemaFormat) and rf.strict:
+        return True
+    if not request.tools:
+        return False
+    return request.strictify or (model is not None and model.strictify) or any(
+        t.strict for t in request.tools
     )
 
 
@@ -235,7 +263,7 @@ async def check_request(
         )
     rf = request.response_format
     strict_output = isinstance(rf, JsonSchemaFormat) and rf.strict
-    if not strict_requested(request):
+    if not strict_requested(request, model):
         if not request.tools:
             return EMPTY_PLAN
         return StrictPlan(tool_names=frozenset(t.name for t in request.tools))
@@ -250,23 +278,43 @@ async def check_request(
     compiled: dict[str, validator.CompiledSchema] = {}
     upstream = _upstream_dialect(model)
     copies: dict[str, dict[str, Any] | None] = {}
+    projected: dict[str, Projection] = {}
+    refused: list[str] = []
     dialect = paths.dialect
+    projecting = request.strictify or model.strictify
     for i, tool in enumerate(request.tools):
         if tool.name in names:
             raise InvalidRequest(
                 f"Duplicate tool name {tool.name!r}.", param=paths.tool_name.format(i=i)
             )
         names.add(tool.name)
+        path = paths.tool(i)
         if not tool.strict:
+            if projecting:
+                found = await lint_cache.projection(tool.parameters, path)
+                if found is None:
+                    refused.append(tool.name)
+                else:
+                    projected[tool.name] = found
+                    compiled[tool.name] = await lint_cache.resolve(found.schema, path)
             continue
         if upstream is None:
-            compiled[tool.name] = await lint_cache.resolve(tool.parameters, paths.tool(i), dialect)
-        else:
-            compiled[tool.name], copy = await lint_cache.resolve_for(
-                tool.parameters, paths.tool(i), dialect, upstream
-            )
-            if copy is not tool.parameters:
-                copies[tool.name] = copy
+            compiled[tool.name] = await lint_cache.resolve(tool.parameters, path, dialect)
+            continue
+        compiled[tool.name], copy = await lint_cache.resolve_for(
+            tool.parameters, path, dialect, upstream
+        )
+        if copy is None:
+            # Its upstream's strict mode refuses it (Messages optional properties bound for
+            # an every-property-required upstream): carried by the projection when it has
+            # one, else sent non-strict and enforced by the gateway alone.
+            found = await lint_cache.projection(tool.parameters, path)
+            if found is not None:
+                projected[tool.name] = found
+                compiled[tool.name] = await lint_cache.resolve(found.schema, path)
+                copy = found.schema
+        if copy is not tool.parameters:
+            copies[tool.name] = copy
     output = None
     output_copy = None
     if strict_output:
@@ -284,6 +332,8 @@ async def check_request(
         tool_names=frozenset(names),
         upstream_tools=copies,
         upstream_output=output_copy,
+        projected=projected,
+        refused=tuple(refused),
     )
 
 

@@ -215,15 +215,30 @@ def test_constrained_upstream_gets_the_copy_without_annotations(
     assert schema == _no_annotations(ANNOTATED)  # title and description stay
 
 
-def test_optional_properties_go_non_strict_to_an_every_property_upstream(
+def test_optional_properties_travel_as_the_projection_to_an_every_property_upstream(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
+    # What a strict model must send under the projection: every property, null for absent.
     upstream.queue(
-        Reply(tool_calls=[Call("search", '{"city": 7}')]),
-        Reply(tool_calls=[Call("search", '{"city": "Turin"}')]),
+        Reply(tool_calls=[Call("search", '{"city": 7, "limit": null, "cuisine": null}')]),
+        Reply(tool_calls=[Call("search", '{"city": "Turin", "limit": null, "cuisine": null}')]),
     )
     msg, headers = messages(gw, "oa-constrained", SEARCH)
     schema, strict = sent_schema(upstream)
-    assert (schema, strict) == (SEARCH, None)  # OpenAI strict mode would refuse it
-    assert next(b.input for b in msg.content if b.type == "tool_use") == {"city": "Turin"}
+    assert strict is True  # OpenAI strict mode would refuse SEARCH itself
+    assert schema == {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "limit": {"type": ["integer", "null"]},
+            "cuisine": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        },
+        "required": ["city", "limit", "cuisine"],
+        "additionalProperties": False,
+    }
+    # Canonicalized back: the injected null of "limit" removed, "cuisine"'s null is data.
+    assert next(b.input for b in msg.content if b.type == "tool_use") == {
+        "city": "Turin",
+        "cuisine": None,
+    }
     assert headers["x-syntic-schema-retries"] == "1"

@@ -9,6 +9,7 @@ from starlette.responses import Response
 from gateway.dialects.openai.decode import decode_chat_request
 from gateway.dialects.openai.encode import encode_chat_choices, encode_chat_response
 from gateway.dialects.openai.stream_endpoint import stream_chat_completions
+from gateway.dialects.strictify_header import with_strictify_header
 from gateway.enforcement import OPENAI_PATHS, strict_requested
 from gateway.errors import InvalidRequest
 from gateway.http import JsonResponse, read_body, request_context
@@ -23,7 +24,7 @@ async def chat_completions(request: Request) -> Response:
     except orjson.JSONDecodeError as exc:
         raise InvalidRequest(f"The request body is not valid JSON: {exc}.",
                              code="invalid_json") from exc
-    chat = decode_chat_request(data)
+    chat = with_strictify_header(request, decode_chat_request(data))
     ctx.model = chat.model
     ctx.enforced = strict_requested(chat)
     service: ChatService = request.app.state.service
