@@ -20,6 +20,7 @@ _SCHEMA_MAPS = ("properties", "$defs")  # name -> schema
 _SCHEMA_LISTS = ("anyOf",)
 _SCHEMA_VALUES = ("items", "additionalProperties")
 _MAX_DEPTH = 128
+_DROPPED: Any = object()  # marks a member left out of the copy
 
 
 def without_annotations(schema: Any) -> Any:
@@ -64,5 +65,3 @@ def _strip_map(value: Mapping[str, Any], depth: int) -> Any:
         return value
     return stripped
 
-
-_DROPPED: Any = object()

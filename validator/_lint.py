@@ -412,12 +412,6 @@ class _Walk:
             self.bad(kpath, f'"examples" must be an array, not {_kind(value)}')
         elif key in _FLAGS and not isinstance(value, bool):
             self.bad(kpath, f'"{key}" must be a boolean, not {_kind(value)}')
-        elif key in ("default", "examples"):
-            self._count_annotation(value)
-
-    def _count_annotation(self, value: Any) -> None:
-        # Annotation values are counted like const values (they are client text too).
-        self.string_chars += value_chars(value, self.limits.max_string_chars)
 
     def _type(self, value: Any, kpath: str) -> None:
         if isinstance(value, str):
