@@ -47,6 +47,9 @@ TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", 
 FORMATS = frozenset(
     {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 )
+# Anthropic's strict mode also takes "uri" (pydantic's HttpUrl/AnyUrl); OpenAI's refuses it.
+DIALECT_FORMATS = {"openai": FORMATS, "anthropic": FORMATS | {"uri"}}
+ENGINE_FORMATS = FORMATS | {"uri"}  # what compile checks, strict or not
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 # ``$schema`` values accepted at the root: identifiers, never fetched. Draft-07 (which MCP
 # servers send) differs from 2020-12 only in keywords the subset refuses or ignores.
@@ -388,10 +391,11 @@ class _Walk:
         elif key == "pattern":
             self._pattern(value, kpath)
         elif key == "format":
-            if not isinstance(value, str) or value not in FORMATS:
+            formats = DIALECT_FORMATS[self.dialect] if self.strict else ENGINE_FORMATS
+            if not isinstance(value, str) or value not in formats:
                 self.bad(
                     kpath,
-                    f"unsupported format {_show(value)}; supported: {', '.join(sorted(FORMATS))}",
+                    f"unsupported format {_show(value)}; supported: {', '.join(sorted(formats))}",
                 )
         elif key in _NON_NEGATIVE_INT:
             if not _is_non_negative_int(value):

@@ -18,3 +18,9 @@ class TreeNode(pydantic.BaseModel):
 
     name: str
     children: list[TreeNode] = []
+
+
+class Bookmark(pydantic.BaseModel):
+    """Save a link."""
+
+    url: pydantic.HttpUrl

@@ -7,10 +7,12 @@ import json
 from typing import Any
 
 import anthropic
+import openai
+import pydantic
 import pytest
 from anthropic.lib._parse._transform import transform_schema
 
-from tests.clients.models import Search, TreeNode
+from tests.clients.models import Bookmark, Search, TreeNode
 from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
 
@@ -21,7 +23,7 @@ def client(gw: GatewayProcess) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0)
 
 
-def tool(model: type[Search] | type[TreeNode]) -> Any:
+def tool(model: type[pydantic.BaseModel]) -> Any:
     return {"name": model.__name__, "strict": True, "input_schema": transform_schema(model)}
 
 
@@ -76,3 +78,34 @@ def test_messages_parse_output_format(gw: GatewayProcess, upstream: ScriptedUpst
     assert parsed.parsed_output == Search(city="Turin", limit=2)
     sent = upstream.requests[0].body
     assert sent["response_format"]["json_schema"]["schema"]["required"] == ["city"]
+
+
+def test_http_url_field_uses_the_uri_format(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
+    assert transform_schema(Bookmark)["properties"]["url"]["format"] == "uri"
+    upstream.queue(
+        Reply(tool_calls=[Call("Bookmark", '{"url": "not a url"}')]),
+        Reply(tool_calls=[Call("Bookmark", '{"url": "https://example.org/a"}')]),
+    )
+    with client(gw) as c:
+        raw = c.messages.with_raw_response.create(
+            model="an-strict", max_tokens=256, messages=USER, tools=[tool(Bookmark)]
+        )
+    assert raw.headers["x-syntic-schema-retries"] == "1"  # the format is enforced
+    [block] = [b for b in raw.parse().content if b.type == "tool_use"]
+    assert block.input == {"url": "https://example.org/a"}
+    # OpenAI's strict mode has no "uri" format: chat completions refuses it, with the path.
+    oa_tool = {
+        "type": "function",
+        "function": {"name": "b", "strict": True, "parameters": openai.pydantic_function_tool(
+            Bookmark)["function"]["parameters"]},
+    }
+    with (
+        openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0) as oc,
+        pytest.raises(openai.BadRequestError) as info,
+    ):
+        oc.chat.completions.create(model="strict-model", messages=USER, tools=[oa_tool])  # type: ignore[list-item]
+    error = info.value.response.json()["error"]
+    assert (error["code"], error["param"]) == (
+        "invalid_tool_schema",
+        "tools[0].function.parameters.properties.url.format",
+    )

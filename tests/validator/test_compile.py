@@ -175,7 +175,7 @@ def test_long_enums_are_shortened_in_messages() -> None:
         {"oneOf": [{"type": "string"}]},
         {"properties": {"a": {"uniqueItems": True}}},
         {"type": "string", "pattern": "(a)\\1"},
-        {"type": "string", "format": "uri"},
+        {"type": "string", "format": "iri"},
         {"$ref": "https://example.com/s.json"},
         {"minimum": "1"},
         {"multipleOf": 0},

@@ -151,7 +151,7 @@ ROWS: list[tuple[str, Any, str, list[tuple[str, str]]]] = [
     ),
     (
         "empty property name quoted",
-        obj({"": {"format": "uri"}}),
+        obj({"": {"format": "iri"}}),
         "",
         [(BAD, 'properties[""].format')],
     ),
@@ -223,7 +223,7 @@ ROWS: list[tuple[str, Any, str, list[tuple[str, str]]]] = [
     ("pattern ok", one({"type": "string", "pattern": "^(a+)+$"}), "", []),
     (
         "format unsupported",
-        one({"type": "string", "format": "uri"}),
+        one({"type": "string", "format": "iri"}),
         "",
         [(BAD, "properties.x.format")],
     ),

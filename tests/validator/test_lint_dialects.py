@@ -189,3 +189,12 @@ def test_constraining_keywords_are_enough() -> None:
 
 def test_non_strict_compile_still_accepts_empty_schemas() -> None:
     assert validator.compile({"type": "object", "properties": {"x": {}}}).validate({"x": [1]}) == []
+
+
+def test_uri_format_is_a_messages_format() -> None:
+    schema = _one({"type": "string", "format": "uri"})
+    assert lint(schema, dialect="anthropic") == []
+    assert _pairs(lint(schema, path="p")) == [(BAD, "p.properties.x.format")]
+    compiled = validator.compile(schema)  # the engine checks it whatever the dialect
+    assert compiled.validate({"x": "https://example.org/a?b#c"}) == []
+    assert compiled.validate({"x": "not a uri"})
