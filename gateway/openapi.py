@@ -139,6 +139,12 @@ _SCHEMAS: dict[str, Any] = {
             "stream": {"type": "boolean"},
             "max_tokens": {"type": "integer"},
             "temperature": {"type": "number"},
+            "n": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 16,
+                "description": "Choices: one upstream call each, each enforced on its own.",
+            },
         },
     },
     "ChatCompletion": {
@@ -371,7 +377,10 @@ _SCHEMAS: dict[str, Any] = {
     },
 }
 
-_RETRIES = {"x-syntic-schema-retries": {"$ref": "#/components/headers/SchemaRetries"}}
+_RETRIES = {
+    "x-syntic-schema-retries": {"$ref": "#/components/headers/SchemaRetries"},
+    "x-syntic-strict-refused": {"$ref": "#/components/headers/StrictRefused"},
+}
 _REQ_ID = {"x-request-id": {"$ref": "#/components/headers/RequestId"}}
 _BEARER: list[dict[str, list[str]]] = [{"bearer": []}, {"apiKey": []}]
 
@@ -479,6 +488,11 @@ def openapi_document() -> dict[str, Any]:
                 "SchemaRetries": {
                     "schema": {"type": "string", "pattern": "^[0-9]+$"},
                     "description": "Correction calls made; sent when strict was requested.",
+                },
+                "StrictRefused": {
+                    "schema": {"type": "string"},
+                    "description": "Tools the strict projection (x-syntic-strictify: 1 or "
+                    "the model's strictify) could not make strict, comma-separated.",
                 },
             },
         },

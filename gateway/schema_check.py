@@ -54,6 +54,7 @@ class SchemaInput:
     name: str | None
     strict: bool
     schema: Any
+    dialect: validator.Dialect = "openai"  # Anthropic-shaped input: the Messages rules
 
 
 def _issue(i: validator.Issue) -> dict[str, Any]:
@@ -83,7 +84,13 @@ def _tool_inputs(tools: Any, max_tools: int) -> list[SchemaInput]:
         elif "input_schema" in tool:
             param = f"tools[{i}].input_schema"
             found.append(
-                SchemaInput(param, _name(tool), tool.get("strict") is True, tool["input_schema"])
+                SchemaInput(
+                    param,
+                    _name(tool),
+                    tool.get("strict") is True,
+                    tool["input_schema"],
+                    "anthropic",
+                )
             )
         else:
             raise InvalidRequest(
@@ -123,7 +130,7 @@ def _output_config_input(value: Any) -> SchemaInput:
     if "schema" not in fmt:
         raise InvalidRequest(f"{param} is required.", param=param)
     # Anthropic's structured output is always enforced.
-    return SchemaInput(param, None, True, fmt["schema"])
+    return SchemaInput(param, None, True, fmt["schema"], "anthropic")
 
 
 def schema_inputs(body: Any, max_tools: int) -> list[SchemaInput]:
@@ -146,7 +153,7 @@ def schema_inputs(body: Any, max_tools: int) -> list[SchemaInput]:
 
 def check_schema(item: SchemaInput) -> dict[str, Any]:
     """Lint one schema; strictify it when it is not strict-ready (synchronous, CPU only)."""
-    report = validator.lint_report(item.schema, path=item.param)
+    report = validator.lint_report(item.schema, path=item.param, dialect=item.dialect)
     entry: dict[str, Any] = {
         "param": item.param,
         "name": item.name,
@@ -169,7 +176,9 @@ def check_schema(item: SchemaInput) -> dict[str, Any]:
 class Resolver(Protocol):
     """The request path's verdict cache (``gateway.enforcement.LintCache``)."""
 
-    async def resolve(self, schema: Any, path: str) -> validator.CompiledSchema: ...
+    async def resolve(
+        self, schema: Any, path: str, dialect: validator.Dialect = "openai"
+    ) -> validator.CompiledSchema: ...
 
 
 async def _warm(entry: dict[str, Any], item: SchemaInput, cache: Resolver | None) -> None:
@@ -177,7 +186,7 @@ async def _warm(entry: dict[str, Any], item: SchemaInput, cache: Resolver | None
     request with it starts warm; a compile-time refusal becomes an issue."""
     try:
         if cache is not None:
-            await cache.resolve(item.schema, item.param)
+            await cache.resolve(item.schema, item.param, item.dialect)
         else:
             await validator.compile_async(item.schema)
     except SchemaRejected as exc:

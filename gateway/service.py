@@ -12,14 +12,17 @@ turns into headers and the ledger row.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 import operator
+from collections.abc import Mapping
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import validator
 from gateway.call_journal import JournaledUpstream
-from gateway.canonical import ChatRequest, ChatResponse, JsonSchemaFormat, Usage
+from gateway.canonical import ChatRequest, ChatResponse, JsonSchemaFormat, ToolSpec, Usage
 from gateway.canonical.record import record
 from gateway.context import RequestContext, Tally
 from gateway.enforcement import (
@@ -52,21 +55,64 @@ class Prepared:
         return EnforceContext(self.upstream, self.model, self.plan, tally)
 
 
-def upstream_view(request: ChatRequest, model: ModelConfig) -> ChatRequest:
-    """What the upstream sees: the catalogue's ``strict`` flags pass through only to a
-    constrained engine; otherwise the gateway enforces and the upstream gets plain tools."""
+def upstream_view(request: ChatRequest, model: ModelConfig, plan: StrictPlan) -> ChatRequest:
+    """What the upstream sees. To a constrained engine the ``strict`` flags pass through,
+    each strict schema as its provider copy from the plan (annotations the provider refuses
+    dropped; a schema its strict mode refuses goes non-strict, or as its projection). A
+    tool made strict by the projection is sent as the projection, ``strict`` only to a
+    constrained engine. Otherwise the gateway enforces and the upstream gets plain tools."""
     if model.constrained:
-        return request
+        return _constrained_view(request, plan)
     strict_tools = any(t.strict for t in request.tools)
     rf = request.response_format
     strict_rf = isinstance(rf, JsonSchemaFormat) and rf.strict
-    if not strict_tools and not strict_rf:
+    if not strict_tools and not strict_rf and not plan.projected:
         return request
-    tools = tuple(_replaced(t, strict=False) if t.strict else t for t in request.tools)
+    tools = tuple(_plain_tool(t, plan) for t in request.tools)
     if strict_rf:
         assert isinstance(rf, JsonSchemaFormat)
         rf = _replaced(rf, strict=False)
     return _replaced(request, tools=tools, response_format=rf)
+
+
+def _plain_tool(tool: ToolSpec, plan: StrictPlan) -> ToolSpec:
+    projection = plan.projected.get(tool.name) if plan.projected else None
+    if projection is not None:
+        return _replaced(tool, parameters=projection.schema, strict=False)
+    return _replaced(tool, strict=False) if tool.strict else tool
+
+
+def _constrained_view(request: ChatRequest, plan: StrictPlan) -> ChatRequest:
+    copies = plan.upstream_tools
+    rf = request.response_format
+    output_changed = (
+        isinstance(rf, JsonSchemaFormat)
+        and rf.strict
+        and plan.output is not None
+        and plan.upstream_output is not rf.schema
+    )
+    if not copies and not output_changed and not plan.projected:
+        return request  # the common case: every schema goes as the client sent it
+    tools = tuple(_provider_tool(t, copies, plan) for t in request.tools)
+    if output_changed:
+        assert isinstance(rf, JsonSchemaFormat)
+        copy = plan.upstream_output
+        rf = _replaced(rf, strict=False) if copy is None else _replaced(rf, schema=copy)
+    return _replaced(request, tools=tools, response_format=rf)
+
+
+def _provider_tool(
+    tool: ToolSpec, copies: Mapping[str, dict[str, Any] | None], plan: StrictPlan
+) -> ToolSpec:
+    if not tool.strict:
+        projection = plan.projected.get(tool.name) if plan.projected else None
+        if projection is None:
+            return tool
+        return _replaced(tool, parameters=projection.schema, strict=True)
+    if tool.name not in copies:
+        return tool
+    copy = copies[tool.name]
+    return _replaced(tool, strict=False) if copy is None else _replaced(tool, parameters=copy)
 
 
 _T = TypeVar("_T")
@@ -152,8 +198,12 @@ class ChatService:
             )
         return model
 
-    async def prepare(self, request: ChatRequest, paths: ParamPaths) -> Prepared:
-        """Model lookup and request-side checks; raises 404/400 before any upstream call."""
+    async def prepare(
+        self, request: ChatRequest, paths: ParamPaths, ctx: RequestContext | None = None
+    ) -> Prepared:
+        """Model lookup and request-side checks; raises 404/400 before any upstream call.
+        With ``ctx``: a plan that enforces sends the retries header, and tools the
+        projection could not make strict are named in ``x-syntic-strict-refused``."""
         model = self.model(request.model)
         plan = await check_request(
             request,
@@ -162,7 +212,15 @@ class ChatService:
             lint_cache=self.lint_cache,
             max_tools=self.settings.max_tools,
         )
-        return Prepared(model, plan, self.registry.get(model), upstream_view(request, model))
+        if ctx is not None:
+            if plan.enforced:
+                ctx.enforced = True
+            if plan.refused:
+                names = ",".join(quote(name, safe="-_.") for name in plan.refused)
+                ctx.add_raw_headers([(b"x-syntic-strict-refused", names.encode())])
+        return Prepared(
+            model, plan, self.registry.get(model), upstream_view(request, model, plan)
+        )
 
     async def admit(self, ctx: RequestContext, estimated_tokens: int) -> None:
         """Ask the rate limiter; raise 429 with ``retry-after`` and ``x-ratelimit-*``."""
@@ -194,21 +252,48 @@ class ChatService:
         estimated_tokens: int = 0,
     ) -> ChatResponse:
         """A non-streaming request end to end; ``response.usage`` sums every upstream call."""
-        prepared = await self.prepare(request, paths)
+        prepared = await self.prepare(request, paths, ctx)
         await self.admit(ctx, estimated_tokens)
         if ctx.tally is None:
             ctx.tally = Tally()
         try:
-            try:
-                first = await prepared.upstream.complete(
-                    prepared.upstream_request, prepared.model
-                )
-            except GatewayError:
-                ctx.tally.add_first(Usage())  # the call happened; its tokens are unknown
-                raise
-            ctx.tally.add_first(first.usage)
-            return await enforce_response(
-                first, prepared.upstream_request, prepared.enforce_context(ctx.tally)
-            )
+            return await self._choice(prepared, ctx.tally)
         finally:
             await self.settle(ctx, estimated_tokens)
+
+    async def complete_choices(
+        self,
+        request: ChatRequest,
+        ctx: RequestContext,
+        paths: ParamPaths,
+        *,
+        estimated_tokens: int = 0,
+    ) -> list[ChatResponse]:
+        """``request.n`` choices: one upstream call each, concurrently, every choice's strict
+        calls validated and corrected on its own; any failure fails the request (invalid
+        arguments are never returned). ``ctx.tally`` sums every call."""
+        prepared = await self.prepare(request, paths, ctx)
+        await self.admit(ctx, estimated_tokens)
+        if ctx.tally is None:
+            ctx.tally = Tally()
+        tally = ctx.tally
+        tasks = [asyncio.ensure_future(self._choice(prepared, tally)) for _ in range(request.n)]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            return [task.result() for task in tasks]  # re-raises the first failure
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.settle(ctx, estimated_tokens)
+
+    async def _choice(self, prepared: Prepared, tally: Tally) -> ChatResponse:
+        try:
+            first = await prepared.upstream.complete(prepared.upstream_request, prepared.model)
+        except GatewayError:
+            tally.add_first(Usage())  # the call happened; its tokens are unknown
+            raise
+        tally.add_first(first.usage)
+        return await enforce_response(
+            first, prepared.upstream_request, prepared.enforce_context(tally)
+        )

@@ -12,6 +12,7 @@ Config is TOML (path from ``--config`` or ``SYNTIC_CONFIG``)::
     constrained = false                 # upstream enforces schemas itself
     correction = "constrained"          # optional: the correction call under the schema
     constrained_field = "vllm"          # how this engine is asked for it (openai provider)
+    strictify = false                   # make every tool strict (the strict projection)
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class ModelConfig:
     api_key_env: str | None = None
     strict_tools: bool = True
     constrained: bool = False
+    # Every tool of every request made strict through the strict projection (docs/compatibility.md).
+    strictify: bool = False
     json_schema_output: bool = True
     streaming: bool = True
     timeout_s: float = 60.0

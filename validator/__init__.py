@@ -15,6 +15,7 @@ Example::
     validator.lint_report(schema).to_json()       # issues + every limit counted
     result = validator.strictify(ordinary_schema) # projection or refusals with paths
     args = validator.canonicalize(model_args, ordinary_schema)  # drops injected nulls
+    upstream = validator.without_annotations(schema)   # provider copy: no default, examples...
 
 ``Issue.param`` paths follow schema keywords (``properties.note``, ``items``,
 ``anyOf[1]``, ``$defs.Node``); names that are not simple identifiers are quoted
@@ -24,6 +25,7 @@ Command line: ``python -m validator lint|strictify|validate`` (see ``validator._
 
 from __future__ import annotations
 
+from validator._annotations import without_annotations
 from validator._compile import (
     DEFAULT_CACHE_MAX_BYTES,
     OFFLOAD_CODE_BYTES,
@@ -37,6 +39,7 @@ from validator._compile import (
     configure_cache,
     lint_compile_async,
 )
+from validator._dialect import Dialect
 from validator._errors import ValidationError
 from validator._issues import Issue, IssueCode, SchemaError
 from validator._lint import LIMITS, Limits, LintReport, lint, lint_report
@@ -49,6 +52,7 @@ __all__ = [
     "OFFLOAD_INTERPRETER_BYTES",
     "CacheStats",
     "CompiledSchema",
+    "Dialect",
     "Issue",
     "IssueCode",
     "Limits",
@@ -66,4 +70,5 @@ __all__ = [
     "lint_compile_async",
     "lint_report",
     "strictify",
+    "without_annotations",
 ]

@@ -40,7 +40,9 @@ from typing import Any
 import orjson
 
 from validator._codegen import CodegenError, generate
-from validator._errors import ValidationError
+from validator._dialect import Dialect
+from validator._dupkeys import duplicate_key
+from validator._errors import ValidationError, error, show
 from validator._interp import Interpreter
 from validator._ir import BuildError, Table, build
 from validator._issues import Issue, SchemaError
@@ -206,12 +208,17 @@ class CompiledSchema:
         return errors
 
     def validate_json(self, raw: bytes | str) -> list[ValidationError]:
-        """Parse ``raw`` with orjson and validate it; unparseable input is one ``json`` error."""
+        """Parse ``raw`` with orjson and validate it; unparseable input is one ``json`` error,
+        and so is an object with a duplicate key (readers disagree on which one wins)."""
         try:
             instance = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             reason = str(exc).split(":", 1)[0] or "parse error"
             return [ValidationError("", "json", f"/ is not valid JSON: {reason}")]
+        duplicate = duplicate_key(raw, instance)
+        if duplicate is not None:
+            path, key = duplicate
+            return [error(path, "json", f"has duplicate key {show(key)}")]
         return self.validate(instance)
 
     async def validate_json_async(self, raw: bytes | str) -> list[ValidationError]:
@@ -481,10 +488,12 @@ async def compile_async(schema: Mapping[str, Any] | bool) -> CompiledSchema:
     return await asyncio.wrap_future(flight)
 
 
-def _lint_then_compile(schema: Any, path: str) -> tuple[list[Issue], CompiledSchema | None]:
+def _lint_then_compile(
+    schema: Any, path: str, dialect: Dialect
+) -> tuple[list[Issue], CompiledSchema | None]:
     from validator._lint import lint  # the lint module imports the engine's helpers
 
-    issues = lint(schema, path=path)
+    issues = lint(schema, path=path, dialect=dialect)
     if issues:
         return issues, None
     key, text = _canonical(schema)
@@ -497,7 +506,7 @@ def _lint_then_compile(schema: Any, path: str) -> tuple[list[Issue], CompiledSch
 
 
 async def lint_compile_async(
-    schema: Mapping[str, Any] | bool, *, path: str = ""
+    schema: Mapping[str, Any] | bool, *, path: str = "", dialect: Dialect = "openai"
 ) -> tuple[list[Issue], CompiledSchema | None]:
     """``lint`` and, when it finds nothing, ``compile``: one lint walk (compile's own
     subset check is covered by it), all in a worker thread, through the shared cache.
@@ -507,7 +516,7 @@ async def lint_compile_async(
 
     >>> issues, compiled = await lint_compile_async(schema, path="tools[0].function.parameters")
     """
-    return await asyncio.to_thread(_lint_then_compile, schema, path)
+    return await asyncio.to_thread(_lint_then_compile, schema, path, dialect)
 
 
 def _complete_quietly(key: str, text: bytes, flight: Future[CompiledSchema]) -> None:

@@ -3,9 +3,10 @@
 ``format`` is asserted (strict mode promises it), following the JSON Schema Test Suite's
 ``optional/format`` cases: date-time, time, date, duration (RFC 3339), email (RFC 5321
 mailbox incl. quoted local parts and address literals), hostname (RFC 1123 + IDNA 2008
-A-labels), ipv4, ipv6, uuid. Every checker is a fixed, unambiguous pattern (linear time) plus
-bounded arithmetic, or a length-capped parse (see ``_rx``); non-strings are not checked (the suite's
-"all string formats ignore integers" cases).
+A-labels), ipv4, ipv6, uuid, and uri (RFC 3986, ASCII only; strict only in the Messages
+dialect). Every checker is a fixed, unambiguous pattern (linear time) plus bounded
+arithmetic, or a length-capped parse (see ``_rx``); non-strings are not checked (the
+suite's "all string formats ignore integers" cases).
 """
 
 from __future__ import annotations
@@ -47,8 +48,20 @@ _LABEL = _rx(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 _DOT_ATOM = _rx(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$")
 _QUOTED = _rx(r'^"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"$')
 
+# RFC 3986: a scheme, and the character sets of each URI part (pct-encoded triplets apart).
+_SCHEME = _rx(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+_UNRESERVED_SUB = r"A-Za-z0-9\-._~!$&'()*+,;="
+_PCT = r"%[0-9A-Fa-f]{2}"
+_PATH = _rx(rf"^(?:[{_UNRESERVED_SUB}:@/]|{_PCT})*$")
+_QUERY = _rx(rf"^(?:[{_UNRESERVED_SUB}:@/?]|{_PCT})*$")
+_USERINFO = _rx(rf"^(?:[{_UNRESERVED_SUB}:]|{_PCT})*$")
+_REG_NAME = _rx(rf"^(?:[{_UNRESERVED_SUB}]|{_PCT})*$")
+_PORT = _rx(r"^[0-9]*$")
+_IPV_FUTURE = _rx(rf"^v[0-9A-Fa-f]+\.[{_UNRESERVED_SUB}:]+$")
+
 _DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-_MAX_LEN = 1024  # no supported format is longer; longer strings are rejected before parsing
+_MAX_LEN = 1024  # no other supported format is longer; longer strings are rejected unparsed
+_MAX_URI_LEN = 8192  # browsers' and servers' common URL limit; the uri checks are linear
 
 
 def _is_leap(year: int) -> bool:
@@ -153,9 +166,44 @@ def is_email(value: str) -> bool:
     return is_hostname(domain)
 
 
-def _capped(check: Callable[[str], bool]) -> Callable[[str], bool]:
+def is_uri(value: str) -> bool:
+    """An absolute URI (RFC 3986 ``URI``): scheme, then hier-part, query and fragment."""
+    if not value.isascii():
+        return False
+    scheme = _SCHEME.match(value)
+    if scheme is None:
+        return False
+    rest, _, fragment = value[scheme.end() :].partition("#")
+    hier, _, query = rest.partition("?")
+    if _QUERY.fullmatch(fragment) is None or _QUERY.fullmatch(query) is None:
+        return False
+    if not hier.startswith("//"):
+        return _PATH.fullmatch(hier) is not None
+    authority, slash, path = hier[2:].partition("/")
+    if _PATH.fullmatch(slash + path) is None:
+        return False
+    userinfo, at, hostport = authority.rpartition("@")
+    if at and _USERINFO.fullmatch(userinfo) is None:
+        return False
+    return _host_port(hostport)
+
+
+def _host_port(hostport: str) -> bool:
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        if end < 0:
+            return False
+        literal, port = hostport[1:end], hostport[end + 1 :]
+        if not (is_ipv6(literal) or _IPV_FUTURE.fullmatch(literal) is not None):
+            return False
+        return port == "" or (port[0] == ":" and _PORT.fullmatch(port[1:]) is not None)
+    host, _, port = hostport.partition(":")
+    return _REG_NAME.fullmatch(host) is not None and _PORT.fullmatch(port) is not None
+
+
+def _capped(check: Callable[[str], bool], limit: int = _MAX_LEN) -> Callable[[str], bool]:
     def capped(value: str) -> bool:
-        return len(value) <= _MAX_LEN and check(value)
+        return len(value) <= limit and check(value)
 
     return capped
 
@@ -171,6 +219,7 @@ FORMATS: Mapping[str, Callable[[str], bool]] = MappingProxyType(
         "ipv4": _capped(is_ipv4),
         "ipv6": _capped(is_ipv6),
         "uuid": _capped(is_uuid),
+        "uri": _capped(is_uri, _MAX_URI_LEN),
     }
 )
 

@@ -24,18 +24,28 @@ __all__ = ["MAX_SCHEMA_DEPTH", "BuildError", "Node", "Table", "build"]
 
 MAX_SCHEMA_DEPTH = 64
 MAX_NODES = 200_000
-DRAFT_2020_12 = (
-    "https://json-schema.org/draft/2020-12/schema",
-    "https://json-schema.org/draft/2020-12/schema#",
+SCHEMA_URIS = frozenset(
+    {
+        "https://json-schema.org/draft/2020-12/schema",
+        "https://json-schema.org/draft/2020-12/schema#",
+        "http://json-schema.org/draft-07/schema#",
+        "http://json-schema.org/draft-07/schema",
+        "https://json-schema.org/draft-07/schema#",
+        "https://json-schema.org/draft-07/schema",
+    }
 )
 TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
 _COUNTS = ("minLength", "maxLength", "minItems", "maxItems")
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _ANNOTATIONS = frozenset({"description", "title"})
+# Annotations: accepted and ignored (they never constrain a value).
+_IGNORED = frozenset(
+    {"default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "discriminator"}
+)
 KEYWORDS = frozenset(
     {"type", "properties", "required", "additionalProperties", "items", "anyOf", "enum",
      "const", "$defs", "$ref", "pattern", "format", "multipleOf", "$schema",
-     *_COUNTS, *_BOUNDS, *_ANNOTATIONS}
+     *_COUNTS, *_BOUNDS, *_ANNOTATIONS, *_IGNORED}
 )  # fmt: skip
 
 
@@ -68,6 +78,10 @@ def _number(value: Any, param: str, keyword: str) -> int | float:
     if isinstance(value, float) and not math.isfinite(value):
         raise BuildError(param, f"{keyword} must be a finite number")
     return value
+
+
+def _known_schema_uri(value: Any) -> bool:
+    return isinstance(value, str) and value in SCHEMA_URIS
 
 
 def _at(loc: str, *tokens: str) -> str:
@@ -169,8 +183,10 @@ class _Builder:
         for key in _ANNOTATIONS:
             if key in schema and not isinstance(schema[key], str):
                 raise BuildError(join(param, key), f"{key} must be a string")
-        if "$schema" in schema and (loc or schema["$schema"] not in DRAFT_2020_12):
-            raise BuildError(join(param, "$schema"), "only the draft 2020-12 $schema is supported")
+        if "$schema" in schema and (loc or not _known_schema_uri(schema["$schema"])):
+            raise BuildError(
+                join(param, "$schema"), "only the draft 2020-12 or draft-07 $schema is supported"
+            )
         if "$defs" in schema:
             defs = schema["$defs"]
             if not isinstance(defs, dict):

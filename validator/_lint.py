@@ -1,11 +1,14 @@
 """Strict-subset lint: every issue in a schema, in document order, with exact ``param`` paths.
 
-Rules (spec "Schema rules in strict mode"; issue #2 part 1):
+Rules (spec "Schema rules in strict mode"), per :data:`Dialect`:
 
 * ``schema_not_strict``: an object schema whose ``additionalProperties`` is not ``false``
-  (param: the object's path); a property missing from ``required`` (param:
-  ``<object>.required``, one issue per missing property, named in the message); a root that
-  is not ``"type": "object"`` (param: the root path).
+  (param: the object's path); a schema that constrains nothing (no ``type``, ``enum``,
+  ``const``, ``anyOf`` or ``$ref``) or an array without ``items`` (param: that schema's
+  path); a root that is not ``"type": "object"`` (param: the root path). Under ``openai``
+  only: a property missing from ``required`` (param: ``<object>.required``, one issue per
+  missing property, named in the message). Under ``anthropic`` a root ``$ref`` to an object
+  definition is an object root.
 * ``invalid_tool_schema``: a keyword outside the supported subset, a malformed keyword value
   (param: ``<schema>.<keyword>``, or ``...<keyword>[i]`` for a bad array element), a
   ``$ref`` that is not local or names a missing definition, a pattern RE2 refuses, and every
@@ -15,11 +18,12 @@ Decisions (documented here because the strict subset leaves them open):
 
 * Boolean subschemas (``true``/``false``) are outside the subset, except as the value of
   ``additionalProperties``.
-* ``$defs`` and ``$schema`` are accepted only at the root; ``$schema`` only as the Draft
-  2020-12 URI (it is an identifier, never fetched).
-* A ``$ref`` may only sit beside ``description`` and ``title`` (OpenAI's strict rule;
-  sibling constraints would be an implicit ``allOf``). Supported targets: ``#`` and
-  ``#/$defs/<name>`` (see :func:`validator._paths.parse_local_ref`).
+* ``$defs`` and ``$schema`` are accepted only at the root; ``$schema`` as the draft 2020-12
+  or draft-07 URI (it is an identifier, never fetched).
+* Annotations (``FREE_ANNOTATIONS``, ``description``, ``title``) are accepted anywhere and
+  never constrain a value. A ``$ref`` may only sit beside annotations (sibling constraints
+  would be an implicit ``allOf``). Supported targets: ``#`` and ``#/$defs/<name>`` (see
+  :func:`validator._paths.parse_local_ref`).
 * Integer-valued keywords (``minLength`` ...) accept ``2`` and ``2.0`` but not ``true``.
 
 The walk is iterative and keyword-driven, bounded by ``Limits.max_schema_depth`` and a node
@@ -33,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from validator._dialect import Dialect
 from validator._issues import Issue, IssueCode
 from validator._limits import LIMITS, LimitCount, Limits, serialized_size, value_chars
 from validator._paths import join, join_index, join_name, parse_local_ref
@@ -42,8 +47,29 @@ TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", 
 FORMATS = frozenset(
     {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 )
+# Anthropic's strict mode also takes "uri" (pydantic's HttpUrl/AnyUrl); OpenAI's refuses it.
+DIALECT_FORMATS = {"openai": FORMATS, "anthropic": FORMATS | {"uri"}}
+ENGINE_FORMATS = FORMATS | {"uri"}  # what compile checks, strict or not
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+# ``$schema`` values accepted at the root: identifiers, never fetched. Draft-07 (which MCP
+# servers send) differs from 2020-12 only in keywords the subset refuses or ignores.
+SCHEMA_URIS = frozenset(
+    {
+        DRAFT_2020_12, DRAFT_2020_12 + "#",
+        "http://json-schema.org/draft-07/schema#", "http://json-schema.org/draft-07/schema",
+        "https://json-schema.org/draft-07/schema#", "https://json-schema.org/draft-07/schema",
+    }
+)  # fmt: skip
 ANNOTATIONS = frozenset({"description", "title"})
+# Annotations that never constrain a value: accepted anywhere (beside ``$ref`` too),
+# ignored by validation, and dropped from a provider's copy where its strict mode refuses
+# them. Value shapes checked: ``examples`` an array, ``$comment`` a string, the flags
+# booleans; ``default`` and ``discriminator`` (OpenAPI's, emitted by pydantic) any value.
+FREE_ANNOTATIONS = frozenset(
+    {"default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "discriminator"}
+)
+_FLAGS = ("deprecated", "readOnly", "writeOnly")
+
 _NON_NEGATIVE_INT = ("minLength", "maxLength", "minItems", "maxItems")
 _NUMBER = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # Recognised JSON Schema keywords outside the subset get a more specific message.
@@ -52,13 +78,22 @@ _KNOWN_UNSUPPORTED = frozenset(
         "allOf", "oneOf", "not", "if", "then", "else", "patternProperties", "propertyNames",
         "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
         "unevaluatedItems", "prefixItems", "contains", "minContains", "maxContains",
-        "uniqueItems", "minProperties", "maxProperties", "default", "examples", "$id",
+        "uniqueItems", "minProperties", "maxProperties", "$id",
         "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
-        "$vocabulary", "$comment", "definitions", "contentMediaType", "contentEncoding",
-        "contentSchema", "deprecated", "readOnly", "writeOnly", "additionalItems",
+        "$vocabulary", "definitions", "contentMediaType", "contentEncoding",
+        "contentSchema", "additionalItems",
     }
 )  # fmt: skip
-__all__ = ["LIMITS", "LimitCount", "Limits", "LintReport", "lint", "lint_report", "subset_issues"]
+__all__ = [
+    "LIMITS",
+    "Dialect",
+    "LimitCount",
+    "Limits",
+    "LintReport",
+    "lint",
+    "lint_report",
+    "subset_issues",
+]
 
 _NODE_BUDGET = 100_000
 _Child = Callable[..., None]
@@ -92,13 +127,16 @@ class LintReport:
         }
 
 
-def lint(schema: Any, *, path: str = "", limits: Limits = LIMITS) -> list[Issue]:
-    """Check ``schema`` against the strict subset; return every issue in document order.
+def lint(
+    schema: Any, *, path: str = "", limits: Limits = LIMITS, dialect: Dialect = "openai"
+) -> list[Issue]:
+    """Check ``schema`` against the strict subset under ``dialect``'s rules; return every
+    issue in document order.
 
     >>> lint({"type": "object", "properties": {"a": {"type": "string"}}}, path="p")[0].param
     'p'
     """
-    return list(_Walk(schema, path, limits, strict=True).run())
+    return list(_Walk(schema, path, limits, strict=True, dialect=dialect).run())
 
 
 def subset_issues(schema: Any, *, path: str = "", limits: Limits = LIMITS) -> list[Issue]:
@@ -109,9 +147,11 @@ def subset_issues(schema: Any, *, path: str = "", limits: Limits = LIMITS) -> li
     return list(_Walk(schema, path, limits, strict=False).run())
 
 
-def lint_report(schema: Any, *, path: str = "", limits: Limits = LIMITS) -> LintReport:
+def lint_report(
+    schema: Any, *, path: str = "", limits: Limits = LIMITS, dialect: Dialect = "openai"
+) -> LintReport:
     """Like :func:`lint`, plus every counted quantity beside its limit."""
-    walk = _Walk(schema, path, limits, strict=True)
+    walk = _Walk(schema, path, limits, strict=True, dialect=dialect)
     issues = walk.run()
     return LintReport(issues=tuple(issues), counts=walk.counts())
 
@@ -130,6 +170,7 @@ class _Walk:
     prefix: str
     limits: Limits
     strict: bool
+    dialect: Dialect = "openai"
     issues: list[Issue] = field(default_factory=list)
     properties: int = 0
     max_obj_depth: int = 0
@@ -159,7 +200,7 @@ class _Walk:
         defs = root.get("$defs")
         if isinstance(defs, Mapping):
             self.def_names = frozenset(k for k in defs if isinstance(k, str))
-        if root.get("type") != "object":
+        if root.get("type") != "object" and not self._root_ref_to_object(root):
             self.add("schema_not_strict", self.prefix, 'the root schema must be "type": "object"')
         self._totals_before()
         stack = [_Frame(root, self.prefix, 0, 0)]
@@ -174,6 +215,19 @@ class _Walk:
             stack.extend(reversed(children))
         self._totals_after()
         return self.issues
+
+    def _root_ref_to_object(self, root: Mapping[Any, Any]) -> bool:
+        """Anthropic's strict mode takes a root ``$ref`` into ``$defs`` (pydantic's output
+        for a recursive model) when the definition is an object schema."""
+        if self.dialect != "anthropic" or "type" in root:
+            return False
+        ref = root.get("$ref")
+        name = parse_local_ref(ref) if isinstance(ref, str) else None
+        defs = root.get("$defs")
+        if not name or not isinstance(defs, Mapping):
+            return False
+        target = defs.get(name)
+        return isinstance(target, Mapping) and target.get("type") == "object"
 
     def counts(self) -> tuple[LimitCount, ...]:
         lim = self.limits
@@ -253,18 +307,34 @@ class _Walk:
 
         is_root = f.depth == 0 and path == self.prefix
         has_ref = "$ref" in node
+        before = len(self.issues)
         for key, value in node.items():
             if not isinstance(key, str):
                 self.bad(path, f"keyword {key!r} is not a string")
                 continue
             kpath = join(path, key)
-            if has_ref and key not in ANNOTATIONS and key not in ("$ref", "$defs", "$schema"):
-                self.bad(kpath, f'"{key}" is not allowed beside "$ref" (only description, title)')
+            if has_ref and not _beside_ref(key):
+                self.bad(kpath, f'"{key}" is not allowed beside "$ref" (only annotations)')
                 continue
             self._keyword(key, value, kpath, is_root, child)
-        if is_object and self.strict:
-            self._required(node, path)
+        if self.strict and len(self.issues) == before:  # else its own issue says enough
+            self._constrains(node, path)
+            if is_object and self.dialect == "openai":
+                self._required(node, path)
         return children
+
+    def _constrains(self, node: Mapping[Any, Any], path: str) -> None:
+        """A strict schema must constrain every value: OpenAI refuses an empty schema, and
+        one would let a strict tool return anything there."""
+        if not any(k in node for k in _CONSTRAINING):
+            self.add(
+                "schema_not_strict",
+                path,
+                'a strict schema must constrain its value: give it "type", "enum", "const", '
+                '"anyOf" or "$ref"',
+            )
+        elif _has_type(node, "array") and "items" not in node:
+            self.add("schema_not_strict", path, 'an array schema must set "items"')
 
     def _keyword(self, key: str, value: Any, kpath: str, is_root: bool, child: _Child) -> None:
         if key == "type":
@@ -306,19 +376,26 @@ class _Walk:
             self._defs(value, kpath, is_root, child)
         elif key == "$ref":
             self._ref(value, kpath)
-        elif key in ANNOTATIONS:
+        elif key in ANNOTATIONS or key == "$comment":
             if not isinstance(value, str):
                 self.bad(kpath, f'"{key}" must be a string, not {_kind(value)}')
+        elif key in FREE_ANNOTATIONS:
+            self._annotation(key, value, kpath)
         elif key == "$schema":
-            if not is_root or value != DRAFT_2020_12:
-                self.bad(kpath, f'"$schema" is only accepted at the root, as "{DRAFT_2020_12}"')
+            if not is_root or not isinstance(value, str) or value not in SCHEMA_URIS:
+                self.bad(
+                    kpath,
+                    '"$schema" is only accepted at the root, as the draft 2020-12 or draft-07 '
+                    "URI",
+                )
         elif key == "pattern":
             self._pattern(value, kpath)
         elif key == "format":
-            if not isinstance(value, str) or value not in FORMATS:
+            formats = DIALECT_FORMATS[self.dialect] if self.strict else ENGINE_FORMATS
+            if not isinstance(value, str) or value not in formats:
                 self.bad(
                     kpath,
-                    f"unsupported format {_show(value)}; supported: {', '.join(sorted(FORMATS))}",
+                    f"unsupported format {_show(value)}; supported: {', '.join(sorted(formats))}",
                 )
         elif key in _NON_NEGATIVE_INT:
             if not _is_non_negative_int(value):
@@ -333,6 +410,12 @@ class _Walk:
             self.bad(kpath, f'"{key}" is not supported in strict mode')
         else:
             self.bad(kpath, f'unknown keyword "{key}" is not supported in strict mode')
+
+    def _annotation(self, key: str, value: Any, kpath: str) -> None:
+        if key == "examples" and not isinstance(value, list):
+            self.bad(kpath, f'"examples" must be an array, not {_kind(value)}')
+        elif key in _FLAGS and not isinstance(value, bool):
+            self.bad(kpath, f'"{key}" must be a boolean, not {_kind(value)}')
 
     def _type(self, value: Any, kpath: str) -> None:
         if isinstance(value, str):
@@ -453,6 +536,18 @@ class _Walk:
         problem = check_pattern(value)
         if problem is not None:
             self.bad(kpath, f"pattern not supported: {problem}")
+
+
+_CONSTRAINING = ("type", "enum", "const", "anyOf", "$ref")
+
+
+def _beside_ref(key: str) -> bool:
+    return key in ANNOTATIONS or key in FREE_ANNOTATIONS or key in ("$ref", "$defs", "$schema")
+
+
+def _has_type(node: Mapping[Any, Any], name: str) -> bool:
+    t = node.get("type")
+    return t == name or (isinstance(t, list) and name in t)
 
 
 def _is_object_schema(node: Mapping[Any, Any]) -> bool:

@@ -14,13 +14,21 @@ just a property):
 * ``additionalProperties: true`` beside declared properties is closed (the declared keys are
   the documented contract, as in prior art #1); a missing ``type`` beside ``properties``
   becomes ``"object"``.
-* ``oneOf`` -> ``anyOf``; root ``definitions`` -> ``$defs`` (refs rewritten); an ``allOf``
-  of one schema with only annotations beside it is unwrapped (pydantic's ``$ref`` wrapper).
+* ``oneOf`` -> ``anyOf`` only when no value can match two branches (distinct types,
+  distinct ``const``/``enum`` values, or a required property whose values differ); an
+  overlapping ``oneOf`` is refused, since ``anyOf`` would accept a value the original
+  refuses. Root ``definitions`` -> ``$defs`` (refs rewritten); an ``allOf`` of one schema
+  with only annotations beside it is unwrapped (pydantic's ``$ref`` wrapper).
+* only definitions reachable from the root through ``$ref`` are projected; the others are
+  dropped (an unused bad definition does not refuse the tool).
+* an object declared with empty ``properties`` (a zero-argument tool) is closed.
 * dropped annotations: ``default``, ``examples``, ``example``, ``$schema``, ``$comment``,
-  root ``$id``, ``deprecated``, ``readOnly``, ``writeOnly``, ``content*``, ``format``
-  values outside the supported set, ``uniqueItems: false``.
+  root ``$id``, ``deprecated``, ``readOnly``, ``writeOnly``, ``discriminator``, BFCL's
+  ``optional``, ``content*``, ``format`` values outside the supported set,
+  ``uniqueItems: false``.
 * refused (``refusals``: one ``Issue`` each, ``code="invalid_tool_schema"``): a non-object
-  root, free-form maps (``additionalProperties`` schema), open objects with no properties,
+  root, free-form maps (``additionalProperties`` schema), open objects with no declared
+  properties (``{"type": "object"}``, or ``additionalProperties: true`` and none),
   ``allOf`` (other than the wrapper), ``not``, ``if``/``then``/``else``, tuple items
   (``prefixItems``/array ``items``), arrays without ``items``, schemas constraining nothing
   (no ``type``/``enum``/``const``/``anyOf``/``$ref``), constraints the subset cannot carry
@@ -41,16 +49,20 @@ import orjson
 
 from validator._canonicalize import accepts_null, canonicalize
 from validator._issues import Issue
+from validator._jsonvalue import json_equal
 from validator._limits import LIMITS, serialized_size
 from validator._lint import ANNOTATIONS, FORMATS, lint
 from validator._paths import join, join_index, join_name, parse_local_ref
 
 __all__ = ["StrictifyResult", "canonicalize", "strictify"]
 
+# Annotation-only keywords: they never constrain a value (BFCL's ``optional`` repeats what
+# ``required`` says; OpenAPI's ``discriminator`` names what the branches already decide).
 _DROP = frozenset(
     {
         "default", "examples", "example", "$schema", "$comment", "deprecated", "readOnly",
-        "writeOnly", "contentMediaType", "contentEncoding", "contentSchema",
+        "writeOnly", "contentMediaType", "contentEncoding", "contentSchema", "discriminator",
+        "optional",
     }
 )  # fmt: skip
 _KEEP = frozenset(
@@ -146,7 +158,15 @@ class _Projector:
             if not isinstance(defs, Mapping):
                 self.refuse(dpath, '"$defs" must be an object')
                 return None
-            out["$defs"] = {k: self.node(v, join_name(dpath, k), 1) for k, v in defs.items()}
+            # Only definitions the root reaches are part of the contract: an unused bad one
+            # must not refuse the tool.
+            used = _reachable(node, defs, self.defs_key)
+            for name in defs:
+                if name not in used:
+                    self.change(join_name(dpath, name), "dropped an unreferenced definition")
+            kept = {k: self.node(v, join_name(dpath, k), 1) for k, v in defs.items() if k in used}
+            if kept:
+                out["$defs"] = kept
         return out
 
     def node(self, schema: Any, path: str, depth: int) -> dict[str, Any] | None:
@@ -163,8 +183,18 @@ class _Projector:
             if "anyOf" in node:
                 self.refuse(join(path, "oneOf"), 'both "oneOf" and "anyOf"')
                 return None
+            branches = node["oneOf"]
+            if isinstance(branches, list) and not _pairwise_disjoint(branches, self.original):
+                # As "anyOf" it would accept a value that matches two branches, which the
+                # original refuses: the projection must never loosen the contract.
+                self.refuse(
+                    join(path, "oneOf"),
+                    '"oneOf" branches that can overlap cannot be expressed (as "anyOf" they '
+                    "would accept a value matching several)",
+                )
+                return None
             node["anyOf"] = node.pop("oneOf")
-            self.change(path, 'renamed "oneOf" to "anyOf"')
+            self.change(path, 'renamed "oneOf" (disjoint branches) to "anyOf"')
         if "$ref" in node:
             return self._ref(node, path)
         if "properties" in node and "type" not in node:
@@ -258,8 +288,11 @@ class _Projector:
             )
             return
         if extra is not False and not props:
-            self.refuse(path, "an open object with no properties cannot be expressed")
-            return
+            if extra is True or "properties" not in node:
+                # A free-form object: closing it would delete what it carries.
+                self.refuse(path, "an open object with no properties cannot be expressed")
+                return
+            self.change(path, "closed an object declared with no properties")
         if extra is True:
             self.change(path, "closed an object that allowed additional properties")
         required = node.get("required", [])
@@ -282,6 +315,125 @@ class _Projector:
         out["properties"] = projected
         out["required"] = list(props)
         out["additionalProperties"] = False
+
+
+def _reachable(root: Mapping[str, Any], defs: Mapping[str, Any], key: str) -> set[str]:
+    """Names of the definitions reachable from ``root`` (outside ``$defs``) through refs,
+    transitively. A ``$ref``-shaped value inside ``const``/``enum``/``default`` counts too:
+    that keeps a definition, which is only ever more work, never a looser contract."""
+    prefixes = ("#/$defs/", f"#/{key}/")
+    found: set[str] = set()
+    todo = [v for k, v in root.items() if k != "$defs"]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, Mapping):
+            ref = value.get("$ref")
+            if isinstance(ref, str):
+                for prefix in prefixes:
+                    name = ref[len(prefix) :].replace("~1", "/").replace("~0", "~")
+                    if ref.startswith(prefix) and name in defs and name not in found:
+                        found.add(name)
+                        todo.append(defs[name])
+            todo.extend(value.values())
+        elif isinstance(value, list):
+            todo.extend(value)
+    return found
+
+
+def _pairwise_disjoint(branches: list[Any], root: Any) -> bool:
+    """Whether no value can match two ``oneOf`` branches, decided conservatively: by
+    types, by ``const``/``enum`` values, or by a required property whose ``const``/``enum``
+    values differ (a discriminator)."""
+    resolved = [_resolve_ref(b, root) for b in branches]
+    return all(
+        _disjoint(a, b) for i, a in enumerate(resolved) for b in resolved[i + 1 :]
+    )
+
+
+def _resolve_ref(schema: Any, root: Any) -> Any:
+    for _ in range(32):
+        ref = schema.get("$ref") if isinstance(schema, Mapping) else None
+        if not isinstance(ref, str) or not isinstance(root, Mapping):
+            return schema
+        name = parse_local_ref(ref)
+        if name is None and ref.startswith("#/definitions/"):
+            name = ref[len("#/definitions/") :]
+        defs = root.get("$defs", root.get("definitions"))
+        if not name or not isinstance(defs, Mapping) or name not in defs:
+            return schema
+        schema = defs[name]
+    return schema
+
+
+def _disjoint(a: Any, b: Any) -> bool:
+    if not isinstance(a, Mapping) or not isinstance(b, Mapping):
+        return False
+    ta, tb = _types(a), _types(b)
+    if ta is not None and tb is not None and not _types_overlap(ta, tb):
+        return True
+    va, vb = _values(a), _values(b)
+    if va is not None and vb is not None and not any(json_equal(x, y) for x in va for y in vb):
+        return True
+    pa, pb = a.get("properties"), b.get("properties")
+    ra, rb = a.get("required"), b.get("required")
+    if not all(isinstance(x, Mapping) for x in (pa, pb)):
+        return False
+    if not all(isinstance(x, list) for x in (ra, rb)):
+        return False
+    assert isinstance(pa, Mapping) and isinstance(pb, Mapping)
+    assert isinstance(ra, list) and isinstance(rb, list)
+    for name in set(ra) & set(rb):
+        if isinstance(name, str) and _disjoint_values(pa.get(name), pb.get(name)):
+            return True
+    return False
+
+
+def _disjoint_values(a: Any, b: Any) -> bool:
+    va = _values(a) if isinstance(a, Mapping) else None
+    vb = _values(b) if isinstance(b, Mapping) else None
+    return va is not None and vb is not None and not any(
+        json_equal(x, y) for x in va for y in vb
+    )
+
+
+def _values(schema: Mapping[str, Any]) -> list[Any] | None:
+    if "const" in schema:
+        return [schema["const"]]
+    enum = schema.get("enum")
+    return enum if isinstance(enum, list) else None
+
+
+def _types(schema: Mapping[str, Any]) -> set[str] | None:
+    t = schema.get("type")
+    if isinstance(t, str):
+        return {t}
+    if isinstance(t, list) and all(isinstance(x, str) for x in t):
+        return set(t)
+    values = _values(schema)
+    if values is not None:
+        return {_json_type(v) for v in values}
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _types_overlap(a: set[str], b: set[str]) -> bool:
+    if a & b:
+        return True
+    # Every integer is a number.
+    return ("integer" in a and "number" in b) or ("number" in a and "integer" in b)
 
 
 def _has_type(node: Mapping[str, Any], name: str) -> bool:

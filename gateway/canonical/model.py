@@ -105,6 +105,11 @@ class ChatRequest:
     parallel_tool_calls: bool | None = None
     user: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Choices wanted; the gateway asks the upstream once per choice (each validated and
+    # corrected on its own), so upstream adapters never see it.
+    n: int = 1
+    # Make every tool strict through the strict projection (header ``x-syntic-strictify``).
+    strictify: bool = False
 
     def tool(self, name: str) -> ToolSpec | None:
         for t in self.tools:

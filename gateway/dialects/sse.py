@@ -32,6 +32,7 @@ from gateway.canonical import ChatRequest
 from gateway.canonical.record import record
 from gateway.context import RequestContext, Tally
 from gateway.enforcement import ParamPaths
+from gateway.enforcement.choices import ChoiceStreams
 from gateway.enforcement.holdback import HeldEvent, HoldBack, holdback_for
 from gateway.errors import GatewayError, UpstreamTimeout
 from gateway.limits import remaining_s
@@ -52,7 +53,7 @@ SSE_HEADERS = [
 class OpenedStream:
     """A stream past its commit point: the hold-back, its batches, and the first batch."""
 
-    hold: HoldBack
+    hold: HoldBack | ChoiceStreams
     batches: AsyncGenerator[list[HeldEvent], None]
     first: list[HeldEvent]
 
@@ -67,13 +68,17 @@ async def open_held_stream(
 ) -> OpenedStream:
     """Run the pre-stream part (errors are HTTP errors) up to the upstream's first event."""
     ctx.streamed = True
-    prepared = await service.prepare(chat, paths)
+    prepared = await service.prepare(chat, paths, ctx)
     await service.admit(ctx, estimated_tokens)
     if ctx.tally is None:
         ctx.tally = Tally()
-    events = prepared.upstream.stream(prepared.upstream_request, prepared.model)
-    hold = holdback_for(prepared.upstream_request, prepared.enforce_context(ctx.tally), events)
-    hold.prompt_tokens_estimate = estimated_tokens
+    holds = []
+    for _ in range(chat.n):  # n > 1: one upstream stream per choice (chat completions)
+        events = prepared.upstream.stream(prepared.upstream_request, prepared.model)
+        one = holdback_for(prepared.upstream_request, prepared.enforce_context(ctx.tally), events)
+        one.prompt_tokens_estimate = estimated_tokens // chat.n
+        holds.append(one)
+    hold: HoldBack | ChoiceStreams = holds[0] if chat.n == 1 else ChoiceStreams(holds, ctx.tally)
     batches = hold.batches()
     try:
         first = await anext(batches)  # the upstream answered: commit point

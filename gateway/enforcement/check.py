@@ -9,6 +9,7 @@ before costs one hash. Non-strict tools pass through unchecked. The result is a
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 import validator
 from gateway.canonical import ChatRequest, JsonSchemaFormat
 from gateway.canonical.record import record
+from gateway.enforcement.projection import Projection, project
 from gateway.errors import InvalidRequest
 from gateway.settings import ModelConfig
 
@@ -32,6 +34,8 @@ class ParamPaths:
     tool_name: str = "tools[{i}].function.name"
     response_schema: str = "response_format.json_schema.schema"
     tools: str = "tools"
+    # Whose strict rules the client's schemas follow (``validator.Dialect``).
+    dialect: validator.Dialect = "openai"
 
     def tool(self, i: int) -> str:
         return self.tool_schema.format(i=i)
@@ -65,6 +69,15 @@ class StrictPlan:
     tools: Mapping[str, validator.CompiledSchema] = field(default_factory=dict)
     output: validator.CompiledSchema | None = None
     tool_names: frozenset[str] = frozenset()
+    # For a constrained upstream: the copy of each strict schema its strict mode gets
+    # (``provider_copy``), by tool name; ``None`` sends that tool non-strict. Absent names
+    # go as the client sent them.
+    upstream_tools: Mapping[str, dict[str, Any] | None] = field(default_factory=dict)
+    upstream_output: dict[str, Any] | None = None  # the strict output schema's copy
+    # Tools made strict through the projection (``tools`` holds the projection compiled),
+    # and the tools that could not be (sent untouched, non-strict), in request order.
+    projected: Mapping[str, Projection] = field(default_factory=dict)
+    refused: tuple[str, ...] = ()
 
     @property
     def enforced(self) -> bool:
@@ -90,21 +103,21 @@ class LintCache:
     def __init__(
         self, maxsize: int = 1024, max_bytes: int = validator.DEFAULT_CACHE_MAX_BYTES
     ) -> None:
-        self._entries: OrderedDict[tuple[str, str], _Verdict] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str, str], _Verdict] = OrderedDict()
         self.maxsize = maxsize
         self.max_bytes = max_bytes
         self.bytes = 0
         self.hits = 0
         self.misses = 0
 
-    def _get(self, key: tuple[str, str]) -> _Verdict | None:
+    def _get(self, key: tuple[str, str, str]) -> _Verdict | None:
         found = self._entries.get(key)
         if found is not None:
             self.hits += 1
             self._entries.move_to_end(key)
         return found
 
-    def _put(self, key: tuple[str, str], verdict: _Verdict) -> None:
+    def _put(self, key: tuple[str, str, str], verdict: _Verdict) -> None:
         entries = self._entries
         old = entries.pop(key, None)
         if old is not None:
@@ -115,51 +128,103 @@ class LintCache:
             _key, dropped = entries.popitem(last=False)
             self.bytes -= dropped.size
 
-    def lint(self, schema: Any, path: str) -> tuple[validator.Issue, ...]:
+    def lint(
+        self, schema: Any, path: str, dialect: validator.Dialect = "openai"
+    ) -> tuple[validator.Issue, ...]:
         """The lint issues of ``schema`` with params under ``path`` (cached)."""
-        key = (validator.canonical_key(schema), path)
+        key = (validator.canonical_key(schema), path, dialect)
         found = self._get(key)
         if found is not None:
             return found.issues
         self.misses += 1
-        verdict = _Verdict(tuple(validator.lint(schema, path=path)))
+        verdict = _Verdict(tuple(validator.lint(schema, path=path, dialect=dialect)))
         self._put(key, verdict)
         return verdict.issues
 
-    async def resolve(self, schema: Any, path: str) -> validator.CompiledSchema:
+    async def resolve(
+        self, schema: Any, path: str, dialect: validator.Dialect = "openai"
+    ) -> validator.CompiledSchema:
         """The compiled schema, or ``SchemaRejected`` with the lint (or compile) issues."""
-        key = (validator.canonical_key(schema), path)
+        found = await self._verdict(schema, path, dialect)
+        assert found.compiled is not None
+        return found.compiled
+
+    async def resolve_for(
+        self, schema: Any, path: str, dialect: validator.Dialect, upstream: validator.Dialect
+    ) -> tuple[validator.CompiledSchema, dict[str, Any] | None]:
+        """``resolve`` plus the copy a constrained ``upstream`` gets (``provider_copy``,
+        cached with the verdict)."""
+        found = await self._verdict(schema, path, dialect)
+        assert found.compiled is not None
+        if upstream not in found.copies:
+            found.copies[upstream] = provider_copy(schema, dialect, upstream)
+        return found.compiled, found.copies[upstream]
+
+    async def projection(self, schema: dict[str, Any], path: str) -> Projection | None:
+        """``project(schema)``, cached beside the verdicts (off the event loop on a miss)."""
+        key = (validator.canonical_key(schema), path, "projection")
+        found = self._get(key)
+        if found is None:
+            self.misses += 1
+            found = _Verdict((), projection=await asyncio.to_thread(project, schema, path))
+            self._put(key, found)
+        if found.projection is None:
+            return None
+        # The projection's own verdict and compile go through the cache like any schema.
+        await self.resolve(found.projection.schema, path)
+        return found.projection
+
+    async def _verdict(self, schema: Any, path: str, dialect: validator.Dialect) -> _Verdict:
+        key = (validator.canonical_key(schema), path, dialect)
         found = self._get(key)
         if found is None:
             self.misses += 1
             # Off the event loop, one lint walk for both the verdict and the compile: a
             # large new schema takes ~50 ms (#9: no stall over 20 ms); misses are rare.
-            issues, compiled = await _lint_compile(schema, path)
+            issues, compiled = await _lint_compile(schema, path, dialect)
             found = _Verdict(tuple(issues), compiled)
             self._put(key, found)
         if found.issues:
             raise SchemaRejected(list(found.issues))
-        assert found.compiled is not None
-        return found.compiled
+        return found
 
 
 @dataclass(frozen=True, slots=True)
 class _Verdict:
     issues: tuple[validator.Issue, ...]
     compiled: validator.CompiledSchema | None = None
+    # upstream dialect -> provider copy (filled on first use)
+    copies: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    projection: Projection | None = None  # for a ("projection") key
 
     @property
     def size(self) -> int:
         """What the verdict holds against ``LintCache.max_bytes``: its compiled schema's
         canonical bytes (a rejected schema's issues are not counted)."""
+        if self.projection is not None:
+            return self.projection.checked.schema_bytes
         return 0 if self.compiled is None else self.compiled.schema_bytes
 
 
+def provider_copy(
+    schema: Any, dialect: validator.Dialect, upstream: validator.Dialect
+) -> dict[str, Any] | None:
+    """The copy of a strict schema (valid under ``dialect``) that an ``upstream`` with
+    constrained decoding gets: annotations its strict mode refuses dropped (validation is
+    still against the client's schema), or ``None`` when the schema breaks that upstream's
+    strict rules (Messages optional properties to an every-property-required upstream):
+    the tool then travels non-strict and the gateway enforces it alone."""
+    if dialect != upstream and validator.lint(schema, dialect=upstream):
+        return None
+    copy: dict[str, Any] = validator.without_annotations(schema)
+    return copy
+
+
 async def _lint_compile(
-    schema: Any, path: str
+    schema: Any, path: str, dialect: validator.Dialect
 ) -> tuple[list[validator.Issue], validator.CompiledSchema | None]:
     try:
-        return await validator.lint_compile_async(schema, path=path)
+        return await validator.lint_compile_async(schema, path=path, dialect=dialect)
     except validator.SchemaError as exc:
         # compile() knows no param prefix: point at the schema itself.
         issues = [validator.Issue(i.code, path, i.message) for i in exc.issues] or [
@@ -168,11 +233,16 @@ async def _lint_compile(
         raise SchemaRejected(issues) from exc
 
 
-def strict_requested(request: ChatRequest) -> bool:
-    """Whether the request asks for any guarantee (strict tool or strict json_schema)."""
+def strict_requested(request: ChatRequest, model: ModelConfig | None = None) -> bool:
+    """Whether the request asks for any guarantee: a strict tool, a strict json_schema, or
+    tools under the projection (``x-syntic-strictify`` or the model's ``strictify``)."""
     rf = request.response_format
-    return any(t.strict for t in request.tools) or (
-        isinstance(rf, JsonSchemaFormat) and rf.strict
+    if isinstance(rf, JsonSchemaFormat) and rf.strict:
+        return True
+    if not request.tools:
+        return False
+    return request.strictify or (model is not None and model.strictify) or any(
+        t.strict for t in request.tools
     )
 
 
@@ -193,7 +263,7 @@ async def check_request(
         )
     rf = request.response_format
     strict_output = isinstance(rf, JsonSchemaFormat) and rf.strict
-    if not strict_requested(request):
+    if not strict_requested(request, model):
         if not request.tools:
             return EMPTY_PLAN
         return StrictPlan(tool_names=frozenset(t.name for t in request.tools))
@@ -206,16 +276,71 @@ async def check_request(
         )
     names: set[str] = set()
     compiled: dict[str, validator.CompiledSchema] = {}
+    upstream = _upstream_dialect(model)
+    copies: dict[str, dict[str, Any] | None] = {}
+    projected: dict[str, Projection] = {}
+    refused: list[str] = []
+    dialect = paths.dialect
+    projecting = request.strictify or model.strictify
     for i, tool in enumerate(request.tools):
         if tool.name in names:
             raise InvalidRequest(
                 f"Duplicate tool name {tool.name!r}.", param=paths.tool_name.format(i=i)
             )
         names.add(tool.name)
-        if tool.strict:
-            compiled[tool.name] = await lint_cache.resolve(tool.parameters, paths.tool(i))
+        path = paths.tool(i)
+        if not tool.strict:
+            if projecting:
+                found = await lint_cache.projection(tool.parameters, path)
+                if found is None:
+                    refused.append(tool.name)
+                else:
+                    projected[tool.name] = found
+                    compiled[tool.name] = await lint_cache.resolve(found.schema, path)
+            continue
+        if upstream is None:
+            compiled[tool.name] = await lint_cache.resolve(tool.parameters, path, dialect)
+            continue
+        compiled[tool.name], copy = await lint_cache.resolve_for(
+            tool.parameters, path, dialect, upstream
+        )
+        if copy is None:
+            # Its upstream's strict mode refuses it (Messages optional properties bound for
+            # an every-property-required upstream): carried by the projection when it has
+            # one, else sent non-strict and enforced by the gateway alone.
+            found = await lint_cache.projection(tool.parameters, path)
+            if found is not None:
+                projected[tool.name] = found
+                compiled[tool.name] = await lint_cache.resolve(found.schema, path)
+                copy = found.schema
+        if copy is not tool.parameters:
+            copies[tool.name] = copy
     output = None
+    output_copy = None
     if strict_output:
         assert isinstance(rf, JsonSchemaFormat)
-        output = await lint_cache.resolve(rf.schema, paths.response_schema)
-    return StrictPlan(tools=compiled, output=output, tool_names=frozenset(names))
+        if upstream is None:
+            output = await lint_cache.resolve(rf.schema, paths.response_schema, dialect)
+            output_copy = rf.schema  # goes as sent
+        else:
+            output, output_copy = await lint_cache.resolve_for(
+                rf.schema, paths.response_schema, dialect, upstream
+            )
+    return StrictPlan(
+        tools=compiled,
+        output=output,
+        tool_names=frozenset(names),
+        upstream_tools=copies,
+        upstream_output=output_copy,
+        projected=projected,
+        refused=tuple(refused),
+    )
+
+
+def _upstream_dialect(model: ModelConfig) -> validator.Dialect | None:
+    """Whose strict rules a constrained upstream enforces on the schemas it is sent
+    (``None``: no strict flag goes upstream, or the local engine, whose grammar builder
+    takes any schema)."""
+    if not model.constrained or model.provider == "local":
+        return None
+    return "anthropic" if model.provider == "anthropic" else "openai"

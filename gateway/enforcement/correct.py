@@ -29,6 +29,8 @@ import asyncio
 import dataclasses
 from typing import Any
 
+import orjson
+
 import validator
 from gateway.canonical import (
     ChatRequest,
@@ -45,6 +47,7 @@ from gateway.canonical import (
 from gateway.canonical.record import record
 from gateway.context import Tally
 from gateway.enforcement.check import StrictPlan
+from gateway.enforcement.projection import canonical_call, projected_violations
 from gateway.errors import GatewayError, UnprocessableOutput
 from gateway.settings import ModelConfig
 from gateway.upstream.base import Upstream
@@ -110,7 +113,27 @@ def call_violations(call: ToolCall, plan: StrictPlan) -> list[Violation]:
         if call.name in plan.tool_names:
             return []
         return [Violation("", f"{call.name!r} is not a tool in this request")]
-    return _validate(compiled, call.raw_arguments)
+    found = _validate(compiled, call.raw_arguments)
+    if not found and plan.projected:
+        return _original_violations(call, plan)
+    return found
+
+
+def _original_violations(call: ToolCall, plan: StrictPlan) -> list[Violation]:
+    """A projected tool's answer, canonicalized, checked against the client's own schema
+    (the projection never loosens, so this holds unless the model found a gap)."""
+    projection = plan.projected.get(call.name)
+    if projection is None:
+        return []
+    parsed = orjson.loads(call.raw_arguments)  # valid against the projection: it parses
+    return [Violation(p, m) for p, m in projected_violations(parsed, projection)]
+
+
+def finished_call(call: ToolCall, plan: StrictPlan) -> ToolCall:
+    """The call as the client gets it: a projected tool's arguments canonicalized (the
+    nulls the projection made the model send removed), any other call unchanged."""
+    projection = plan.projected.get(call.name) if plan.projected else None
+    return call if projection is None else canonical_call(call, projection)
 
 
 # Arguments up to this size are validated on the loop by ``validate_json_async`` whatever
@@ -123,7 +146,10 @@ async def call_violations_async(call: ToolCall, plan: StrictPlan) -> list[Violat
     compiled = plan.tools.get(call.name)
     if compiled is None or len(call.raw_arguments) <= INLINE_ARGUMENT_BYTES:
         return call_violations(call, plan)
-    return await _validate_async(compiled, call.raw_arguments)
+    found = await _validate_async(compiled, call.raw_arguments)
+    if not found and plan.projected:
+        return await asyncio.to_thread(_original_violations, call, plan)
+    return found
 
 
 def _feedback(subject: str, violations: list[Violation], instruction: str) -> str:
@@ -328,6 +354,8 @@ async def enforce_response(
             calls = tuple(fixed)
     elif plan.output is not None and not calls:
         response = await enforce_output(response, request, ctx)
+    if plan.projected:
+        calls = tuple(finished_call(c, plan) for c in calls)
     total = ctx.tally.total
     if calls is response.tool_calls and total == response.usage:
         return response  # nothing corrected (the common case): no copy per request (#8)

@@ -65,6 +65,7 @@ from gateway.enforcement.correct import (
     call_violations,
     enforce_call,
     enforce_output,
+    finished_call,
 )
 from gateway.errors import UpstreamError
 
@@ -85,7 +86,15 @@ class FinalUsage:
     estimated: bool = False
 
 
-HeldEvent = StreamEvent | FinalUsage
+@record
+class Choice:
+    """With ``n > 1`` (``gateway.enforcement.choices``): the events after it, up to the next
+    ``Choice``, belong to choice ``index``."""
+
+    index: int
+
+
+HeldEvent = StreamEvent | FinalUsage | Choice
 
 
 class _Held:
@@ -106,7 +115,8 @@ class _Held:
     def call(self) -> ToolCall:
         return ToolCall(id=self.call_id, name=self.name, raw_arguments="".join(self.parts))
 
-    def release(self, call: ToolCall) -> None:
+    def release(self, call: ToolCall, plan: StrictPlan) -> None:
+        call = finished_call(call, plan)
         self.out = [ToolCallStart(self.index, self.call_id, call.name)]
         if call.raw_arguments:
             self.out.append(ToolCallDelta(self.index, call.raw_arguments))
@@ -338,7 +348,7 @@ class HoldBack:
         ):
             slot.open = False
             slot.early = True
-            slot.release(call)
+            slot.release(call, self._plan)
             self._open.remove(slot)
 
     def _on_finish(self, event: Finish) -> None:
@@ -362,7 +372,7 @@ class HoldBack:
         if len(call.raw_arguments) <= INLINE_ARGUMENT_BYTES and not call_violations(
             call, self._plan
         ):
-            slot.release(call)
+            slot.release(call, self._plan)
             return
         # Invalid, or large: the enforcer validates (a large call in a worker thread, not on
         # the event loop) and corrects it once if it has to; the stream keeps flowing.
@@ -370,7 +380,10 @@ class HoldBack:
 
     async def _correct_call(self, slot: _Held, call: ToolCall, cut: FinishReason | None) -> None:
         fixed = await self._enforce_call(call, cut)
-        slot.release(ToolCall(id=slot.call_id, name=fixed.name, raw_arguments=fixed.raw_arguments))
+        slot.release(
+            ToolCall(id=slot.call_id, name=fixed.name, raw_arguments=fixed.raw_arguments),
+            self._plan,
+        )
 
     def _close_text(self, reason: FinishReason) -> None:
         slot = self._text
@@ -439,6 +452,7 @@ def holdback_for(
 
 __all__ = [
     "CallEnforcer",
+    "Choice",
     "FinalUsage",
     "HeldEvent",
     "HoldBack",

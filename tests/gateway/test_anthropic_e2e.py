@@ -351,8 +351,9 @@ def test_sdk_parse_helper_with_pydantic_output(
 
 NESTED_NOT_STRICT = copy.deepcopy(REFUND_SCHEMA)
 NESTED_NOT_STRICT["properties"]["note"] = {"type": "object", "properties": {}, "required": []}
-NOT_REQUIRED = copy.deepcopy(REFUND_SCHEMA)
-NOT_REQUIRED["required"] = ["order_number", "amount_pence", "reason"]
+EMPTY_ITEMS = copy.deepcopy(REFUND_SCHEMA)
+EMPTY_ITEMS["properties"]["tags"] = {"type": "array", "items": {}}
+EMPTY_ITEMS["required"].append("tags")
 UNSUPPORTED = copy.deepcopy(REFUND_SCHEMA)
 UNSUPPORTED["properties"]["reason"] = {"not": {"type": "string"}}
 NO_ADDITIONAL = {k: v for k, v in REFUND_SCHEMA.items() if k != "additionalProperties"}
@@ -373,10 +374,10 @@ SCHEMA_ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
         "tools[0].input_schema",
     ),
     (
-        "not-required",
-        {"tools": [PLAIN, refund_tool(schema=NOT_REQUIRED)]},
+        "empty-items",
+        {"tools": [PLAIN, refund_tool(schema=EMPTY_ITEMS)]},
         "schema_not_strict",
-        "tools[1].input_schema.required",
+        "tools[1].input_schema.properties.tags.items",
     ),
     (
         "unsupported-keyword",

@@ -151,7 +151,7 @@ RAW_CASES = [
      "invalid_request", "tool_choice.function.name"),
     (b'{"model": "strict-model", "messages": [{"role": "user", "content": "a"}],'
      b' "max_tokens": 0}', "invalid_request", "max_tokens"),
-    (b'{"model": "strict-model", "messages": [{"role": "user", "content": "a"}], "n": 2}',
+    (b'{"model": "strict-model", "messages": [{"role": "user", "content": "a"}], "n": 0}',
      "invalid_request", "n"),
     (b'{"model": "strict-model", "messages": [{"role": "user", "content": "a"}],'
      b' "temperature": "hot"}', "invalid_request", "temperature"),

@@ -165,4 +165,7 @@ def anthropic_e2e_models(base_url: str) -> list[dict[str, Any]]:
         model_table("oa-plain", base_url, strict_tools=False),
         model_table("an-plain", base_url, provider="anthropic", strict_tools=False),
         model_table("an-constrained", base_url, provider="anthropic", constrained=True),
+        model_table("oa-constrained", base_url, constrained=True),
+        model_table("oa-strictify", base_url, strictify=True),
+        model_table("an-strictify", base_url, provider="anthropic", strictify=True),
     ]

@@ -151,7 +151,7 @@ ROWS: list[tuple[str, Any, str, list[tuple[str, str]]]] = [
     ),
     (
         "empty property name quoted",
-        obj({"": {"format": "uri"}}),
+        obj({"": {"format": "iri"}}),
         "",
         [(BAD, 'properties[""].format')],
     ),
@@ -192,7 +192,7 @@ ROWS: list[tuple[str, Any, str, list[tuple[str, str]]]] = [
     ),
     (
         "$schema other draft",
-        {**obj(), "$schema": "http://json-schema.org/draft-07/schema#"},
+        {**obj(), "$schema": "http://json-schema.org/draft-04/schema#"},
         "",
         [(BAD, "$schema")],
     ),
@@ -223,7 +223,7 @@ ROWS: list[tuple[str, Any, str, list[tuple[str, str]]]] = [
     ("pattern ok", one({"type": "string", "pattern": "^(a+)+$"}), "", []),
     (
         "format unsupported",
-        one({"type": "string", "format": "uri"}),
+        one({"type": "string", "format": "iri"}),
         "",
         [(BAD, "properties.x.format")],
     ),
@@ -310,8 +310,7 @@ UNSUPPORTED = [
     "allOf", "oneOf", "not", "if", "then", "else", "patternProperties", "propertyNames",
     "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
     "prefixItems", "contains", "minContains", "maxContains", "uniqueItems", "minProperties",
-    "maxProperties", "default", "examples", "$id", "$anchor", "$dynamicRef", "$comment",
-    "definitions", "additionalItems", "deprecated",
+    "maxProperties", "$id", "$anchor", "$dynamicRef", "definitions", "additionalItems",
 ]  # fmt: skip
 
 

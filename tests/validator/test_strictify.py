@@ -270,7 +270,7 @@ REFUSALS: list[tuple[str, Any, str, list[str]]] = [
         "nested in anyOf and $defs",
         {
             "type": "object",
-            "properties": {"u": {"anyOf": [S, {"type": "object"}]}},
+            "properties": {"u": {"anyOf": [S, {"type": "object"}]}, "d": {"$ref": "#/$defs/D"}},
             "$defs": {"D": {"type": "object", "patternProperties": {}}},
         },
         "",

@@ -18,6 +18,7 @@ from starlette.responses import Response
 from gateway.dialects.anthropic.decode import DecodedRequest, decode_request
 from gateway.dialects.anthropic.encode import encode_response
 from gateway.dialects.anthropic.stream_endpoint import stream_messages
+from gateway.dialects.strictify_header import with_strictify_header
 from gateway.enforcement import ParamPaths, strict_requested
 from gateway.errors import InvalidRequest
 from gateway.http import JsonResponse, read_body, request_context
@@ -33,6 +34,7 @@ def anthropic_paths(decoded: DecodedRequest) -> ParamPaths:
         tool_name="tools[{i}].name",
         response_schema=decoded.format_param or "output_config.format.schema",
         tools="tools",
+        dialect="anthropic",
     )
 
 
@@ -46,7 +48,7 @@ async def messages(request: Request) -> Response:
             f"The request body is not valid JSON: {exc}.", code="invalid_json"
         ) from exc
     decoded = decode_request(data)
-    chat = decoded.request
+    chat = with_strictify_header(request, decoded.request)
     ctx.model = chat.model
     ctx.enforced = strict_requested(chat)
     service: ChatService = request.app.state.service

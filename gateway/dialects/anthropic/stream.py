@@ -40,7 +40,7 @@ from gateway.canonical import (
     UsageReport,
 )
 from gateway.dialects.anthropic.encode import encode_error, encode_usage, stop_reason
-from gateway.enforcement.holdback import FinalUsage, HeldEvent
+from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent
 from gateway.errors import GatewayError
 
 __all__ = ["MessageStreamEncoder", "error_event", "ping_event", "sse"]
@@ -120,7 +120,8 @@ class MessageStreamEncoder:
 
     def encode_batch(self, batch: list[HeldEvent]) -> bytes:
         """The bytes for one hold-back batch (one socket write)."""
-        return b"".join(self.encode(event) for event in batch)
+        # ``Choice`` markers come only with ``n > 1``, which Messages has not.
+        return b"".join(self.encode(e) for e in batch if not isinstance(e, Choice))
 
     def encode(self, event: StreamEvent | FinalUsage) -> bytes:
         """The SSE bytes for one canonical event (possibly empty)."""

@@ -30,6 +30,8 @@ from gateway.errors import InvalidRequest
 from gateway.upstream.openai import PASSTHROUGH_KEY
 
 STREAM_OPTIONS_KEY = "openai.stream_options"
+# ``n``: each choice is one upstream call (and its corrections), so the bound is a cost cap.
+MAX_CHOICES = 16
 
 _PASSTHROUGH = frozenset(
     {
@@ -248,9 +250,9 @@ def decode_chat_request(data: Any) -> ChatRequest:
     tools = () if raw_tools is None else tuple(
         _tool(t, i) for i, t in enumerate(_list(raw_tools, "tools"))
     )
-    n = _int(body.get("n"), "n", 1)
-    if n is not None and n != 1:
-        raise _bad("Only n = 1 is supported.", "n")
+    n = _int(body.get("n"), "n", 1) or 1
+    if n > MAX_CHOICES:
+        raise _bad(f"n must be at most {MAX_CHOICES}.", "n")
     max_tokens = _int(body.get("max_completion_tokens"), "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _int(body.get("max_tokens"), "max_tokens", 1)
@@ -274,4 +276,5 @@ def decode_chat_request(data: Any) -> ChatRequest:
         parallel_tool_calls=_bool(body.get("parallel_tool_calls"), "parallel_tool_calls"),
         user=_str(body.get("user"), "user", required=False),
         metadata=metadata,
+        n=n,
     )

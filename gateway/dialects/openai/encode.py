@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from gateway.canonical import ChatResponse
+from gateway.canonical import ChatResponse, Usage
 
 
 def encode_chat_response(
@@ -12,6 +13,50 @@ def encode_chat_response(
 ) -> dict[str, Any]:
     """The ``chat.completion`` object; ``model`` is the catalogue name the client sent and
     ``usage`` (summed over every upstream call) gains ``schema_retries``."""
+    return encode_chat_choices(
+        [response],
+        usage=response.usage,
+        model=model,
+        request_id=request_id,
+        schema_retries=schema_retries,
+    )
+
+
+def encode_chat_choices(
+    responses: Sequence[ChatResponse],
+    *,
+    usage: Usage,
+    model: str,
+    request_id: str,
+    schema_retries: int,
+) -> dict[str, Any]:
+    """The ``chat.completion`` object with one choice per response (``n``), in order."""
+    first = responses[0]
+    return {
+        "id": first.id or "chatcmpl-" + request_id.removeprefix("req_"),
+        "object": "chat.completion",
+        "created": first.created,
+        "model": model,
+        "choices": [
+            {
+                "index": i,
+                "message": _message(response),
+                "finish_reason": response.finish_reason,
+                "logprobs": None,
+            }
+            for i, response in enumerate(responses)
+        ],
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+            "schema_retries": schema_retries,
+        },
+        "system_fingerprint": None,
+    }
+
+
+def _message(response: ChatResponse) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "assistant",
         "content": response.content,
@@ -26,25 +71,4 @@ def encode_chat_response(
             }
             for c in response.tool_calls
         ]
-    usage = response.usage
-    return {
-        "id": response.id or "chatcmpl-" + request_id.removeprefix("req_"),
-        "object": "chat.completion",
-        "created": response.created,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": response.finish_reason,
-                "logprobs": None,
-            }
-        ],
-        "usage": {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.total_tokens,
-            "schema_retries": schema_retries,
-        },
-        "system_fingerprint": None,
-    }
+    return message

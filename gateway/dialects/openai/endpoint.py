@@ -7,8 +7,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.dialects.openai.decode import decode_chat_request
-from gateway.dialects.openai.encode import encode_chat_response
+from gateway.dialects.openai.encode import encode_chat_choices, encode_chat_response
 from gateway.dialects.openai.stream_endpoint import stream_chat_completions
+from gateway.dialects.strictify_header import with_strictify_header
 from gateway.enforcement import OPENAI_PATHS, strict_requested
 from gateway.errors import InvalidRequest
 from gateway.http import JsonResponse, read_body, request_context
@@ -23,16 +24,30 @@ async def chat_completions(request: Request) -> Response:
     except orjson.JSONDecodeError as exc:
         raise InvalidRequest(f"The request body is not valid JSON: {exc}.",
                              code="invalid_json") from exc
-    chat = decode_chat_request(data)
+    chat = with_strictify_header(request, decode_chat_request(data))
     ctx.model = chat.model
     ctx.enforced = strict_requested(chat)
     service: ChatService = request.app.state.service
     if chat.stream:  # issue #4: hold-back streaming
         return await stream_chat_completions(
-            chat, ctx, service, estimated_tokens=len(body) // 4,
+            chat, ctx, service, estimated_tokens=len(body) // 4 * chat.n,
             keepalive_s=service.settings.stream_keepalive_s,
         )
-    result = await service.complete(chat, ctx, OPENAI_PATHS, estimated_tokens=len(body) // 4)
+    estimate = len(body) // 4 * chat.n
+    if chat.n > 1:
+        results = await service.complete_choices(
+            chat, ctx, OPENAI_PATHS, estimated_tokens=estimate
+        )
+        assert ctx.tally is not None
+        payload = encode_chat_choices(
+            results,
+            usage=ctx.tally.total,
+            model=chat.model,
+            request_id=ctx.request_id,
+            schema_retries=ctx.tally.retries,
+        )
+        return JsonResponse(orjson.dumps(payload))
+    result = await service.complete(chat, ctx, OPENAI_PATHS, estimated_tokens=estimate)
     retries = ctx.tally.retries if ctx.tally else 0
     payload = encode_chat_response(
         result, model=chat.model, request_id=ctx.request_id, schema_retries=retries

@@ -39,7 +39,7 @@ from gateway.canonical import (
     ToolCallStart,
     UsageReport,
 )
-from gateway.enforcement.holdback import FinalUsage, HeldEvent
+from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent
 from gateway.errors import GatewayError
 
 DONE = b"data: [DONE]\n\n"
@@ -56,19 +56,31 @@ def error_event(exc: GatewayError, request_id: str) -> bytes:
 class ChunkEncoder:
     """Encodes one stream's events. Create one per response."""
 
-    __slots__ = ("_finish_tail", "_head", "_tail", "_usage_head", "include_usage")
+    __slots__ = (
+        "_common", "_finish_tail", "_head", "_heads", "_tail", "_usage_head", "choices",
+        "include_usage",
+    )  # fmt: skip
 
     def __init__(
-        self, *, completion_id: str, model: str, created: int, include_usage: bool = False
+        self,
+        *,
+        completion_id: str,
+        model: str,
+        created: int,
+        include_usage: bool = False,
+        choices: int = 1,
     ) -> None:
         self.include_usage = include_usage
+        self.choices = choices
         common = (
             b'{"id":' + _dumps(completion_id)
             + b',"object":"chat.completion.chunk","created":' + str(int(created)).encode()
             + b',"model":' + _dumps(model) + b',"system_fingerprint":null'
         )
         usage_null = b',"usage":null' if include_usage else b""
+        self._common = common
         self._head = b"data: " + common + b',"choices":[{"index":0,"delta":'
+        self._heads: dict[int, bytes] = {0: self._head}
         self._tail = b',"logprobs":null,"finish_reason":null}]' + usage_null + b"}\n\n"
         self._finish_tail = b'}]' + usage_null + b"}\n\n"
         self._usage_head = b"data: " + common + b',"choices":[],"usage":'
@@ -76,9 +88,25 @@ class ChunkEncoder:
     def _chunk(self, delta: bytes) -> bytes:
         return self._head + delta + self._tail
 
+    def choice(self, index: int) -> None:
+        """Chunks from now on belong to choice ``index`` (``n > 1``)."""
+        head = self._heads.get(index)
+        if head is None:
+            head = self._heads[index] = (
+                b"data: " + self._common + b',"choices":[{"index":'
+                + str(index).encode() + b',"delta":'
+            )
+        self._head = head
+
     def role(self) -> bytes:
-        """The first chunk: ``delta.role`` (sent as soon as the upstream answered)."""
-        return self._chunk(b'{"role":"assistant","content":""}')
+        """The first chunk of each choice: ``delta.role`` (sent as soon as the upstream
+        answered)."""
+        out = []
+        for index in range(self.choices):
+            self.choice(index)
+            out.append(self._chunk(b'{"role":"assistant","content":""}'))
+        self.choice(0)
+        return b"".join(out)
 
     def text(self, text: str) -> bytes:
         return self._chunk(b'{"content":' + _dumps(text) + b"}")
@@ -145,6 +173,8 @@ class ChunkEncoder:
             elif isinstance(event, FinalUsage):
                 parts.append(self.usage(event))
                 parts.append(DONE)
+            elif isinstance(event, Choice):
+                self.choice(event.index)
             elif isinstance(event, UsageReport):
                 continue
         return b"".join(parts)

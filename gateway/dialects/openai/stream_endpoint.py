@@ -62,6 +62,7 @@ async def stream_chat_completions(
         model=chat.model,
         created=int(time.time()),
         include_usage=include_usage(chat),
+        choices=chat.n,
     )
     return SSEResponse(
         opened, encoder, ctx, service, estimated_tokens=estimated_tokens, keepalive_s=keepalive_s

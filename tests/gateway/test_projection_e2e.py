@@ -1,0 +1,195 @@
+"""The strict projection served by the gateway: ``strictify = true`` per model and the
+``x-syntic-strictify: 1`` header make every tool strict; the upstream gets the projection,
+the answer is validated (corrected once) against it, canonicalized back and validated
+against the client's schema; a schema with no projection travels untouched and is named in
+``x-syntic-strict-refused``. Both endpoints, streamed and not, through the official SDKs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from tests.gateway.test_openai_stream_e2e import sdk_stream
+from tests.support.gateway_proc import GatewayProcess
+from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
+
+USER: list[Any] = [{"role": "user", "content": "Where is order 582131?"}]
+# Ordinary (non-strict) schemas, as MCP servers and hand-written tools send them.
+LOOKUP = {
+    "type": "object",
+    "properties": {
+        "order": {"type": "string"},
+        "note": {"type": "string"},
+        "detail": {"type": ["string", "null"]},
+    },
+    "required": ["order"],
+}
+PROJECTED = {
+    "type": "object",
+    "properties": {
+        "order": {"type": "string"},
+        "note": {"type": ["string", "null"]},
+        "detail": {"type": ["string", "null"]},
+    },
+    "required": ["order", "note", "detail"],
+    "additionalProperties": False,
+}
+FREE_FORM = {"type": "object", "properties": {"headers": {"additionalProperties": {}}}}
+STRICT_ANSWER = '{"order": "582131", "note": null, "detail": null}'
+CANONICAL = {"order": "582131", "detail": None}  # the injected null of "note" removed
+
+
+@pytest.fixture(scope="module")
+def gw(stream_gateway: GatewayProcess) -> GatewayProcess:
+    return stream_gateway  # both catalogues: tests/support/fixtures.py
+
+
+def oa_tools() -> list[Any]:
+    return [
+        {"type": "function", "function": {"name": "lookup", "parameters": copy.deepcopy(LOOKUP)}},
+        {"type": "function", "function": {"name": "fetch", "parameters": FREE_FORM}},
+    ]
+
+
+def an_tools() -> list[Any]:
+    return [
+        {"name": "lookup", "input_schema": copy.deepcopy(LOOKUP)},
+        {"name": "fetch", "input_schema": FREE_FORM},
+    ]
+
+
+def chat(gw: GatewayProcess, model: str, header: bool) -> tuple[Any, Any]:
+    extra = {"x-syntic-strictify": "1"} if header else {}
+    with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0) as c:
+        raw = c.chat.completions.with_raw_response.create(
+            model=model, messages=USER, tools=oa_tools(), extra_headers=extra
+        )
+        return raw.parse(), raw.headers
+
+
+def messages(gw: GatewayProcess, model: str, header: bool) -> tuple[Any, Any]:
+    extra = {"x-syntic-strictify": "1"} if header else {}
+    with anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0) as c:
+        raw = c.messages.with_raw_response.create(
+            model=model, max_tokens=256, messages=USER, tools=an_tools(), extra_headers=extra
+        )
+        return raw.parse(), raw.headers
+
+
+def sent(upstream: ScriptedUpstream, name: str) -> tuple[dict[str, Any], Any]:
+    for tool in upstream.requests[0].body["tools"]:
+        fn = tool.get("function", tool)
+        if fn["name"] == name:
+            return fn.get("parameters", fn.get("input_schema")), fn.get("strict")
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize(
+    ("model", "header"),
+    [("strict-model", True), ("oa-strictify", False), ("constrained-model", True)],
+)
+def test_chat_completions(
+    gw: GatewayProcess, upstream: ScriptedUpstream, model: str, header: bool
+) -> None:
+    upstream.queue(Reply(tool_calls=[Call("lookup", STRICT_ANSWER)]))
+    completion, headers = chat(gw, model, header)
+    [call] = completion.choices[0].message.tool_calls
+    assert json.loads(call.function.arguments) == CANONICAL
+    assert headers["x-syntic-schema-retries"] == "0"
+    assert headers["x-syntic-strict-refused"] == "fetch"
+    schema, strict = sent(upstream, "lookup")
+    assert schema == PROJECTED
+    assert strict is (True if model == "constrained-model" else None)
+    assert sent(upstream, "fetch") == (FREE_FORM, None)  # untouched, non-strict
+
+
+@pytest.mark.parametrize(("model", "header"), [("oa-strict", True), ("an-strictify", False)])
+def test_messages(gw: GatewayProcess, upstream: ScriptedUpstream, model: str, header: bool) -> None:
+    upstream.queue(Reply(tool_calls=[Call("lookup", STRICT_ANSWER)]))
+    msg, headers = messages(gw, model, header)
+    assert next(b.input for b in msg.content if b.type == "tool_use") == CANONICAL
+    assert headers["x-syntic-strict-refused"] == "fetch"
+    assert sent(upstream, "lookup")[0] == PROJECTED
+
+
+def test_invalid_against_the_projection_is_corrected(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(
+        Reply(tool_calls=[Call("lookup", '{"order": "582131"}')]),  # "note" must be sent
+        Reply(tool_calls=[Call("lookup", STRICT_ANSWER)]),
+    )
+    completion, headers = chat(gw, "strict-model", True)
+    assert json.loads(completion.choices[0].message.tool_calls[0].function.arguments) == CANONICAL
+    assert headers["x-syntic-schema-retries"] == "1"
+
+
+def test_invalid_twice_is_422(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
+    upstream.queue(*[Reply(tool_calls=[Call("lookup", '{"order": 1, "note": null}')])] * 2)
+    with pytest.raises(openai.UnprocessableEntityError) as info:
+        chat(gw, "strict-model", True)
+    assert info.value.response.json()["error"]["code"] == "tool_arguments_invalid"
+
+
+def test_calls_to_refused_tools_pass_untouched(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Reply(tool_calls=[Call("fetch", '{"headers": {"a": [1]}}')]))
+    completion, headers = chat(gw, "strict-model", True)
+    assert completion.choices[0].message.tool_calls[0].function.arguments == (
+        '{"headers": {"a": [1]}}'
+    )
+    assert headers["x-syntic-strict-refused"] == "fetch"
+
+
+def test_streamed(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
+    upstream.queue(
+        Reply(tool_calls=[Call("lookup", '{"order": 5, "note": null, "detail": null}')]),
+        Reply(tool_calls=[Call("lookup", STRICT_ANSWER, id="call_x")]),
+    )
+    out = sdk_stream(
+        "sync", gw, tools=oa_tools(), extra_headers={"x-syntic-strictify": "1"}
+    )
+    assert out.error is None and out.completion is not None
+    [call] = out.completion.choices[0].message.tool_calls or []
+    assert json.loads(call.function.arguments) == CANONICAL  # type: ignore[union-attr]
+    assert out.headers["x-syntic-strict-refused"] == "fetch"
+    assert (out.chunks[-1].usage.model_extra or {})["schema_retries"] == 1  # type: ignore[union-attr]
+
+
+def test_messages_streamed(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
+    upstream.queue(Reply(tool_calls=[Call("lookup", STRICT_ANSWER)]))
+    with (
+        anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0) as c,
+        c.messages.stream(
+            model="an-strictify", max_tokens=256, messages=USER, tools=an_tools()
+        ) as stream,
+    ):
+        final = stream.get_final_message()
+    assert next(b.input for b in final.content if b.type == "tool_use") == CANONICAL
+
+
+def test_without_the_setting_nothing_changes(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Reply(tool_calls=[Call("lookup", '{"order": 1}')]))
+    completion, headers = chat(gw, "strict-model", False)
+    assert completion.choices[0].message.tool_calls[0].function.arguments == '{"order": 1}'
+    assert "x-syntic-strict-refused" not in headers
+    assert sent(upstream, "lookup") == (LOOKUP, None)
+
+
+def test_bad_header_value_is_400(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
+    with (
+        openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0) as c,
+        pytest.raises(openai.BadRequestError) as info,
+    ):
+        c.chat.completions.create(
+            model="strict-model", messages=USER, extra_headers={"x-syntic-strictify": "yes"}
+        )
+    assert info.value.response.json()["error"]["param"] == "x-syntic-strictify"
