@@ -40,6 +40,7 @@ from validator._compile import (
     lint_compile_async,
 )
 from validator._dialect import Dialect
+from validator._dupkeys import duplicate_key
 from validator._errors import ValidationError
 from validator._issues import Issue, IssueCode, SchemaError
 from validator._lint import LIMITS, Limits, LintReport, lint, lint_report
@@ -66,6 +67,7 @@ __all__ = [
     "compile",
     "compile_async",
     "configure_cache",
+    "duplicate_key",
     "lint",
     "lint_compile_async",
     "lint_report",

@@ -15,11 +15,13 @@ Example::
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 import orjson
 
+import validator
 from gateway.canonical import (
     ChatRequest,
     ChatResponse,
@@ -44,12 +46,45 @@ __all__ = ["ANTHROPIC_VERSION", "AnthropicUpstream", "create", "decode_response"
 ANTHROPIC_VERSION = "2023-06-01"
 
 
-def decode_response(body: object, model: ModelConfig) -> ChatResponse:
-    """An Anthropic ``message`` object -> canonical ``ChatResponse``."""
+class _Members(list[tuple[str, Any]]):
+    """A JSON object as its members in order, duplicates kept."""
+
+
+def _text_of(node: Any) -> str:
+    """JSON text of a value parsed with ``_Members`` objects: a duplicate key stays in."""
+    if isinstance(node, _Members):
+        return "{" + ",".join(f"{json.dumps(k)}:{_text_of(v)}" for k, v in node) + "}"
+    if isinstance(node, list):
+        return "[" + ",".join(_text_of(v) for v in node) + "]"
+    return json.dumps(node)
+
+
+def _inputs_as_sent(raw: bytes) -> list[str]:
+    """Each ``tool_use`` block's ``input`` as the upstream wrote it, duplicate keys kept."""
+    tree = json.loads(raw, object_pairs_hook=_Members)
+    content: Any = next((v for k, v in tree if k == "content"), None)
+    out = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, _Members) and ("type", "tool_use") in block:
+            out.append(_text_of(next((v for k, v in block if k == "input"), _Members())))
+    return out
+
+
+def decode_response(body: object, model: ModelConfig, raw: bytes | None = None) -> ChatResponse:
+    """An Anthropic ``message`` object -> canonical ``ChatResponse``. With ``raw`` (the
+    body's text) holding a duplicate key, each tool input is taken as written: a parsed
+    object keeps only one of the duplicates, which would hide them from validation."""
     if not isinstance(body, dict) or not isinstance(body.get("content"), list):
         raise UpstreamInvalidResponse("The upstream returned a malformed message.")
     texts: list[str] = []
     calls: list[ToolCall] = []
+    as_sent = None
+    if raw is not None and validator.duplicate_key(raw, body) is not None:
+        inputs = _inputs_as_sent(raw)
+        uses = [b for b in body["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+        if len(inputs) != len(uses):  # the duplicate is in the message's own structure
+            raise UpstreamInvalidResponse("The upstream's message names a key twice.")
+        as_sent = iter(inputs)
     for block in body["content"]:
         if not isinstance(block, dict):
             continue
@@ -60,7 +95,10 @@ def decode_response(body: object, model: ModelConfig) -> ChatResponse:
                 ToolCall(
                     id=str(block.get("id", "")),
                     name=str(block.get("name", "")),
-                    raw_arguments=orjson.dumps(block.get("input", {})).decode(),
+                    raw_arguments=(
+                        next(as_sent) if as_sent is not None
+                        else orjson.dumps(block.get("input", {})).decode()
+                    ),
                 )
             )
     return ChatResponse(
@@ -156,7 +194,7 @@ class AnthropicUpstream:
             body: Any = orjson.loads(reply.body)
         except orjson.JSONDecodeError as exc:
             raise UpstreamInvalidResponse("The upstream returned a body that is not JSON.") from exc
-        return decode_response(body, model)
+        return decode_response(body, model, reply.body)
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         payload = encode_request(request, model, stream=True)

@@ -151,3 +151,39 @@ def test_messages_streamed(gw: GatewayProcess, upstream: ScriptedUpstream) -> No
         seen.extend(event.type for event in stream)
     assert "tool_arguments_invalid" in str(info.value.body)
     assert "content_block_start" not in seen
+
+
+def _anthropic_message(arguments: str) -> bytes:
+    """A Messages answer whose tool input is ``arguments`` exactly as written (no parse)."""
+    return (
+        b'{"id": "msg_1", "type": "message", "role": "assistant", "model": "m",'
+        b' "content": [{"type": "tool_use", "id": "toolu_1", "name": "create_refund",'
+        b' "input": ' + arguments.encode() + b'}], "stop_reason": "tool_use",'
+        b' "usage": {"input_tokens": 5, "output_tokens": 7}}'
+    )
+
+
+def test_anthropic_upstream_keeps_the_duplicate_for_validation(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    """A Messages upstream's answer is JSON whose parse keeps one of the duplicates: the
+    tool input is taken as the upstream wrote it, so the duplicate is still refused."""
+    from tests.support.scripted_upstream import Raw
+
+    upstream.queue(Raw(_anthropic_message(DUP_ARGS)), Raw(_anthropic_message(GOOD_ARGS)))
+    with anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0) as c:
+        raw = c.messages.with_raw_response.create(
+            model="an-strict", max_tokens=256, messages=MESSAGES[1:],  # type: ignore[arg-type]
+            tools=[_tool()])  # type: ignore[list-item]
+    msg = raw.parse()
+    assert next(b.input for b in msg.content if b.type == "tool_use") == json.loads(GOOD_ARGS)
+    assert raw.headers["x-syntic-schema-retries"] == "1"
+    upstream.queue(*[Raw(_anthropic_message(DUP_ARGS))] * 2)
+    with pytest.raises(anthropic.UnprocessableEntityError) as info:
+        _messages_on(gw, "an-strict", tools=[_tool()])
+    assert info.value.response.json()["error"]["code"] == "tool_arguments_invalid"
+
+
+def _messages_on(gw: GatewayProcess, model: str, **kw: Any) -> Any:
+    with anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0) as c:
+        return c.messages.create(model=model, max_tokens=256, messages=MESSAGES[1:], **kw)
