@@ -71,6 +71,7 @@ class RequestContext:
     model: str | None = None
     streamed: bool = False
     enforced: bool = False  # strict tools or strict response_format: send retries header
+    strict_refused: str | None = None  # tools the projection left non-strict (the ledger's)
     status: int = 0
     error_code: str | None = None
     estimated: bool = False
@@ -145,6 +146,7 @@ class RequestContext:
             started_at=self.started_at,
             finished_at=now,
             estimated=self.estimated,
+            strict_refused=self.strict_refused,
         )
 
 

@@ -218,6 +218,7 @@ class ChatService:
             if plan.refused:
                 names = ",".join(quote(name, safe="-_.") for name in plan.refused)
                 ctx.add_raw_headers([(b"x-syntic-strict-refused", names.encode())])
+                ctx.strict_refused = names
         return Prepared(
             model, plan, self.registry.get(model), upstream_view(request, model, plan)
         )

@@ -27,6 +27,7 @@ class UsageRecord:
     started_at: float  # unix seconds
     finished_at: float
     estimated: bool = False  # tokens estimated (e.g. client disconnected mid-stream)
+    strict_refused: str | None = None  # tools the projection left non-strict, comma-separated
 
 
 class Ledger(Protocol):

@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from tests.gateway.test_openai_stream_e2e import sdk_stream
+from tests.reliability.helpers import ledger_rows
 from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
 
@@ -102,6 +103,8 @@ def test_chat_completions(
     assert json.loads(call.function.arguments) == CANONICAL
     assert headers["x-syntic-schema-retries"] == "0"
     assert headers["x-syntic-strict-refused"] == "fetch"
+    [row] = ledger_rows(gw, [headers["x-request-id"]]).values()
+    assert row["strict_refused"] == "fetch"  # the ledger says so too
     schema, strict = sent(upstream, "lookup")
     assert schema == PROJECTED
     assert strict is (True if model == "constrained-model" else None)
@@ -114,6 +117,8 @@ def test_messages(gw: GatewayProcess, upstream: ScriptedUpstream, model: str, he
     msg, headers = messages(gw, model, header)
     assert next(b.input for b in msg.content if b.type == "tool_use") == CANONICAL
     assert headers["x-syntic-strict-refused"] == "fetch"
+    [row] = ledger_rows(gw, [headers["x-request-id"]]).values()
+    assert row["strict_refused"] == "fetch"
     assert sent(upstream, "lookup")[0] == PROJECTED
 
 
@@ -181,6 +186,8 @@ def test_without_the_setting_nothing_changes(
     completion, headers = chat(gw, "strict-model", False)
     assert completion.choices[0].message.tool_calls[0].function.arguments == '{"order": 1}'
     assert "x-syntic-strict-refused" not in headers
+    [row] = ledger_rows(gw, [headers["x-request-id"]]).values()
+    assert row["strict_refused"] is None
     assert sent(upstream, "lookup") == (LOOKUP, None)
 
 
