@@ -35,7 +35,7 @@ def test_strict_tool_with_an_optional_default(
 ) -> None:
     upstream.queue(Reply(tool_calls=[Call("Lookup", '{"order": "582131", "note": null}')]))
     message = chat(gw).bind_tools([Lookup], strict=True).invoke("Where is order 582131?")
-    assert message.tool_calls[0]["args"] == {"order": "582131", "note": None}  # type: ignore[attr-defined]
+    assert message.tool_calls[0]["args"] == {"order": "582131", "note": None}
     sent = upstream.requests[0].body["tools"][0]["function"]["parameters"]
     assert sent["properties"]["note"]["default"] is None  # what LangChain emits
 

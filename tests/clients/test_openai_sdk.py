@@ -4,6 +4,7 @@ and ``chat.completions.parse`` against the gateway."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import openai
 import pytest
@@ -12,7 +13,7 @@ from tests.clients.models import Search, TreeNode
 from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
 
-USER = [{"role": "user", "content": "Pizza in Turin, please."}]
+USER: list[Any] = [{"role": "user", "content": "Pizza in Turin, please."}]
 
 
 def client(gw: GatewayProcess) -> openai.OpenAI:
@@ -22,14 +23,14 @@ def client(gw: GatewayProcess) -> openai.OpenAI:
 def test_pydantic_function_tool_with_a_default_is_accepted(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    tool = openai.pydantic_function_tool(Search)
+    tool: Any = openai.pydantic_function_tool(Search)
     assert tool["function"]["parameters"]["properties"]["limit"]["default"] == 10  # emitted
     args = {"city": "Turin", "limit": 3, "cuisine": None}
     upstream.queue(Reply(tool_calls=[Call("Search", json.dumps(args))]))
     with client(gw) as c:
-        completion = c.chat.completions.parse(model="strict-model", messages=USER, tools=[tool])  # type: ignore[arg-type]
+        completion = c.chat.completions.parse(model="strict-model", messages=USER, tools=[tool])
     [call] = completion.choices[0].message.tool_calls or []
-    assert call.function.parsed_arguments == Search(city="Turin", limit=3)  # type: ignore[union-attr]
+    assert call.function.parsed_arguments == Search(city="Turin", limit=3)
 
 
 def test_recursive_model_is_accepted(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
@@ -37,10 +38,10 @@ def test_recursive_model_is_accepted(gw: GatewayProcess, upstream: ScriptedUpstr
     upstream.queue(Reply(tool_calls=[Call("TreeNode", json.dumps(args))]))
     with client(gw) as c:
         completion = c.chat.completions.parse(
-            model="strict-model", messages=USER, tools=[openai.pydantic_function_tool(TreeNode)]  # type: ignore[arg-type]
+            model="strict-model", messages=USER, tools=[openai.pydantic_function_tool(TreeNode)]
         )
     [call] = completion.choices[0].message.tool_calls or []
-    assert call.function.parsed_arguments == TreeNode.model_validate(args)  # type: ignore[union-attr]
+    assert call.function.parsed_arguments == TreeNode.model_validate(args)
 
 
 def test_constrained_upstream_gets_it_without_default(
@@ -50,7 +51,7 @@ def test_constrained_upstream_gets_it_without_default(
     upstream.queue(Reply(tool_calls=[Call("Search", args)]))
     with client(gw) as c:
         c.chat.completions.create(
-            model="constrained-model", messages=USER, tools=[openai.pydantic_function_tool(Search)]  # type: ignore[list-item]
+            model="constrained-model", messages=USER, tools=[openai.pydantic_function_tool(Search)]
         )
     sent = upstream.requests[0].body["tools"][0]["function"]
     assert sent["strict"] is True
@@ -67,7 +68,7 @@ def test_invalid_arguments_are_corrected_then_parsed(
     )
     with client(gw) as c:
         raw = c.chat.completions.with_raw_response.create(
-            model="strict-model", messages=USER, tools=[openai.pydantic_function_tool(Search)]  # type: ignore[list-item]
+            model="strict-model", messages=USER, tools=[openai.pydantic_function_tool(Search)]
         )
     assert raw.headers["x-syntic-schema-retries"] == "1"
     [call] = raw.parse().choices[0].message.tool_calls or []

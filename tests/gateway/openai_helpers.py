@@ -25,7 +25,7 @@ REFUND_SCHEMA: dict[str, Any] = {
 }
 GOOD_ARGS = '{"order_number": "582131", "amount_pence": 1250, "reason": "damaged", "note": null}'
 BAD_ARGS = '{"order_number": "582131", "amount_pence": "12.50", "reason": "damaged", "note": null}'
-MESSAGES: list[dict[str, Any]] = [
+MESSAGES: list[Any] = [
     {"role": "system", "content": "You are a support agent."},
     {"role": "user", "content": "Order 582131 arrived crushed, please refund the £12.50 pot."},
 ]

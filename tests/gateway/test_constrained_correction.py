@@ -103,7 +103,7 @@ def test_streamed_call_is_corrected_the_same_way(
         Reply(content=GOOD_ARGS),
     )
     with _client(cc_gateway) as client:
-        stream = client.chat.completions.create(
+        stream: Any = client.chat.completions.create(
             model="cc-vllm", messages=MESSAGES, tools=[refund_tool()],  # type: ignore[list-item]
             stream=True,
         )
@@ -147,7 +147,7 @@ def test_json_output_correction_uses_the_field_too(
     upstream.queue(Reply(content='{"n": "two"}'), Reply(content='{"n": 2}'))
     with _client(cc_gateway) as client:
         completion = client.chat.completions.create(
-            model="cc-vllm", messages=MESSAGES,  # type: ignore[arg-type]
+            model="cc-vllm", messages=MESSAGES,
             response_format={"type": "json_schema", "json_schema": {
                 "name": "count", "strict": True, "schema": schema}},
         )

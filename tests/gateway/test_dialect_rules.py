@@ -14,10 +14,10 @@ import pytest
 from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
 
-USER = [{"role": "user", "content": "Find pizza places in Turin."}]
+USER: list[Any] = [{"role": "user", "content": "Find pizza places in Turin."}]
 
 # What the anthropic SDK's helpers emit: optional fields left out of ``required``.
-SEARCH = {
+SEARCH: dict[str, Any] = {
     "type": "object",
     "properties": {
         "city": {"type": "string"},

@@ -128,7 +128,7 @@ def test_messages_streamed(gw: GatewayProcess, upstream: ScriptedUpstream) -> No
         c.messages.stream(
             model="oa-strict",
             max_tokens=256,
-            messages=MESSAGES[1:],  # type: ignore[arg-type]
+            messages=MESSAGES[1:],
             tools=[_tool()],  # type: ignore[list-item]
         ) as stream,
     ):
@@ -143,7 +143,7 @@ def test_messages_streamed(gw: GatewayProcess, upstream: ScriptedUpstream) -> No
         c.messages.stream(
             model="oa-strict",
             max_tokens=256,
-            messages=MESSAGES[1:],  # type: ignore[arg-type]
+            messages=MESSAGES[1:],
             tools=[_tool()],  # type: ignore[list-item]
         ) as stream,
         pytest.raises(anthropic.APIStatusError) as info,
@@ -173,7 +173,7 @@ def test_anthropic_upstream_keeps_the_duplicate_for_validation(
     upstream.queue(Raw(_anthropic_message(DUP_ARGS)), Raw(_anthropic_message(GOOD_ARGS)))
     with anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0) as c:
         raw = c.messages.with_raw_response.create(
-            model="an-strict", max_tokens=256, messages=MESSAGES[1:],  # type: ignore[arg-type]
+            model="an-strict", max_tokens=256, messages=MESSAGES[1:],
             tools=[_tool()])  # type: ignore[list-item]
     msg = raw.parse()
     assert next(b.input for b in msg.content if b.type == "tool_use") == json.loads(GOOD_ARGS)

@@ -273,7 +273,7 @@ async def test_async_client_fixture(
 ) -> None:
     upstream.queue(Reply(content="hello"))
     completion = await async_openai_client.chat.completions.create(
-        model="strict-model", messages=MESSAGES)  # type: ignore[arg-type]
+        model="strict-model", messages=MESSAGES)
     assert completion.choices[0].message.content == "hello"
     assert completion.choices[0].finish_reason == "stop"
 

@@ -113,7 +113,7 @@ def test_128_tools_allowed(chat: Chat, upstream: ScriptedUpstream) -> None:
 def test_bad_key_is_401(gateway: GatewayProcess, key: str) -> None:
     client = openai.OpenAI(base_url=gateway.base_url + "/v1", api_key=key, max_retries=0)
     with pytest.raises(openai.AuthenticationError) as info:
-        client.chat.completions.create(model="strict-model", messages=MESSAGES)  # type: ignore[arg-type]
+        client.chat.completions.create(model="strict-model", messages=MESSAGES)
     body = envelope(info.value)
     assert body["error"]["type"] == "authentication_error"
     assert body["request_id"] == info.value.response.headers["x-request-id"]

@@ -30,7 +30,7 @@ def test_in_process_gateway(tmp_path: Path, upstream: ScriptedUpstream) -> None:
     with InProcessGateway(create_app(load_settings(config, env))) as gw:
         client = openai.OpenAI(base_url=gw.base_url + "/v1", api_key=key, max_retries=0)
         completion = client.chat.completions.create(
-            model="m", messages=MESSAGES, tools=[refund_tool()])  # type: ignore[arg-type,list-item]
+            model="m", messages=MESSAGES, tools=[refund_tool()])  # type: ignore[list-item]
         client.close()
     assert [(c.id, c.function.arguments) for c in calls_of(completion)] == [("c1", GOOD_ARGS)]
     assert upstream.requests[0].body["model"] == "m-served"

@@ -12,6 +12,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -137,7 +138,7 @@ async def test_close_flushes_everything(db: Database, tmp_path: Path) -> None:
     assert ledger.queue_depth == 0
 
 
-OUTCOMES = {
+OUTCOMES: dict[str, dict[str, Any]] = {
     "success": {},
     "corrected": dict(schema_retries=1, upstream_calls=2, correction_prompt_tokens=40,
                       correction_completion_tokens=9),
@@ -285,9 +286,9 @@ async def test_loose_types_are_normalised_and_bad_rows_set_aside(
     p = pfx()
     ledger = DbLedger(db, tmp_path)
     ledger.start()
-    ledger.record(rec(f"{p}loose", prompt_tokens=12.0, started_at=int(time.time()),  # type: ignore[arg-type]
-                      streamed=1))  # type: ignore[arg-type]
-    ledger.record(rec(f"{p}bad", prompt_tokens="lots"))  # type: ignore[arg-type]
+    ledger.record(rec(f"{p}loose", prompt_tokens=12.0, started_at=int(time.time()),
+                      streamed=1))
+    ledger.record(rec(f"{p}bad", prompt_tokens="lots"))
     ledger.record(rec(f"{p}fine"))
     await ledger.aclose()
     rows = await db.fetch(
