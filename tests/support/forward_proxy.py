@@ -10,46 +10,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from urllib.parse import urlsplit
+
+from tests.support.threaded_server import ThreadedServer
 
 
 class ForwardProxy:
     def __init__(self) -> None:
-        self.port = 0
         self.seen: list[tuple[str, str]] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server = ThreadedServer(self._serve, "forward-proxy")
+
+    @property
+    def port(self) -> int:
+        return self._server.port
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> ForwardProxy:
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = self._loop = asyncio.new_event_loop()
-            self._server = loop.run_until_complete(
-                asyncio.start_server(self._serve, "127.0.0.1", 0))
-            self.port = self._server.sockets[0].getsockname()[1]
-            ready.set()
-            loop.run_forever()
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="forward-proxy", daemon=True)
-        self._thread.start()
-        ready.wait(10)
+        self._server.start()
         return self
 
     def stop(self) -> None:
-        if self._loop is None or self._server is None:
-            return
-        self._loop.call_soon_threadsafe(self._server.close)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
+        self._server.stop()
 
     def __enter__(self) -> ForwardProxy:
         return self.start()

@@ -21,7 +21,6 @@ import contextlib
 import socket
 import ssl
 import struct
-import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -30,6 +29,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
+
+from tests.support.threaded_server import ThreadedServer
 
 GIB = 1 << 30
 _MIB_ZEROS = b"\0" * (1 << 20)
@@ -124,14 +125,14 @@ class HostileUpstream:
 
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.tls = tls
-        self.port = 0
         self.accepted = 0
         self.seen: list[Seen] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
+        self._server = ThreadedServer(self._serve, "hostile-upstream", tls=tls, limit=1 << 20)
         self._bombs: dict[bytes, bytes] = {}
+
+    @property
+    def port(self) -> int:
+        return self._server.port
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -140,37 +141,11 @@ class HostileUpstream:
         return f"{scheme}://{host}:{self.port}/{mode}/v1"
 
     def start(self) -> HostileUpstream:
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = self._loop = asyncio.new_event_loop()
-            self._server = loop.run_until_complete(asyncio.start_server(
-                self._serve, "127.0.0.1", 0, ssl=self.tls, limit=1 << 20))
-            self.port = self._server.sockets[0].getsockname()[1]
-            ready.set()
-            loop.run_forever()
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="hostile-upstream", daemon=True)
-        self._thread.start()
-        ready.wait(10)
+        self._server.start()
         return self
 
     def stop(self) -> None:
-        loop = self._loop
-        if loop is None:
-            return
-
-        async def shutdown() -> None:
-            assert self._server is not None
-            self._server.close()
-            for writer in list(self._writers):
-                writer.transport.abort()
-
-        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
+        self._server.stop()
 
     def __enter__(self) -> HostileUpstream:
         return self.start()
@@ -179,7 +154,7 @@ class HostileUpstream:
         self.stop()
 
     def open_connections(self) -> int:
-        return len(self._writers)
+        return len(self._server.writers)
 
     def bomb(self, prefix: bytes = b"") -> bytes:
         """The 1 GiB gzip bomb (with ``prefix`` first), built once per prefix."""
@@ -192,7 +167,6 @@ class HostileUpstream:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
-        self._writers.add(writer)
         conn = _Conn(reader, writer)
         try:
             while await self._read_request(conn):
@@ -207,7 +181,6 @@ class HostileUpstream:
         except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
             pass
         finally:
-            self._writers.discard(writer)
             with contextlib.suppress(Exception):
                 writer.close()
 
