@@ -185,13 +185,13 @@ def create_app(
                 max_body_bytes=settings.max_body_bytes,
                 ledger=ledger,
                 observer=ops.observer,
-                limits=EdgeLimits.from_settings(settings),  # #9: in-flight cap, deadlines
+                limits=EdgeLimits.from_settings(settings),  # in-flight cap, deadlines
             ),
             Middleware(AuthMiddleware, keys=keys),
-            # #9 (needs the principal)
+            # after auth: idempotency keys are scoped to the caller's principal
             Middleware(IdempotencyMiddleware, settings=settings, draining=draining),
             Middleware(AdminAuthMiddleware, keys=keys),
-            # #8: POST to the two chat routes skips the router (they stay registered there)
+            # POST to the two chat routes skips the router (they stay registered there)
             Middleware(HotRoutes, routes={
                 "/v1/chat/completions": chat_completions, "/v1/messages": messages}),
         ],

@@ -178,7 +178,7 @@ class ChatService:
         self, settings: Settings, registry: UpstreamRegistry, limiter: RateLimiter | None
     ) -> None:
         self.settings = settings
-        # Safe upstream failures are retried within the request deadline (#9); each
+        # Safe upstream failures are retried within the request deadline; each
         # attempt is journaled first, so a crash mid-call still bills it.
         policy = RetryPolicy(retries=settings.upstream_retries)
         self.registry = registry.wrapped(
