@@ -20,8 +20,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -37,11 +35,10 @@ import pytest
 from tests.support.databases import pg_database
 from tests.support.fixtures import e2e_models
 from tests.support.gateway_proc import (
-    ROOT,
     GatewayProcess,
     free_port,
+    serve_replica,
     start_gateway,
-    wait_ready,
 )
 from tests.support.nginx_proc import NginxProxy, nginx_binary
 from tests.support.private_services import PrivateRedis
@@ -84,23 +81,6 @@ def _responder() -> Callable[[RecordedRequest], Step]:
         return Reply(content="ok", usage=(7, 3), delay=0.01)
 
     return respond
-
-
-def _serve(gw: GatewayProcess, port: int, env: dict[str, str], log: Path) -> GatewayProcess:
-    """Another ``syntic serve`` on ``port`` with ``gw``'s config and database."""
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway", "serve", "--config", str(gw.config_path),
-             "--host", "127.0.0.1", "--port", str(port)],
-            env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-        )
-    other = GatewayProcess(proc, port, gw.api_key, gw.config_path, env, log)
-    try:
-        wait_ready(other.base_url, proc)
-    except Exception:
-        other.stop()
-        raise
-    return other
 
 
 def _served_chats(gw: GatewayProcess) -> float:
@@ -216,7 +196,7 @@ async def _scenario(
     # Its client retries through nginx with the same key, each attempt bounded.
     held.attempts.extend((await clients.request(held.key, HOLD)).attempts)
     await clients.more(30)  # the survivor carries the load meanwhile
-    restarted = await asyncio.to_thread(_serve, victim, victim.port, victim.env, log)
+    restarted = await asyncio.to_thread(serve_replica, victim, victim.port, log, victim.env)
     # Back in rotation: nginx sends it traffic again within a few seconds of it listening.
     listening = time.monotonic()
     back_after: float | None = None
@@ -248,7 +228,9 @@ def test_a_replica_killed_under_load_loses_no_row_and_comes_back(
         gateways = [victim]
         try:
             survivor_env = {**victim.env, "SYNTIC_DATA_DIR": str(tmp_path / "data-survivor")}
-            gateways.append(_serve(victim, free_port(), survivor_env, tmp_path / "survivor.log"))
+            gateways.append(
+                serve_replica(victim, free_port(), tmp_path / "survivor.log", survivor_env)
+            )
             with NginxProxy(tmp_path / "nginx", [g.port for g in gateways]) as proxy:
                 seen, restarted = asyncio.run(
                     _scenario(victim, proxy, upstream, tmp_path / "restarted.log")

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +21,12 @@ import redis
 
 from tests.support.databases import pg_database
 from tests.support.fixtures import e2e_models
-from tests.support.gateway_proc import GatewayProcess, free_port, start_gateway, wait_ready
+from tests.support.gateway_proc import (
+    GatewayProcess,
+    free_port,
+    serve_replica,
+    start_gateway,
+)
 from tests.support.private_services import PrivateRedis
 from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
@@ -32,22 +35,7 @@ BODY = {"model": "strict-model", "messages": [{"role": "user", "content": "hi"}]
 
 def replica(gw: GatewayProcess, workdir: Path) -> GatewayProcess:
     """Another ``syntic serve`` on the same config, environment and database."""
-    log_path = workdir / f"replica-{secrets.token_hex(3)}.log"
-    port = free_port()
-    with log_path.open("ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway", "serve", "--config", str(gw.config_path),
-             "--host", "127.0.0.1", "--port", str(port)],
-            env=gw.env, cwd=Path(__file__).resolve().parents[2], stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    other = GatewayProcess(proc, port, gw.api_key, gw.config_path, gw.env, log_path)
-    try:
-        wait_ready(other.base_url, proc)
-    except Exception:
-        other.stop()
-        raise
-    return other
+    return serve_replica(gw, free_port(), workdir / f"replica-{secrets.token_hex(3)}.log")
 
 
 def key_id_for(gw: GatewayProcess, name: str) -> str:

@@ -197,6 +197,27 @@ def start_gateway(
     raise RuntimeError(f"gateway did not start: {last_error}\n{log_path.read_text()[-3000:]}")
 
 
+def serve_replica(
+    gw: GatewayProcess, port: int, log: Path, env: Mapping[str, str] | None = None
+) -> GatewayProcess:
+    """Another ``syntic serve`` on ``port`` with ``gw``'s config, key and database (and
+    ``gw``'s environment unless ``env`` is given), ready when this returns."""
+    full_env = dict(gw.env if env is None else env)
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "serve", "--config", str(gw.config_path),
+             "--host", "127.0.0.1", "--port", str(port)],
+            env=full_env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        )
+    other = GatewayProcess(proc, port, gw.api_key, gw.config_path, full_env, log)
+    try:
+        wait_ready(other.base_url, proc)
+    except Exception:
+        other.stop()
+        raise
+    return other
+
+
 class InProcessGateway:
     """uvicorn serving ``app`` in a background thread on a free loopback port."""
 
