@@ -76,6 +76,13 @@ def _child(url: str, data_dir: Path, prefix: str) -> subprocess.Popen[str]:
     return proc
 
 
+async def _killed_child(url: str, data_dir: Path, prefix: str) -> None:
+    """A child that spooled its rows, SIGKILLed before its writer flushed them."""
+    proc = _child(url, data_dir, prefix)
+    proc.send_signal(signal.SIGKILL)
+    await asyncio.to_thread(proc.wait)
+
+
 async def _replay(db: Database, data_dir: Path) -> DbLedger:
     ledger = DbLedger(db, data_dir)
     ledger.start()
@@ -118,9 +125,7 @@ async def test_a_torn_last_line_is_skipped_not_fatal(
 ) -> None:
     db = database
     p = pfx()
-    proc = _child(db_url, tmp_path, p)
-    proc.send_signal(signal.SIGKILL)
-    await asyncio.to_thread(proc.wait)
+    await _killed_child(db_url, tmp_path, p)
     (spool,) = _spool_files(tmp_path)
     with spool.open("ab") as fh:
         fh.write(b'{"request_id": "' + p.encode() + b'torn", "key_id')  # died mid-write
@@ -135,9 +140,7 @@ async def test_replay_waits_for_the_database(
     """A dead owner's spool found while the database is down stays until it is back."""
     db = database
     p = pfx()
-    proc = _child(db_url, tmp_path, p)
-    proc.send_signal(signal.SIGKILL)
-    await asyncio.to_thread(proc.wait)
+    await _killed_child(db_url, tmp_path, p)
     down = open_database(f"sqlite:///{tmp_path}/unmigrated.db")
     await _replay(down, tmp_path)
     await down.aclose()
