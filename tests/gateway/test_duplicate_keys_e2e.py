@@ -17,7 +17,7 @@ import pytest
 from tests.gateway.openai_helpers import GOOD_ARGS, MESSAGES, REFUND_SCHEMA, make_chat, refund_tool
 from tests.gateway.test_openai_stream_e2e import calls_of, sdk_stream
 from tests.support.gateway_proc import GatewayProcess
-from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
+from tests.support.scripted_upstream import Call, Raw, Reply, ScriptedUpstream
 
 DUP_ARGS = GOOD_ARGS[:-1] + ', "amount_pence": 1250}'
 DUP_ARGS = DUP_ARGS.replace('"amount_pence": 1250,', '"amount_pence": "12.50",', 1)
@@ -96,12 +96,21 @@ def _tool() -> dict[str, Any]:
     return {"name": "create_refund", "strict": True, "input_schema": REFUND_SCHEMA}
 
 
-def _messages(gw: GatewayProcess, **kw: Any) -> tuple[Any, Any]:
+def _messages(gw: GatewayProcess, model: str = "oa-strict", **kw: Any) -> tuple[Any, Any]:
     with anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0) as c:
         raw = c.messages.with_raw_response.create(
-            model="oa-strict", max_tokens=256, messages=MESSAGES[1:], **kw
+            model=model, max_tokens=256, messages=MESSAGES[1:], **kw
         )
         return raw.parse(), raw.headers
+
+
+def _stream(c: anthropic.Anthropic) -> Any:
+    return c.messages.stream(
+        model="oa-strict",
+        max_tokens=256,
+        messages=MESSAGES[1:],
+        tools=[_tool()],  # type: ignore[list-item]
+    )
 
 
 def test_messages_corrected_and_refused(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
@@ -125,12 +134,7 @@ def test_messages_streamed(gw: GatewayProcess, upstream: ScriptedUpstream) -> No
     )
     with (
         anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0) as c,
-        c.messages.stream(
-            model="oa-strict",
-            max_tokens=256,
-            messages=MESSAGES[1:],
-            tools=[_tool()],  # type: ignore[list-item]
-        ) as stream,
+        _stream(c) as stream,
     ):
         final = stream.get_final_message()
     assert next(b.input for b in final.content if b.type == "tool_use") == json.loads(GOOD_ARGS)
@@ -140,12 +144,7 @@ def test_messages_streamed(gw: GatewayProcess, upstream: ScriptedUpstream) -> No
     seen: list[str] = []
     with (
         anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0) as c,
-        c.messages.stream(
-            model="oa-strict",
-            max_tokens=256,
-            messages=MESSAGES[1:],
-            tools=[_tool()],  # type: ignore[list-item]
-        ) as stream,
+        _stream(c) as stream,
         pytest.raises(anthropic.APIStatusError) as info,
     ):
         seen.extend(event.type for event in stream)
@@ -168,22 +167,11 @@ def test_anthropic_upstream_keeps_the_duplicate_for_validation(
 ) -> None:
     """A Messages upstream's answer is JSON whose parse keeps one of the duplicates: the
     tool input is taken as the upstream wrote it, so the duplicate is still refused."""
-    from tests.support.scripted_upstream import Raw
-
     upstream.queue(Raw(_anthropic_message(DUP_ARGS)), Raw(_anthropic_message(GOOD_ARGS)))
-    with anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0) as c:
-        raw = c.messages.with_raw_response.create(
-            model="an-strict", max_tokens=256, messages=MESSAGES[1:],
-            tools=[_tool()])  # type: ignore[list-item]
-    msg = raw.parse()
+    msg, headers = _messages(gw, "an-strict", tools=[_tool()])
     assert next(b.input for b in msg.content if b.type == "tool_use") == json.loads(GOOD_ARGS)
-    assert raw.headers["x-syntic-schema-retries"] == "1"
+    assert headers["x-syntic-schema-retries"] == "1"
     upstream.queue(*[Raw(_anthropic_message(DUP_ARGS))] * 2)
     with pytest.raises(anthropic.UnprocessableEntityError) as info:
-        _messages_on(gw, "an-strict", tools=[_tool()])
+        _messages(gw, "an-strict", tools=[_tool()])
     assert info.value.response.json()["error"]["code"] == "tool_arguments_invalid"
-
-
-def _messages_on(gw: GatewayProcess, model: str, **kw: Any) -> Any:
-    with anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0) as c:
-        return c.messages.create(model=model, max_tokens=256, messages=MESSAGES[1:], **kw)
