@@ -1,7 +1,7 @@
 """The composition root: ``create_app(settings)`` wires routes, middleware and lifespan.
 
 The lifespan opens the storage-backed services (keys, ledger, rate limiter; see
-``gateway.services``) unless they are passed in, one ``UpstreamHttp`` shared by every
+``gateway.lifespan``) unless they are passed in, one ``UpstreamHttp`` shared by every
 upstream adapter, the upstream registry and the ``ChatService``; on shutdown it
 closes the upstreams and flushes the ledger.
 
@@ -28,24 +28,24 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from gateway.admin import AdminAuthMiddleware, admin_routes, console_routes
-from gateway.auth import AuthMiddleware
 from gateway.dialects.anthropic.endpoint import messages
 from gateway.dialects.openai import chat_completions
-from gateway.draining import Draining
-from gateway.hotpath import HotRoutes
-from gateway.http import GatewayMiddleware
-from gateway.idempotency import IdempotencyMiddleware
 from gateway.keys.base import KeyStore
-from gateway.limits import EdgeLimits
-from gateway.logs import configure_logging, log_format_from_env
-from gateway.models_endpoint import list_models
-from gateway.openapi import openapi_json
-from gateway.ops import Ops, ops_routes
+from gateway.middleware.auth import AuthMiddleware
+from gateway.middleware.envelope import GatewayMiddleware
+from gateway.middleware.hot_routes import HotRoutes
+from gateway.middleware.idempotency import IdempotencyMiddleware
+from gateway.middleware.limits import EdgeLimits
+from gateway.observability.logs import configure_logging, log_format_from_env
+from gateway.observability.ops import Ops, ops_routes
 from gateway.ratelimit.base import RateLimiter
-from gateway.schema_check import schemas_check
+from gateway.routes.models import list_models
+from gateway.routes.openapi import openapi_json
+from gateway.routes.schema_check import schemas_check
+from gateway.routes.unrouted import SlashRedirect, http_exception
+from gateway.server.draining import Draining
 from gateway.service import ChatService
 from gateway.settings import Settings, load_settings
-from gateway.unrouted import SlashRedirect, http_exception
 from gateway.upstream.base import Upstream
 from gateway.upstream.connection import Connections
 from gateway.upstream.registry import UpstreamRegistry
@@ -54,7 +54,7 @@ from gateway.usage.base import Ledger
 
 
 class ServicesLike(Protocol):
-    """What the app needs from ``gateway.services.Services`` (tests may pass their own)."""
+    """What the app needs from ``gateway.lifespan.Services`` (tests may pass their own)."""
 
     @property
     def keys(self) -> KeyStore: ...
@@ -107,7 +107,7 @@ class GatewayApp(Starlette):
 
 
 async def _open_services(settings: Settings) -> ServicesLike:
-    from gateway.services import open_services
+    from gateway.lifespan import open_services
 
     return await open_services(settings)
 

@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import validator
-from gateway.call_journal import JournaledUpstream
 from gateway.canonical import ChatRequest, ChatResponse, JsonSchemaFormat, ToolSpec, Usage
 from gateway.canonical.record import record
 from gateway.context import RequestContext, Tally
@@ -37,6 +36,7 @@ from gateway.errors import GatewayError, NotFound, RateLimited
 from gateway.ratelimit.base import RateDecision, RateLimiter
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.base import Upstream
+from gateway.upstream.journal import JournaledUpstream
 from gateway.upstream.registry import UpstreamRegistry
 from gateway.upstream.retry import RetryingUpstream, RetryPolicy
 

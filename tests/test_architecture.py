@@ -20,7 +20,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "gateway/canonical": ("gateway.",),
     "gateway/dialects/openai": ("gateway.dialects.anthropic",),
     "gateway/dialects/anthropic": ("gateway.dialects.openai",),
-    "gateway/enforcement": ("gateway.dialects", "gateway.app", "gateway.http", "starlette"),
+    "gateway/enforcement": (
+        "gateway.dialects",
+        "gateway.app",
+        "gateway.middleware",
+        "starlette",
+    ),
     "gateway/upstream": ("gateway.dialects", "gateway.app", "gateway.service", "starlette"),
     "gateway/storage": ("gateway.dialects", "gateway.app", "gateway.service", "gateway.upstream"),
     "gateway/keys": ("gateway.dialects", "gateway.app", "gateway.service", "gateway.upstream"),

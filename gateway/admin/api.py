@@ -44,7 +44,7 @@ from gateway.errors import InvalidRequest, NotFound, Overloaded
 from gateway.keys.fields import checked_limit, checked_name
 from gateway.keys.secrets import KeyKind
 from gateway.keys.store import DbKeyStore, KeyInfo
-from gateway.schema_check import schemas_check
+from gateway.routes.schema_check import schemas_check
 from gateway.settings import Settings
 from gateway.storage.base import Database, StorageError
 from gateway.usage.report import parse_since

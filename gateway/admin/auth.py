@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.auth import presented_key
 from gateway.errors import AuthenticationError, PermissionDenied
-from gateway.http import request_context
 from gateway.keys.base import KeyStore
+from gateway.middleware.auth import presented_key
+from gateway.middleware.envelope import request_context
 
 ADMIN_PREFIX = "/admin"
 

@@ -1,7 +1,9 @@
-"""The admin API and console in the gateway's OpenAPI document (merged by ``gateway.openapi``).
+"""The admin API and console in the gateway's OpenAPI document.
+
+Merged into the whole document by ``gateway.routes.openapi``.
 
 Kept beside the handlers so a change to ``gateway.admin.api`` and its documentation land
-together; ``gateway.openapi`` adds ``admin_paths()`` and ``ADMIN_SCHEMAS`` to its own.
+together; ``gateway.routes.openapi`` adds ``admin_paths()`` and ``ADMIN_SCHEMAS`` to its own.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import argparse
 import time
 
 from gateway.commands.migrate import add_config_option, run_with_db
-from gateway.devkey import DEV_KEY_NAME
+from gateway.keys.devkey import DEV_KEY_NAME
 from gateway.keys.fields import MAX_LIMIT, checked_limit, checked_name
 from gateway.keys.secrets import KeyKind
 from gateway.keys.store import DbKeyStore, KeyInfo
@@ -128,7 +128,7 @@ def _revoke(args: argparse.Namespace) -> int:
 
 
 def _ensure_dev(args: argparse.Namespace) -> int:
-    # Same rule as gateway.devkey.ensure_dev_key, on the CLI's shared database handling.
+    # Same rule as gateway.keys.devkey.ensure_dev_key, on the CLI's shared database handling.
     async def body(settings: Settings, db: Database) -> None:
         store = _store(settings, db)
         active = await store.list(include_revoked=False)

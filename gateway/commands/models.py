@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from gateway.local_models import (
+from gateway.upstream.local.catalog import (
     LOCAL_MODELS,
     LocalModelError,
     install,

@@ -12,8 +12,8 @@ from typing import Any
 
 import uvicorn
 
-from gateway.edge_protocol import serve_options
-from gateway.logs import configure_logging, log_format_from_env
+from gateway.observability.logs import configure_logging, log_format_from_env
+from gateway.server.protocol import serve_options
 from gateway.settings import load_settings
 from gateway.upstream.connection import Connections
 
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         "port": port,
         "loop": _fast("uvloop", "uvloop"),
         "log_level": args.log_level,
-        "log_config": None,  # keep gateway.logs' handler (JSON, redacting)
+        "log_config": None,  # keep gateway.observability.logs' handler (JSON, redacting)
         "access_log": False,  # the gateway writes its own line per request
         # #8: no ``server: uvicorn`` header (one header fewer to validate and write, and
         # no version banner); no X-Forwarded-For rewriting of the client address (the

@@ -35,7 +35,7 @@ from gateway.enforcement import ParamPaths
 from gateway.enforcement.choices import ChoiceStreams
 from gateway.enforcement.holdback import HeldEvent, HoldBack, holdback_for
 from gateway.errors import GatewayError, UpstreamTimeout
-from gateway.limits import remaining_s
+from gateway.middleware.limits import remaining_s
 from gateway.service import ChatService
 
 __all__ = ["SSE_HEADERS", "HeldSSEResponse", "OpenedStream", "open_held_stream"]

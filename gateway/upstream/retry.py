@@ -10,7 +10,7 @@ A reset or timeout after the request was sent, any other status and malformed an
 are not retried (the model may have run: a retry could double the cost). A stream is
 retried only before its first event, i.e. before any byte of it reached the client.
 Retries are bounded (``Settings.upstream_retries``), back off exponentially with jitter,
-and never sleep past the request deadline (``gateway.limits.remaining_s``): a
+and never sleep past the request deadline (``gateway.middleware.limits.remaining_s``): a
 ``retry-after`` longer than what is left fails at once.
 
 Every retried attempt is billed: it is added to the current request's tally
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from gateway.canonical import ChatRequest, ChatResponse, StreamEvent
 from gateway.context import current_request
 from gateway.errors import UpstreamError
-from gateway.limits import remaining_s
+from gateway.middleware.limits import remaining_s
 from gateway.settings import ModelConfig
 from gateway.upstream.base import Upstream
 from gateway.upstream.errors import UpstreamConnectError, UpstreamStatusError

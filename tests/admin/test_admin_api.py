@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.openapi import openapi_document
+from gateway.routes.openapi import openapi_document
 from tests.admin.conftest import AdminGateway
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
 

@@ -6,7 +6,7 @@
 Writes ``--rows`` usage records in batches of ``--batch`` through the gateway's own
 storage layer (the migrations' ``usage_records`` table, ``INSERT_SQL``, ``record_params``,
 ``Database.executemany``) twice: once with random 96-bit request ids (what the gateway
-used before) and once with ``gateway.http.new_request_id`` (time-ordered). Prints the
+used before) and once with ``gateway.middleware.envelope.new_request_id`` (time-ordered). Prints the
 microseconds per row, cumulative, at a few table sizes. The primary key is the request id:
 random keys land anywhere in its B-tree, time-ordered ones at its end. Each run deletes
 the rows it wrote (by a key id of its own), and only those.
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from gateway.http import new_request_id  # noqa: E402
+from gateway.middleware.envelope import new_request_id  # noqa: E402
 from gateway.storage import open_database  # noqa: E402
 from gateway.storage.migrate import apply_migrations  # noqa: E402
 from gateway.usage.base import UsageRecord  # noqa: E402

@@ -1,7 +1,7 @@
 """The edge protocol (#8, #9) against uvicorn's own httptools protocol, over real sockets.
 
 A small ASGI app is served twice by uvicorn: once with its stock httptools protocol and
-once with ``gateway.edge_protocol.EdgeProtocol``; every scenario must give
+once with ``gateway.server.protocol.EdgeProtocol``; every scenario must give
 the same bytes on the wire (framing, keep-alive, HEAD, 204, expect-100, pipelining,
 default headers). Header injection attempts must be refused: nothing written, the
 connection closed.
@@ -23,7 +23,7 @@ pytest.importorskip("httptools")
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from gateway.edge_protocol import EdgeProtocol, complete_body_size
+from gateway.server.protocol import EdgeProtocol, complete_body_size
 
 BAD_HEADERS: dict[str, tuple[Any, Any]] = {
     "crlf-value": (b"x-note", b"a\r\nx-injected: 1"),
@@ -485,7 +485,7 @@ def test_header_value_check_refuses_exactly_what_uvicorn_refuses() -> None:
     exactly the bytes uvicorn's own ``HEADER_VALUE_RE`` finds (controls but HTAB, DEL)."""
     from uvicorn.protocols.http.httptools_impl import HEADER_VALUE_RE
 
-    from gateway.edge_cycle import _check_value
+    from gateway.server.cycle import _check_value
 
     for b in range(256):
         for value in (bytes([b]), b"ok " + bytes([b]) + b" ok"):

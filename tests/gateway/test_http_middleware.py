@@ -12,10 +12,10 @@ import pytest
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.auth import AuthMiddleware, presented_key
 from gateway.errors import GatewayError, RateLimited
-from gateway.http import GatewayMiddleware, JsonResponse, request_context
 from gateway.keys.base import Principal
+from gateway.middleware.auth import AuthMiddleware, presented_key
+from gateway.middleware.envelope import GatewayMiddleware, JsonResponse, request_context
 from gateway.usage.base import UsageRecord
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.timers import MovingDeadline
+from gateway.server.timers import MovingDeadline
 
 
 async def test_fires_once_at_the_latest_deadline_set_and_earlier_moves_re_arm() -> None:

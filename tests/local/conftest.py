@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.local_models import LOCAL_MODELS, is_installed
+from gateway.upstream.local.catalog import LOCAL_MODELS, is_installed
 from tests.support.gateway_proc import GatewayProcess, start_gateway
 
 QWEN = "qwen2.5-0.5b"

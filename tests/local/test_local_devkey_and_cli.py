@@ -10,7 +10,7 @@ from pathlib import Path
 import openai
 
 from gateway.app import create_app
-from gateway.devkey import ensure_dev_key_async
+from gateway.keys.devkey import ensure_dev_key_async
 from gateway.keys.store import DbKeyStore
 from gateway.settings import Settings, load_settings
 from gateway.storage import open_database

@@ -79,7 +79,7 @@ def test_loose_keeps_the_call_shape() -> None:
 
 @pytest.mark.slow
 def test_llama_cpp_parses_every_grammar(local_runtime: None) -> None:
-    from gateway.local_models import resolve_model_path
+    from gateway.upstream.local.catalog import resolve_model_path
     from gateway.upstream.local.engine import LocalEngine
 
     engine = LocalEngine(resolve_model_path("qwen2.5-0.5b", os.environ), n_ctx=256)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.local_models import (
+from gateway.upstream.local.catalog import (
     LOCAL_MODELS,
     LocalModelError,
     LocalModelSpec,

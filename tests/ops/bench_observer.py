@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 from gateway.context import RequestContext
 from gateway.keys.base import Principal
-from gateway.logs import RequestLog, configure_logging, log_request
-from gateway.metrics import GatewayMetrics
-from gateway.ops import _ROUTE_PATHS, RequestObserver
+from gateway.observability.logs import RequestLog, configure_logging, log_request
+from gateway.observability.metrics import GatewayMetrics
+from gateway.observability.ops import _ROUTE_PATHS, RequestObserver
 
 
 class _Stats:

@@ -8,7 +8,7 @@ import httpx
 import jsonschema  # type: ignore[import-untyped]
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.openapi import openapi_document
+from gateway.routes.openapi import openapi_document
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

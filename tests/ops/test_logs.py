@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from gateway.logs import RequestLog, configure_logging, log_format_from_env, log_request, redact
+from gateway.observability.logs import (
+    RequestLog,
+    configure_logging,
+    log_format_from_env,
+    log_request,
+    redact,
+)
 
 CANARY = "sk_live_CanaryZ9q8W7e6R5t4Y3u2I1o0"
 
@@ -246,7 +252,7 @@ def test_replacing_the_handler_writes_what_it_held() -> None:
 def test_nothing_is_lost_on_a_clean_exit() -> None:
     code = (
         "import asyncio, logging\n"
-        "from gateway.logs import configure_logging, log_request, RequestLog\n"
+        "from gateway.observability.logs import configure_logging, log_request, RequestLog\n"
         "configure_logging('info', 'json')\n"
         "async def main():\n"
         "    for i in range(3):\n"
@@ -290,7 +296,7 @@ def test_the_access_record_is_a_standard_record(kept: _Keep, status: int) -> Non
     after = time.time()
     level = logging.WARNING if status >= 500 else logging.INFO
     reference = logging.getLogger("syntic.access").makeRecord(
-        "syntic.access", level, "gateway.logs", 0, "request", (), None
+        "syntic.access", level, "gateway.observability.logs", 0, "request", (), None
     )
     extras = {"request_id", "key_id", "model", "route", "status", "code", "schema_retries",
               "latency_ms", "streamed"}
@@ -336,7 +342,7 @@ def _entry(model: str | None = "amara") -> RequestLog:
 
 DIRECT_SCRIPT = """
 import io, logging, sys
-from gateway.logs import RequestLog, _direct_handler, configure_logging, log_request
+from gateway.observability.logs import RequestLog, _direct_handler, configure_logging, log_request
 buf = io.StringIO()
 handler = configure_logging("info", "json", stream=buf)
 assert _direct_handler(logging.INFO) is handler, logging.getLogger().handlers

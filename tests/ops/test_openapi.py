@@ -10,7 +10,7 @@ import pytest
 from starlette.routing import Route
 
 from gateway.app import create_app
-from gateway.openapi import openapi_document
+from gateway.routes.openapi import openapi_document
 from gateway.settings import ModelConfig, Settings
 from tests.ops.helpers import conforms
 

@@ -180,7 +180,7 @@ def test_probe_paths_are_not_logged_per_request(gw: GatewayProcess) -> None:
 
 
 def test_openapi_document_is_served(gw: GatewayProcess) -> None:
-    from gateway.openapi import openapi_document
+    from gateway.routes.openapi import openapi_document
 
     res = httpx.get(gw.base_url + "/openapi.json", timeout=5)
     assert res.status_code == 200

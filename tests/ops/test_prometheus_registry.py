@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.metrics import GatewayMetrics
-from gateway.prometheus import Registry, escape_label_value, format_value
+from gateway.observability.metrics import GatewayMetrics
+from gateway.observability.registry import Registry, escape_label_value, format_value
 
 
 def _families(registry: Registry) -> dict[str, object]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import Overloaded, UpstreamError, UpstreamTimeout
-from gateway.idempotency import MemoryStore, Pending, StoredResponse
-from gateway.limits import (
+from gateway.middleware.idempotency import MemoryStore, Pending, StoredResponse
+from gateway.middleware.limits import (
     Deadlines,
     InflightGate,
     RequestTimeout,

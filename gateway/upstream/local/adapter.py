@@ -37,8 +37,8 @@ from gateway.canonical import (
     UsageReport,
 )
 from gateway.errors import GatewayError, InvalidRequest, UpstreamError, UpstreamTimeout
-from gateway.local_models import LocalModelError, resolve_model_path
 from gateway.settings import ModelConfig
+from gateway.upstream.local.catalog import LocalModelError, resolve_model_path
 from gateway.upstream.local.engine import (
     Cancelled,
     ContextOverflow,

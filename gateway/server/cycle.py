@@ -1,4 +1,4 @@
-"""One HTTP request and its response on the edge protocol (``gateway.edge_protocol``): the
+"""One HTTP request and its response on the edge protocol (``gateway.server.protocol``): the
 ASGI ``receive`` and ``send`` callables, and the response head they write (#8).
 
 ``send`` checks what uvicorn's ``RequestResponseCycle.send`` checks and writes the same
@@ -30,7 +30,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 if TYPE_CHECKING:
-    from gateway.edge_protocol import EdgeProtocol
+    from gateway.server.protocol import EdgeProtocol
 
 _logger = logging.getLogger("uvicorn.error")
 _access_logger = logging.getLogger("uvicorn.access")
@@ -348,7 +348,7 @@ class EdgeCycle:
 
 
 def complete_body_size(receive: Any) -> int | None:
-    """See ``gateway.edge_protocol.complete_body_size``."""
+    """See ``gateway.server.protocol.complete_body_size``."""
     cycle = getattr(receive, "__self__", None)
     if type(cycle) is EdgeCycle and not cycle.more_body:
         return len(cycle.body)

@@ -324,10 +324,10 @@ def _access_record(level: int) -> logging.LogRecord:
         or logging.logProcesses
         or logging.logMultiprocessing
     ):
-        return _access.makeRecord(ACCESS_LOGGER, level, "gateway.logs", 0, "request", (), None)
+        return _access.makeRecord(ACCESS_LOGGER, level, __name__, 0, "request", (), None)
     template = _templates.get(level)
     if template is None:
-        made = _access.makeRecord(ACCESS_LOGGER, level, "gateway.logs", 0, "request", (), None)
+        made = _access.makeRecord(ACCESS_LOGGER, level, __name__, 0, "request", (), None)
         template = _templates[level] = dict(made.__dict__)
     record: logging.LogRecord = logging.LogRecord.__new__(logging.LogRecord)
     attrs = record.__dict__

@@ -23,7 +23,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from gateway.prometheus import CONTENT_TYPE, LATENCY_BUCKETS, Counter, Gauge, Histogram, Registry
+from gateway.observability.registry import (
+    CONTENT_TYPE,
+    LATENCY_BUCKETS,
+    Counter,
+    Gauge,
+    Histogram,
+    Registry,
+)
 
 __all__ = ["CONTENT_TYPE", "CacheStatsLike", "GatewayMetrics", "Registry"]
 

@@ -39,7 +39,7 @@ from starlette.responses import Response
 import validator
 from gateway.enforcement.check import SchemaRejected
 from gateway.errors import InvalidRequest
-from gateway.http import request_context
+from gateway.middleware.envelope import request_context
 from gateway.settings import Settings
 
 # Schemas bigger than this (serialized bytes) are linted off the event loop.

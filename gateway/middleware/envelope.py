@@ -13,7 +13,7 @@
   no answered request can lose its row to a crash), or after the request ends when no
   response completed; and hands the ledger to the context, which spools a provisional
   row before each upstream call;
-- with ``limits`` (issue #9, ``gateway.limits``): refuses a metered request over
+- with ``limits`` (issue #9, ``gateway.middleware.limits``): refuses a metered request over
   ``max_inflight`` with 503 ``overloaded`` + ``retry-after``, bounds the body read
   (408 ``request_timeout``, connection closed) and gives every request one deadline
   (``request_timeout_s``) that holds until its response starts (504 past it).
@@ -35,9 +35,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.context import RequestContext
-from gateway.edge_protocol import complete_body_size
 from gateway.errors import GatewayError, PayloadTooLarge, UpstreamTimeout
-from gateway.limits import (
+from gateway.middleware.limits import (
     Deadlines,
     EdgeLimits,
     InflightGate,
@@ -46,6 +45,7 @@ from gateway.limits import (
     reset_request_deadline,
     set_request_deadline,
 )
+from gateway.server.protocol import complete_body_size
 from gateway.usage.base import Ledger
 
 logger = logging.getLogger("syntic.http")
@@ -58,7 +58,7 @@ _JSON = (b"content-type", b"application/json")
 
 
 class RequestObserver(Protocol):
-    """Told when each HTTP request starts and finishes (``gateway.ops.RequestObserver``)."""
+    """Told when each HTTP request starts and finishes (``observability.ops.RequestObserver``)."""
 
     def started(self, ctx: RequestContext) -> None: ...
     def finished(self, ctx: RequestContext) -> None: ...
@@ -213,7 +213,7 @@ class GatewayMiddleware:
                 assert ledger is not None
                 ledger.record(ctx.usage_record())
             if self.observer is not None:
-                self.observer.finished(ctx)  # metrics and the request log line (gateway.ops)
+                self.observer.finished(ctx)  # metrics and the request log line
 
     def _too_large_message(self) -> str:
         return f"Request body is larger than the {self.max_body_bytes} byte limit."

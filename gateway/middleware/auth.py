@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import AuthenticationError, PermissionDenied
-from gateway.http import request_context
 from gateway.keys.base import KeyStore, Principal
+from gateway.middleware.envelope import request_context
 
 
 def presented_key(headers: Iterable[tuple[bytes, bytes]]) -> str | None:

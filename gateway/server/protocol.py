@@ -19,8 +19,8 @@ Both reuse uvicorn ``Config`` fields, so they work with ``--workers``. What it s
 per request (#8; 856k -> 824k instructions with the whole gateway, ``instructions.py``):
 
 - one deadline per connection (keep-alive or headers) and at most one timer
-  (``gateway.timers.MovingDeadline``), instead of a timer set and cancelled per request;
-- the request's ``receive`` and ``send`` (``gateway.edge_cycle.EdgeCycle``): the body
+  (``gateway.server.timers.MovingDeadline``), instead of a timer set and cancelled per request;
+- the request's ``receive`` and ``send`` (``gateway.server.cycle.EdgeCycle``): the body
   returned at once when it is all in, and a cheaper response head written with the body;
 - slotted per-request state, the scope built in one step.
 
@@ -45,8 +45,8 @@ from typing import Any
 
 import orjson
 
+from gateway.server.timers import MovingDeadline
 from gateway.settings import Settings
-from gateway.timers import MovingDeadline
 
 _HTTPTOOLS = importlib.util.find_spec("httptools") is not None
 
@@ -76,8 +76,8 @@ if _HTTPTOOLS:
     from uvicorn.protocols.utils import get_local_addr, get_remote_addr, is_ssl
     from uvicorn.server import ServerState
 
-    from gateway.edge_cycle import EdgeCycle
-    from gateway.edge_cycle import complete_body_size as _complete_body_size
+    from gateway.server.cycle import EdgeCycle
+    from gateway.server.cycle import complete_body_size as _complete_body_size
 
     _logger = logging.getLogger("uvicorn.error")
     _access_logger = logging.getLogger("uvicorn.access")  # EdgeCycle logs to it too
@@ -90,7 +90,7 @@ if _HTTPTOOLS:
     class EdgeProtocol(asyncio.Protocol):
         """HTTP/1.1 over httptools for uvicorn's server: the edge guards and the lean
         request path (module docstring). Built by uvicorn per connection, as its own
-        ``HttpToolsProtocol`` is (``http="gateway.edge_protocol:EdgeProtocol"``)."""
+        ``HttpToolsProtocol`` is (``http="gateway.server.protocol:EdgeProtocol"``)."""
 
         def __init__(
             self,
@@ -442,7 +442,7 @@ def serve_options(settings: Settings) -> dict[str, Any]:
         "h11_max_incomplete_event_size": settings.max_header_bytes,
     }
     if _HTTPTOOLS:
-        options["http"] = "gateway.edge_protocol:EdgeProtocol"
+        options["http"] = "gateway.server.protocol:EdgeProtocol"
         options["ws"] = "none"  # no WebSocket routes; an upgrade is served as plain HTTP
     else:
         options["http"] = "h11"  # h11 enforces h11_max_incomplete_event_size itself

@@ -50,10 +50,10 @@ import orjson
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.draining import Draining
 from gateway.errors import Conflict, GatewayError, InvalidRequest, Overloaded, UnprocessableOutput
-from gateway.http import error_body, request_context
-from gateway.limits import remaining_s
+from gateway.middleware.envelope import error_body, request_context
+from gateway.middleware.limits import remaining_s
+from gateway.server.draining import Draining
 from gateway.settings import Settings
 
 log = logging.getLogger("syntic.idempotency")

@@ -43,8 +43,8 @@ from starlette.routing import Route
 from gateway.canonical import ChatRequest, ChatResponse, StreamEvent
 from gateway.context import RequestContext
 from gateway.keys.base import Principal
-from gateway.logs import RequestLog, log_request
-from gateway.metrics import CONTENT_TYPE, GatewayMetrics
+from gateway.observability.logs import RequestLog, log_request
+from gateway.observability.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.ratelimit.base import RateDecision, RateLimiter
 from gateway.settings import ModelConfig, Settings
 from gateway.storage.base import StorageError

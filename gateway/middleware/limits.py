@@ -13,7 +13,7 @@
   (``gateway.upstream.retry``) never sleeps or retries past it.
 
 Header-read timeouts and the header size cap live at the protocol level
-(``gateway.edge_protocol``), because uvicorn hands the app nothing before the headers.
+(``gateway.server.protocol``), because uvicorn hands the app nothing before the headers.
 
 Example::
 

@@ -1,0 +1,1 @@
+"""Health, readiness, metrics and the per-request log line."""

@@ -1,0 +1,1 @@
+"""Endpoints that are not a dialect: models, schema check, OpenAPI, unrouted answers."""
