@@ -150,6 +150,11 @@ def test_refs_never_touch_network_or_files(
         validator.compile(schema)
 
 
+# A hang guard, not a speed check (that is tests/bench/hostile_input_bench.py): backtracking
+# or a quadratic scan over a megabyte would run for hours.
+HANG_GUARD_S = 30.0
+
+
 ADVERSARIAL = [
     ("^(a+)+$", "a" * (1 << 20) + "!"),
     ("(a|aa)+$", "a" * (1 << 20) + "!"),
@@ -166,7 +171,7 @@ def test_adversarial_patterns_are_linear(pattern: str, text: str) -> None:
     errors = compiled.validate(text)
     elapsed = time.perf_counter() - started
     assert [e.keyword for e in errors] == ["pattern"]
-    assert elapsed < 1.0
+    assert elapsed < HANG_GUARD_S
 
 
 @pytest.mark.parametrize(
@@ -182,7 +187,7 @@ def test_formats_are_fast_on_huge_input(fmt: str) -> None:
     ):
         started = time.perf_counter()
         assert not compiled.is_valid(text)
-        assert time.perf_counter() - started < 1.0
+        assert time.perf_counter() - started < HANG_GUARD_S
 
 
 def _nested_items(depth: int) -> dict[str, Any]:

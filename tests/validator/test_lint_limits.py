@@ -12,6 +12,10 @@ from hypothesis import strategies as st
 
 from validator import LIMITS, Limits, lint, lint_report, strictify
 
+# A hang guard, not a speed check: walking the 100k levels quadratically would not end in
+# it.
+HANG_GUARD_S = 30.0
+
 BAD = "invalid_tool_schema"
 
 
@@ -172,7 +176,7 @@ def test_hostile_input_never_crashes(schema: Any) -> None:
     start = time.perf_counter()
     issues = lint(schema, path="p")
     report = lint_report(schema)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < HANG_GUARD_S
     assert isinstance(issues, list) and isinstance(report.issues, tuple)
 
 
