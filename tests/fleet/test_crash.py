@@ -183,10 +183,21 @@ async def _scenario(
     victim: GatewayProcess, proxy: NginxProxy, upstream: ScriptedUpstream, log: Path,
 ) -> tuple[Seen, GatewayProcess]:
     clients = Clients(proxy.base_url, victim.api_key)
+    direct = Clients(victim.base_url, victim.api_key)
+    try:
+        return await _run_scenario(clients, direct, victim, upstream, log)
+    finally:  # closed on this loop: an SDK client collected later schedules its close
+        await clients.sdk.close()
+        await direct.sdk.close()
+
+
+async def _run_scenario(
+    clients: Clients, direct: Clients, victim: GatewayProcess, upstream: ScriptedUpstream,
+    log: Path,
+) -> tuple[Seen, GatewayProcess]:
     workers = [asyncio.create_task(clients.worker()) for _ in range(WORKERS)]
     await clients.more(60)
     # One upstream call certainly in flight on the victim: sent straight to it, held.
-    direct = Clients(victim.base_url, victim.api_key)
     held = Outcome(str(uuid.uuid4()))
     held_task = asyncio.create_task(direct.attempt(held.key, HOLD))
     await asyncio.to_thread(_wait_for_held_call, upstream)
