@@ -34,17 +34,17 @@ CLIENT_EXAMPLES = ["openai_chat.py", "anthropic_messages.py", "streaming.py", "c
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[ScriptedUpstream]:
+def example_upstream() -> Iterator[ScriptedUpstream]:
     with ScriptedUpstream() as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def gateway(
-    upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+def example_gateway(
+    example_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
     gw = start_gateway(tmp_path_factory.mktemp("examples-gw"),
-                       [model_table(MODEL, upstream.base_url)])
+                       [model_table(MODEL, example_upstream.base_url)])
     try:
         yield gw
     finally:
@@ -52,10 +52,10 @@ def gateway(
 
 
 @pytest.fixture
-def script(upstream: ScriptedUpstream) -> Iterator[ScriptedUpstream]:
-    upstream.reset()
-    yield upstream
-    upstream.reset()
+def script(example_upstream: ScriptedUpstream) -> Iterator[ScriptedUpstream]:
+    example_upstream.reset()
+    yield example_upstream
+    example_upstream.reset()
 
 
 def _run(
@@ -88,10 +88,10 @@ def test_every_example_is_run_here() -> None:
 
 @pytest.mark.parametrize("name", CLIENT_EXAMPLES)
 def test_example_gets_corrected_valid_arguments(
-    name: str, gateway: GatewayProcess, script: ScriptedUpstream
+    name: str, example_gateway: GatewayProcess, script: ScriptedUpstream
 ) -> None:
     script.queue(_call(BAD_ARGS), _call(GOOD_ARGS))
-    done = _run(name, env=_client_env(gateway))
+    done = _run(name, env=_client_env(example_gateway))
     assert done.returncode == 0, done.stderr
     assert len(script.requests) == 2  # the first call and its one correction
     first = script.requests[0].body
@@ -116,10 +116,10 @@ def test_example_gets_corrected_valid_arguments(
 
 @pytest.mark.parametrize("name", CLIENT_EXAMPLES)
 def test_example_fails_when_the_arguments_stay_invalid(
-    name: str, gateway: GatewayProcess, script: ScriptedUpstream
+    name: str, example_gateway: GatewayProcess, script: ScriptedUpstream
 ) -> None:
     script.queue(_call(BAD_ARGS), _call(BAD_ARGS))
-    done = _run(name, env=_client_env(gateway))
+    done = _run(name, env=_client_env(example_gateway))
     assert done.returncode != 0
     out = done.stdout + done.stderr
     assert "tool_arguments_invalid" in out
