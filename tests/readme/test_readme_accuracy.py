@@ -48,8 +48,8 @@ CONFIGURATION = DOCS["docs/configuration.md"]
 # lands; once the file exists its links are checked like any other.
 PENDING_DOCS = {"docs/responses.md", "docs/architecture.md"}
 # Routes of the Responses API, listed in the README while they land (see the route test).
-PENDING_ROUTES = {("POST", "/v1/responses"), ("GET", "/v1/responses/{id}"),
-                  ("DELETE", "/v1/responses/{id}")}
+PENDING_ROUTES = {("POST", "/v1/responses"), ("GET", "/v1/responses/{response_id}"),
+                  ("DELETE", "/v1/responses/{response_id}")}
 # [server] keys whose example value is not the default (there is none to show)
 SHOWN_NOT_DEFAULT = {"redis_url", "data_dir"}
 ENV_NAME = re.compile(r"\bSYNTIC_[A-Z0-9_]*[A-Z0-9]\b")
