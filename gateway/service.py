@@ -178,12 +178,8 @@ class ChatService:
         self, settings: Settings, registry: UpstreamRegistry, limiter: RateLimiter | None
     ) -> None:
         self.settings = settings
-        # Safe upstream failures are retried within the request deadline; each
-        # attempt is journaled first, so a crash mid-call still bills it.
-        policy = RetryPolicy(retries=settings.upstream_retries)
-        self.registry = registry.wrapped(
-            lambda upstream: RetryingUpstream(JournaledUpstream(upstream), policy)
-        )
+        self.registry = registry
+        self.retry_policy = RetryPolicy(retries=settings.upstream_retries)
         self.limiter = limiter
         # One byte bound for both caches that keep compiled schemas alive (#8/#9).
         max_bytes = settings.schema_cache_max_bytes
@@ -220,8 +216,14 @@ class ChatService:
                 ctx.add_raw_headers([(b"x-syntic-strict-refused", names.encode())])
                 ctx.strict_refused = names
         return Prepared(
-            model, plan, self.registry.get(model), upstream_view(request, model, plan)
+            model, plan, self.upstream(model, ctx), upstream_view(request, model, plan)
         )
+
+    def upstream(self, model: ModelConfig, ctx: RequestContext | None) -> Upstream:
+        """The model's adapter for one request: safe failures retried within its deadline,
+        each attempt journaled to it first (a crash mid-call still bills it)."""
+        adapter = self.registry.get(model)
+        return RetryingUpstream(JournaledUpstream(adapter, ctx), self.retry_policy, ctx)
 
     async def admit(self, ctx: RequestContext, estimated_tokens: int) -> None:
         """Ask the rate limiter; raise 429 with ``retry-after`` and ``x-ratelimit-*``."""

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gateway.errors import AuthenticationError, PermissionDenied
 from gateway.keys.base import KeyStore
 from gateway.middleware.auth import presented_key
-from gateway.middleware.envelope import request_context
+from gateway.web import request_context
 
 ADMIN_PREFIX = "/admin"
 

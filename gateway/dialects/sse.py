@@ -35,7 +35,6 @@ from gateway.enforcement import ParamPaths
 from gateway.enforcement.choices import ChoiceStreams
 from gateway.enforcement.holdback import HeldEvent, HoldBack, holdback_for
 from gateway.errors import GatewayError, UpstreamTimeout
-from gateway.middleware.limits import remaining_s
 from gateway.service import ChatService
 
 __all__ = ["SSE_HEADERS", "HeldSSEResponse", "OpenedStream", "open_held_stream"]
@@ -208,7 +207,7 @@ class HeldSSEResponse(Response, Generic[E]):
     async def _pump(self, send: Send) -> None:
         try:
             # The request deadline bounds a stream too, however steadily the upstream sends.
-            async with asyncio.timeout(remaining_s()):
+            async with asyncio.timeout(self._ctx.remaining_s()):
                 await self._send_all(send)
         except TimeoutError:
             await self._send_error(send, UpstreamTimeout(

@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import AuthenticationError, PermissionDenied
 from gateway.keys.base import KeyStore, Principal
-from gateway.middleware.envelope import request_context
+from gateway.web import request_context
 
 
 def presented_key(headers: Iterable[tuple[bytes, bytes]]) -> str | None:

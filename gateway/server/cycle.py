@@ -24,13 +24,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE
-from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
+from gateway.server.compat import (
+    STATUS_LINE,
+    FlowControl,
+    ServerState,
+    get_client_addr,
+    get_path_with_query_string,
+)
 
-if TYPE_CHECKING:
-    from gateway.server.protocol import EdgeProtocol
+
+class Connection(Protocol):
+    """What a request cycle reads from its connection (``EdgeProtocol``), declared here so
+    that the cycle does not import the protocol that imports it."""
+
+    @property
+    def transport(self) -> asyncio.Transport: ...
+    @property
+    def flow(self) -> FlowControl: ...
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+    @property
+    def server_state(self) -> ServerState: ...
+    @property
+    def access_log(self) -> bool: ...
+    @property
+    def expect_100_continue(self) -> bool: ...
+    def on_response_complete(self) -> None: ...
+
 
 _logger = logging.getLogger("uvicorn.error")
 _access_logger = logging.getLogger("uvicorn.access")
@@ -129,7 +151,7 @@ class EdgeCycle:
     )
 
     def __init__(
-        self, scope: dict[str, Any], method: str, protocol: EdgeProtocol, keep_alive: bool
+        self, scope: dict[str, Any], method: str, protocol: Connection, keep_alive: bool
     ) -> None:
         self.scope = scope
         self.method = method

@@ -65,17 +65,19 @@ def _refusal(status: int, reason: str, code: str, message: str) -> bytes:
 
 if _HTTPTOOLS:
     import httptools
-    from uvicorn.config import Config
-    from uvicorn.logging import TRACE_LOG_LEVEL
-    from uvicorn.protocols.http.flow_control import (
+
+    from gateway.server.compat import (
         HIGH_WATER_LIMIT,
+        STATUS_LINE,
+        TRACE_LOG_LEVEL,
+        Config,
         FlowControl,
+        ServerState,
+        get_local_addr,
+        get_remote_addr,
+        is_ssl,
         service_unavailable,
     )
-    from uvicorn.protocols.http.httptools_impl import STATUS_LINE
-    from uvicorn.protocols.utils import get_local_addr, get_remote_addr, is_ssl
-    from uvicorn.server import ServerState
-
     from gateway.server.cycle import EdgeCycle
     from gateway.server.cycle import complete_body_size as _complete_body_size
 

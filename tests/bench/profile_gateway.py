@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 import uvicorn  # noqa: E402
 
 from gateway.app import create_app  # noqa: E402
-from gateway.commands.serve import freeze_startup_heap  # noqa: E402
 from gateway.observability.logs import configure_logging  # noqa: E402
+from gateway.server.process import freeze_startup_heap  # noqa: E402
 from gateway.server.protocol import serve_options  # noqa: E402
 from gateway.settings import load_settings  # noqa: E402
 from tests.bench.gateway_bench import Mock, _headers, _models, body  # noqa: E402

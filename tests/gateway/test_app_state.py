@@ -1,10 +1,11 @@
-"""``gateway.app.AppState``: Starlette's ``State`` semantics, read without ``__getattr__``."""
+"""``gateway.server.compat.AppState``: Starlette's ``State`` semantics, without ``__getattr__``."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.app import AppState, create_app
+from gateway.app import create_app
+from gateway.server.compat import AppState
 from gateway.settings import Settings
 
 

@@ -15,8 +15,9 @@ from starlette.types import Message, Receive, Scope, Send
 from gateway.errors import GatewayError, RateLimited
 from gateway.keys.base import Principal
 from gateway.middleware.auth import AuthMiddleware, presented_key
-from gateway.middleware.envelope import GatewayMiddleware, JsonResponse, request_context
+from gateway.middleware.envelope import GatewayMiddleware
 from gateway.usage.base import UsageRecord
+from gateway.web import JsonResponse, request_context
 
 
 class RecordingLedger:
