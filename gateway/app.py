@@ -136,7 +136,7 @@ def create_app(
     ops = Ops(settings)
     draining = Draining()
     routes = [
-        # The hot routes first: the router tries routes in order (#8).
+        # The hot routes first: the router tries routes in order.
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
         *ops_routes(),  # /healthz /readyz /metrics (no auth)

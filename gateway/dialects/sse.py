@@ -1,4 +1,4 @@
-"""What both dialects' streaming endpoints share (issues #4, #5): opening a held stream and
+"""What both dialects' streaming endpoints share: opening a held stream and
 the committed SSE response around it. A dialect supplies only its bytes.
 
     opened = await open_held_stream(service, chat, paths, ctx, estimated_tokens=n)
@@ -143,7 +143,7 @@ class HeldSSEResponse(Response, Generic[E]):
     # -- the stream ---------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # The pump runs in this task (#8: a task and an ``asyncio.wait`` per stream fewer);
+        # The pump runs in this task (a task and an ``asyncio.wait`` per stream fewer);
         # the watcher cancels it on a disconnect; keep-alives come from a timer that starts
         # a send only when the stream has been silent for ``keepalive_s``.
         loop = asyncio.get_running_loop()

@@ -312,7 +312,7 @@ class IdempotencyMiddleware:
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         # Not a coroutine itself: a request without the header is handed to the inner
-        # app's awaitable directly, one coroutine frame fewer on every suspension (#8).
+        # app's awaitable directly, one coroutine frame fewer on every suspension.
         key = _idempotency_key(scope)
         if key is None:
             return self.app(scope, receive, send)

@@ -1,4 +1,4 @@
-"""Profile the gateway's request path under load (issue #8). A script, not collected::
+"""Profile the gateway's request path under load. A script, not collected::
 
     .venv/bin/python tests/bench/profile_gateway.py [--duration 8] [--conns 32]
         [--model bench|bench-fix] [--stream] [--top 40] [--no-profile] [--log FILE]

@@ -18,7 +18,7 @@ def test_values_read_by_attribute_and_item_stay_in_step() -> None:
     assert (state.service, state["service"]) == ("c", "c")
     assert sorted(state) == ["ledger", "service"] and len(state) == 2
     # Found by the normal lookup: Starlette's __getattr__ (and its AttributeError) is not
-    # on the read path any more (#8).
+    # on the read path any more.
     assert vars(state)["service"] == "c"
     del state.service
     del state["ledger"]

@@ -1,5 +1,5 @@
 """A serving process freezes its startup heap, collects the young generation less often and
-hands the GIL back to the event loop sooner (#8); checked in a child process so this test
+hands the GIL back to the event loop sooner; checked in a child process so this test
 run's own settings are untouched."""
 
 from __future__ import annotations

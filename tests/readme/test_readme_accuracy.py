@@ -1,4 +1,4 @@
-"""README.md checked against the code, so it cannot rot (issue #7).
+"""README.md checked against the code, so it cannot rot.
 
 Every ``syntic`` command and flag written in code exists in the real parser (also
 ``python -m gateway``, ``python -m validator`` and the serve flags passed through

@@ -28,7 +28,7 @@ async def chat_completions(request: Request) -> Response:
     ctx.model = chat.model
     ctx.enforced = strict_requested(chat)
     service: ChatService = request.app.state.service
-    if chat.stream:  # issue #4: hold-back streaming
+    if chat.stream:  # hold-back streaming
         return await stream_chat_completions(
             chat, ctx, service, estimated_tokens=len(body) // 4 * chat.n,
             keepalive_s=service.settings.stream_keepalive_s,
