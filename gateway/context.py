@@ -8,7 +8,6 @@ for the ledger, whatever the outcome.
 
 from __future__ import annotations
 
-import contextvars
 import time
 from dataclasses import dataclass
 
@@ -80,14 +79,21 @@ class RequestContext:
     # Told before each upstream call, so a process killed mid-call still bills it.
     journal: Ledger | None = None
     prompt_estimate: int = 0  # the rate limiter's token estimate for one call's prompt
+    # The request's overall deadline (``time.monotonic()`` clock), set by the outer
+    # middleware; None: no deadline.
+    deadline: float | None = None
 
     @classmethod
     def start(cls, request_id: str, endpoint: str) -> RequestContext:
-        """A new context, also made this task's ``current_request()`` (the ASGI server runs
-        each request in its own task, and child tasks inherit it)."""
-        ctx = cls(request_id, endpoint, time.time(), time.perf_counter(), tally=Tally())
-        _CURRENT.set(ctx)
-        return ctx
+        """A new context for a request that starts now."""
+        return cls(request_id, endpoint, time.time(), time.perf_counter(), tally=Tally())
+
+    def remaining_s(self) -> float | None:
+        """Seconds left before this request's deadline (None: no deadline)."""
+        deadline = self.deadline
+        if deadline is None:
+            return None
+        return deadline - time.monotonic()
 
     def add_raw_headers(self, pairs: list[tuple[bytes, bytes]]) -> None:
         """Already encoded headers (lower-case names) for every response to this request."""
@@ -148,14 +154,3 @@ class RequestContext:
             estimated=self.estimated,
             strict_refused=self.strict_refused,
         )
-
-
-_CURRENT: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar(
-    "syntic_request_context", default=None
-)
-
-
-def current_request() -> RequestContext | None:
-    """The context of the request this task serves (None outside a request), for layers
-    that are shared across requests, such as the upstream retry wrapper."""
-    return _CURRENT.get()

@@ -90,8 +90,8 @@ class Settings:
     key_hash_secret: str = "syntic-dev-pepper"
     key_cache_ttl_s: float = 2.0
     request_timeout_s: float = 120.0
-    stream_keepalive_s: float = 15.0  # SSE ": keep-alive" after this much silence (#4)
-    # Edge limits (#9); each readable from [server] and SYNTIC_<NAME> (see _TUNABLES).
+    stream_keepalive_s: float = 15.0  # SSE ": keep-alive" after this much silence
+    # Edge limits; each readable from [server] and SYNTIC_<NAME> (see _TUNABLES).
     max_inflight: int = 512  # metered requests in flight; beyond -> 503 overloaded
     body_timeout_s: float = 30.0  # whole request body must arrive within this (else 408)
     keepalive_timeout_s: float = 5.0  # idle keep-alive connections closed after this
@@ -110,7 +110,7 @@ class Settings:
     idempotency_lease_s: float = 5.0
     # A retry that finds the key still running waits at most this long, then 409.
     idempotency_wait_s: float = 10.0
-    # Rate-limit slots a busy key may reserve from Redis per round trip (#8); 1: none.
+    # Rate-limit slots a busy key may reserve from Redis per round trip; 1: none.
     rate_limit_lease_max: int = 64
     # Canonical JSON bytes of compiled schemas kept per process (the validator's cache and
     # the lint cache), beside their 1,024-entry bound: large distinct schemas can't pin
@@ -261,7 +261,7 @@ def load_settings(
             raise ConfigError(f"config file {path}: {exc}") from exc
     models = tuple(_model_from_table(i, t) for i, t in enumerate(data.get("models", [])))
     if not path:
-        models = DEFAULT_MODELS  # no config at all: serve the embedded local model (#10)
+        models = DEFAULT_MODELS  # no config at all: serve the embedded local model
     names = [m.name for m in models]
     if len(set(names)) != len(names):
         raise ConfigError("models: duplicate model name")

@@ -1,4 +1,4 @@
-"""What both dialects' streaming endpoints share (issues #4, #5): opening a held stream and
+"""What both dialects' streaming endpoints share: opening a held stream and
 the committed SSE response around it. A dialect supplies only its bytes.
 
     opened = await open_held_stream(service, chat, paths, ctx, estimated_tokens=n)
@@ -35,7 +35,6 @@ from gateway.enforcement import ParamPaths
 from gateway.enforcement.choices import ChoiceStreams
 from gateway.enforcement.holdback import HeldEvent, HoldBack, holdback_for
 from gateway.errors import GatewayError, UpstreamTimeout
-from gateway.middleware.limits import remaining_s
 from gateway.service import ChatService
 
 __all__ = ["SSE_HEADERS", "HeldSSEResponse", "OpenedStream", "open_held_stream"]
@@ -144,7 +143,7 @@ class HeldSSEResponse(Response, Generic[E]):
     # -- the stream ---------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # The pump runs in this task (#8: a task and an ``asyncio.wait`` per stream fewer);
+        # The pump runs in this task (a task and an ``asyncio.wait`` per stream fewer);
         # the watcher cancels it on a disconnect; keep-alives come from a timer that starts
         # a send only when the stream has been silent for ``keepalive_s``.
         loop = asyncio.get_running_loop()
@@ -208,7 +207,7 @@ class HeldSSEResponse(Response, Generic[E]):
     async def _pump(self, send: Send) -> None:
         try:
             # The request deadline bounds a stream too, however steadily the upstream sends.
-            async with asyncio.timeout(remaining_s()):
+            async with asyncio.timeout(self._ctx.remaining_s()):
                 await self._send_all(send)
         except TimeoutError:
             await self._send_error(send, UpstreamTimeout(

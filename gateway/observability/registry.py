@@ -156,7 +156,7 @@ class _Scalar(_Metric):
             self._series[()] = _Value(self._lock, self.type == "counter")
 
     def labels(self, *values: str, **kw: str) -> _Value:
-        if not kw:  # the request path: positional strings of a series seen before (#8)
+        if not kw:  # the request path: positional strings of a series seen before
             found = self._series.get(values)
             if found is not None:
                 return found

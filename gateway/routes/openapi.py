@@ -466,7 +466,7 @@ def openapi_document() -> dict[str, Any]:
             {"200": _json({"type": "object"}, "OpenAPI 3.1.")}, auth=False,
         ),
     }  # fmt: skip
-    paths.update(admin_paths())  # /admin/* and /console (issue #11)
+    paths.update(admin_paths())  # /admin/* and /console
     return {
         "openapi": "3.1.0",
         "info": {

@@ -1,4 +1,4 @@
-"""Instructions per request of ``syntic serve`` (issue #8): a figure the host's noise can't
+"""Instructions per request of ``syntic serve``: a figure the host's noise can't
 move. A script, not collected::
 
     .venv/bin/python tests/bench/instructions.py [--requests 2000] [--conns 8] [--sdk-headers]
@@ -14,11 +14,11 @@ in this process and dumps the counts; and prints the gateway process's instructi
 its threads, user space) per request, and the rate-limit trips to Redis it made.
 
 With ``--no-limits`` (a key without rpm/tpm) repeated runs of the same code agree to
-within ~0.3%, whatever else the machine is doing (CPU time moves by 10-30%): use it to
-compare two versions of any other code. With limits, the count also moves with the number
-of Redis trips (each ~150,000 instructions; reservations grow while a key's requests come
-back within 50 ms, which valgrind's slowness disturbs): ~1,000 trips per 2,000 requests
-here against ~1 per 60 requests at full speed. System calls (kernel time) are not
+within a fraction of a percent, whatever else the machine is doing (CPU time moves by
+tens of percent): use it to compare two versions of any other code. With limits, the count
+also moves with the number of Redis trips (each costly; reservations grow while a key's
+requests come back quickly, which valgrind's slowness disturbs), far more of them here
+than at full speed (figures in ``docs/performance.md``). System calls (kernel time) are not
 counted: the two writes and two reads per request are the same before and after a change
 to Python code. Needs valgrind
 (Debian: ``apt-get install -y valgrind``) and Redis on 127.0.0.1:6379. ~2-4 minutes.

@@ -1,4 +1,4 @@
-"""One table of strict-mode scenarios, run through BOTH client dialects (issue #5).
+"""One table of strict-mode scenarios, run through BOTH client dialects.
 
 Each scenario runs with the official ``openai`` SDK on ``/v1/chat/completions`` and the
 official ``anthropic`` SDK on ``/v1/messages``, over both upstream wire formats

@@ -94,7 +94,7 @@ def _number(value: Any, param: str) -> float | None:
 
 
 def _object(value: Any, param: str) -> Mapping[str, Any]:
-    # orjson gives dicts: skip the ABC instance check for them (per request, #8).
+    # orjson gives dicts: skip the ABC instance check for them (per request).
     if type(value) is not dict and not isinstance(value, Mapping):
         raise _bad(f"{param} must be an object.", param)
     return value
