@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -49,7 +50,7 @@ from tests.support.gateway_proc import free_port, start_gateway  # noqa: E402
 
 # scenario -> the body, given the model name for the mock's ``mock-good`` (the baseline
 # routes nothing, so it gets the upstream's own name)
-BODIES = {
+BODIES: dict[str, Callable[[str], str]] = {
     "json": lambda good: body(good),
     "sse": lambda good: body(good, stream=True),
     "fix": lambda _good: body("bench-fix"),
