@@ -1,4 +1,5 @@
-"""``UpstreamHttp`` (the client library's pool) under the OpenAI adapter, against the scripted upstream.
+"""``UpstreamHttp`` (the client library's pool) under the OpenAI adapter, against the scripted
+upstream.
 
 The retry policy trusts the error class: only ``UpstreamConnectError`` means the request
 was never sent. These tests pin that mapping and run the adapter over the transport end to
