@@ -1,5 +1,4 @@
-"""``UpstreamHttp`` (the client library's pool) under the OpenAI adapter, against the scripted
-upstream.
+"""``UpstreamHttp`` (aiohttp's pool) under the OpenAI adapter, against the scripted upstream.
 
 The retry policy trusts the error class: only ``UpstreamConnectError`` means the request
 was never sent. These tests pin that mapping and run the adapter over the transport end to
