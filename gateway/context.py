@@ -119,17 +119,32 @@ class RequestContext:
     def interrupted_record(self) -> UsageRecord:
         """The row to bill if the process dies during the upstream call about to start:
         the tokens known so far plus the estimated prompt of that call, ``estimated``."""
-        record = self.usage_record()
-        tally = self.tally
-        if tally is not None and (tally.retries or tally.first_usage.total_tokens):
-            record.correction_prompt_tokens += self.prompt_estimate
-        else:
-            record.prompt_tokens += self.prompt_estimate
-        record.upstream_calls += 1
-        record.status = 502
-        record.error_code = "gateway_interrupted"
-        record.estimated = True
-        return record
+        tally = self.tally or Tally()
+        first = tally.first_usage
+        fix = tally.correction_usage
+        # The estimate goes to the correction columns once a first answer is in.
+        correcting = bool(tally.retries or first.total_tokens)
+        estimate = self.prompt_estimate
+        return UsageRecord(
+            self.request_id,
+            self.principal.key_id if self.principal else None,
+            self.model,
+            self.endpoint,
+            502,
+            "gateway_interrupted",
+            self.streamed,
+            first.prompt_tokens + (0 if correcting else estimate),
+            first.completion_tokens,
+            fix.prompt_tokens + (estimate if correcting else 0),
+            fix.completion_tokens,
+            tally.retries,
+            tally.upstream_calls + 1,
+            (time.perf_counter() - self.started_mono) * 1000.0,
+            self.started_at,
+            time.time(),
+            True,
+            self.strict_refused,
+        )
 
     def usage_record(self) -> UsageRecord:
         tally = self.tally or Tally()
