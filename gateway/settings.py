@@ -123,6 +123,8 @@ class Settings:
     # each response completes; the spool is fsynced at the same pace).
     ledger_flush_interval_s: float = 0.2
     ledger_spool_segment_bytes: int = 4 * 1024 * 1024  # a new spool file past this size
+    # A stored response (POST /v1/responses with store) is kept this long, as the API does.
+    responses_retention_s: float = 30 * 86400.0
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -314,6 +316,7 @@ _TUNABLES: tuple[str, ...] = (
     "schema_cache_max_bytes",
     "ledger_flush_interval_s",
     "ledger_spool_segment_bytes",
+    "responses_retention_s",
 )
 _AT_LEAST_ONE = frozenset({"schema_cache_max_bytes"})
 # Settings that only make sense within a range (a zero flush interval would spin).
@@ -322,6 +325,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "ledger_spool_segment_bytes": (64 * 1024, 1024**3),
     "idempotency_lease_s": (1.0, 60.0),
     "idempotency_wait_s": (0.0, 300.0),
+    "responses_retention_s": (1.0, 366 * 86400.0),
 }
 
 

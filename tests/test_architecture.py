@@ -1,7 +1,7 @@
 """The import direction of ARCHITECTURE.md, checked on the source (a contract, not a hope).
 
 cli -> app -> dialects -> service -> enforcement / keys / usage -> upstream / storage ->
-canonical / errors / settings; ``validator`` depends on nothing of ``gateway``; the two
+canonical / errors / settings; ``validator`` depends on nothing of ``gateway``; the three
 dialects never import each other.
 """
 
@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "validator": ("gateway",),
     "gateway/canonical": ("gateway.",),
-    "gateway/dialects/openai": ("gateway.dialects.anthropic",),
-    "gateway/dialects/anthropic": ("gateway.dialects.openai",),
+    "gateway/dialects/openai": ("gateway.dialects.anthropic", "gateway.dialects.responses"),
+    "gateway/dialects/anthropic": ("gateway.dialects.openai", "gateway.dialects.responses"),
+    "gateway/dialects/responses": ("gateway.dialects.openai", "gateway.dialects.anthropic"),
     "gateway/enforcement": (
         "gateway.dialects",
         "gateway.app",
@@ -30,6 +31,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "gateway/storage": ("gateway.dialects", "gateway.app", "gateway.service", "gateway.upstream"),
     "gateway/keys": ("gateway.dialects", "gateway.app", "gateway.service", "gateway.upstream"),
     "gateway/usage": ("gateway.dialects", "gateway.app", "gateway.service", "gateway.upstream"),
+    "gateway/stored": ("gateway.dialects", "gateway.app", "gateway.service", "gateway.upstream"),
     "gateway/ratelimit": ("gateway.dialects", "gateway.app", "gateway.service"),
 }
 # gateway.canonical may import itself only
