@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 
 import httpx
 import openai
@@ -16,7 +17,7 @@ from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
 
 
-def post(gw: GatewayProcess, body: dict[str, object], key: str | None = None,
+def post(gw: GatewayProcess, body: Mapping[str, object], key: str | None = None,
          **headers: str) -> httpx.Response:
     return httpx.post(gw.base_url + "/v1/responses", json=body, timeout=20,
                       headers={"authorization": f"Bearer {key or gw.api_key}", **headers})
