@@ -12,6 +12,7 @@ Config is TOML (path from ``--config`` or ``SYNTIC_CONFIG``)::
     constrained = false                 # upstream enforces schemas itself
     correction = "constrained"          # optional: the correction call under the schema
     constrained_field = "vllm"          # how this engine is asked for it (openai provider)
+    api = "chat_completions"            # or "responses": the upstream's /v1/responses
     strictify = false                   # make every tool strict (the strict projection)
 """
 
@@ -31,6 +32,8 @@ Provider = Literal["openai", "anthropic", "local"]
 Correction = Literal["free", "constrained"]
 # An OpenAI-compatible engine's request field for JSON-schema-constrained output.
 ConstrainedField = Literal["vllm", "llama_cpp", "sglang", "openai"]
+# Which OpenAI wire format an openai-provider upstream speaks.
+UpstreamApi = Literal["chat_completions", "responses"]
 
 
 class ConfigError(ValueError):
@@ -62,6 +65,8 @@ class ModelConfig:
     # None: "constrained" for provider = "local" (the gateway runs its decoder), else "free".
     correction: Correction | None = None
     constrained_field: ConstrainedField | None = None
+    # provider = "openai": POST {base_url}/chat/completions, or {base_url}/responses.
+    api: UpstreamApi = "chat_completions"
 
     @property
     def constrained_correction(self) -> bool:
@@ -200,6 +205,7 @@ def _model_from_table(i: int, table: Mapping[str, Any]) -> ModelConfig:
 
 _CORRECTIONS = ("free", "constrained")
 _CONSTRAINED_FIELDS = ("vllm", "llama_cpp", "sglang", "openai")
+_APIS = ("chat_completions", "responses")
 
 
 def _check_correction(i: int, values: Mapping[str, Any]) -> None:
@@ -213,6 +219,16 @@ def _check_correction(i: int, values: Mapping[str, Any]) -> None:
     if field_ is not None and field_ not in _CONSTRAINED_FIELDS:
         raise ConfigError(
             f"models[{i}].constrained_field must be one of {list(_CONSTRAINED_FIELDS)}"
+        )
+    api = values.get("api", "chat_completions")
+    if api not in _APIS:
+        raise ConfigError(f"models[{i}].api must be one of {list(_APIS)}")
+    if api != "chat_completions" and provider != "openai":
+        raise ConfigError(f"models[{i}].api applies to provider \"openai\" only")
+    if api == "responses" and field_ is not None:
+        raise ConfigError(
+            f"models[{i}]: constrained_field does not apply to api = \"responses\" "
+            "(its strict mode is asked for with strict: true)"
         )
     if field_ is not None and provider != "openai":
         raise ConfigError(f"models[{i}].constrained_field applies to provider \"openai\" only")
