@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
+from tests.local.conftest import local_gateway, local_runtime  # noqa: F401  (fixtures)
 from tests.support.databases import db_url, pg_url  # noqa: F401  (fixtures)
 from tests.support.gateway_proc import GatewayProcess
 
