@@ -44,8 +44,10 @@ from gateway.settings import ModelConfig
 from gateway.upstream.errors import OutputTooLarge, UpstreamError, UpstreamInvalidResponse
 from gateway.upstream.redact import scrub
 
-# Chat-completions passthrough keys (``ChatRequest.metadata``) the Responses API also takes.
-_PASSTHROUGH_KEY = "openai.passthrough"
+# ``gateway.upstream.openai.PASSTHROUGH_KEY``: spelled out here because that module imports
+# this one (a test keeps the two equal).
+PASSTHROUGH_KEY = "openai.passthrough"
+# Passthrough fields the Responses API takes under the same name.
 _SAME_NAME = ("service_tier",)
 
 _INCOMPLETE: dict[str, FinishReason] = {
@@ -122,7 +124,7 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     ):
         if value is not None:
             body[key] = value
-    extra = request.metadata.get(_PASSTHROUGH_KEY)
+    extra = request.metadata.get(PASSTHROUGH_KEY)
     if isinstance(extra, Mapping):
         if extra.get("reasoning_effort") is not None:
             body["reasoning"] = {"effort": extra["reasoning_effort"]}

@@ -27,6 +27,7 @@ from gateway.enforcement.holdback import FinalUsage
 from gateway.errors import InvalidRequest, UnprocessableOutput, UpstreamError
 from gateway.settings import ModelConfig
 from gateway.upstream import openai_responses
+from gateway.upstream.openai import PASSTHROUGH_KEY
 
 CALL = {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}
 OUTPUT = {"type": "function_call_output", "call_id": "call_1", "output": "ok"}
@@ -143,12 +144,16 @@ def test_stream_encoder_refuses_arguments_after_the_call_ended() -> None:
 MODEL = ModelConfig(name="m", provider="openai", upstream_model="up", api="responses")
 
 
+def test_upstream_codecs_read_the_same_passthrough_key() -> None:
+    assert openai_responses.PASSTHROUGH_KEY == PASSTHROUGH_KEY
+
+
 def test_upstream_encode_round_trip() -> None:
     request = ChatRequest(model="m", messages=(
         Message(role="user", content=(TextPart("q"),)),
         Message(role="assistant", tool_calls=(ToolCall("call_1", "f", "{}"),)),
         Message(role="tool", content=(TextPart("r"),), tool_call_id="call_1"),
-    ), max_tokens=9, metadata={"openai.passthrough": {"seed": 1, "reasoning_effort": "low"}})
+    ), max_tokens=9, metadata={PASSTHROUGH_KEY: {"seed": 1, "reasoning_effort": "low"}})
     body = openai_responses.encode_request(request, MODEL, stream=False)
     assert body["input"] == [
         {"type": "message", "role": "user", "content": "q"},
