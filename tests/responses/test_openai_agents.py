@@ -115,3 +115,30 @@ async def test_streamed_run(gw: GatewayProcess, upstream: ScriptedUpstream) -> N
     assert result.final_output == "Found 3 in Turin."
     assert SEEN == [("Turin", 3)]  # the corrected call, never the invalid one
     assert "raw_response_event" in kinds
+
+
+async def test_chained_by_previous_response_id(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    """``auto_previous_response_id``: each turn sends only its new items and names the
+    last response; the gateway's stored responses supply the rest."""
+    upstream.queue(
+        Reply(tool_calls=[Call("search", '{"city": "Turin", "limit": 2}')]),
+        Reply(content="Found 2."),
+    )
+    client = openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key,
+                                max_retries=0)
+    agent = Agent(name="finder", instructions="Find places.", tools=[search],
+                  model=OpenAIResponsesModel(model="strict-model", openai_client=client))
+    try:
+        result = await Runner.run(agent, "Pizza in Turin", auto_previous_response_id=True)
+        first, last = (r.response_id for r in result.raw_responses)
+        assert first is not None and last is not None
+        stored = await client.responses.retrieve(last)
+    finally:
+        await client.close()
+    assert stored.previous_response_id == first  # the agent chained, the gateway continued
+    assert result.final_output == "Found 2." and SEEN == [("Turin", 2)]
+    second = upstream.requests[1].body["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool"]
+    assert second[-1]["content"] == "2 places in Turin"
