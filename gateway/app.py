@@ -27,6 +27,7 @@ from starlette.routing import Route
 from gateway.admin import AdminAuthMiddleware, admin_routes, console_routes
 from gateway.dialects.anthropic.endpoint import messages
 from gateway.dialects.openai import chat_completions
+from gateway.dialects.responses import create_response, response_by_id
 from gateway.keys.base import KeyStore
 from gateway.middleware.auth import AuthMiddleware
 from gateway.middleware.envelope import GatewayMiddleware
@@ -46,6 +47,7 @@ from gateway.server.draining import Draining
 from gateway.server.process import freeze_startup_heap
 from gateway.service import ChatService
 from gateway.settings import Settings, load_settings
+from gateway.stored import ResponseStore
 from gateway.upstream.base import Upstream
 from gateway.upstream.connection import Connections
 from gateway.upstream.registry import UpstreamRegistry
@@ -62,6 +64,8 @@ class ServicesLike(Protocol):
     def ledger(self) -> Ledger: ...
     @property
     def limiter(self) -> RateLimiter: ...
+    @property
+    def responses(self) -> ResponseStore: ...
     async def aclose(self) -> None: ...
 
 
@@ -139,6 +143,8 @@ def create_app(
         # The hot routes first: the router tries routes in order.
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
+        Route("/v1/responses", create_response, methods=["POST"]),
+        Route("/v1/responses/{response_id}", response_by_id, methods=["GET", "DELETE"]),
         *ops_routes(),  # /healthz /readyz /metrics (no auth)
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/v1/models", list_models, methods=["GET"]),

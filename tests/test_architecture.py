@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway.dialects", "gateway.routes", "gateway.middleware", "gateway.admin"),
     ("gateway.web", "gateway.observability"),
     ("gateway.service",),
-    ("gateway.enforcement", "gateway.keys", "gateway.usage", "gateway.ratelimit"),
+    ("gateway.enforcement", "gateway.keys", "gateway.usage", "gateway.ratelimit", "gateway.stored"),
     ("gateway.upstream", "gateway.storage", "gateway.server"),
     # The request's bookkeeping and the two seams it names: plain data, like canonical.
     ("gateway.context", "gateway.keys.base", "gateway.usage.base"),

@@ -16,7 +16,8 @@ the committed SSE response around it. A dialect supplies only its bytes.
   commit is one in-band error event. A client disconnect cancels the pump (the hold-back
   cancels corrections in flight and closes the upstream); the ledger row then has status
   499 ``client_disconnected`` and the tokens so far (``estimated`` if unreported).
-  Subclasses define ``opening``, ``encode``, ``closing``, ``error`` and ``keepalive``.
+  Subclasses define ``opening``, ``encode``, ``closing`` (or ``aclosing``), ``error``
+  and ``keepalive``.
 """
 
 from __future__ import annotations
@@ -133,6 +134,10 @@ class HeldSSEResponse(Response, Generic[E]):
         """Sent after the last batch of a completed stream (b"": nothing)."""
         return b""
 
+    async def aclosing(self) -> bytes:
+        """``closing``, for a dialect with work to finish first (storing the response)."""
+        return self.closing()
+
     def error(self, exc: GatewayError, request_id: str) -> bytes:
         """The in-band error event for a failure after the commit point."""
         raise NotImplementedError
@@ -223,7 +228,7 @@ class HeldSSEResponse(Response, Generic[E]):
             if batch:
                 await self._send_bytes(send, encode(batch))
         self._completed = True
-        closing = self.closing()
+        closing = await self.aclosing()
         if closing:
             await self._send_bytes(send, closing)
 

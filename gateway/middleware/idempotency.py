@@ -1,4 +1,5 @@
-"""``Idempotency-Key`` for non-streaming ``POST /v1/chat/completions`` and ``/v1/messages``.
+"""``Idempotency-Key`` for non-streaming ``POST /v1/chat/completions``, ``/v1/messages`` and
+``/v1/responses``.
 
 A client that retries a request (a timeout, a dropped connection) with the same
 ``Idempotency-Key`` gets the stored response back instead of a second upstream call:
@@ -58,7 +59,7 @@ from gateway.web import error_body, read_body, request_context
 
 log = logging.getLogger("syntic.idempotency")
 
-PATHS = frozenset({"/v1/chat/completions", "/v1/messages"})
+PATHS = frozenset({"/v1/chat/completions", "/v1/messages", "/v1/responses"})
 HEADER = b"idempotency-key"
 MAX_KEY_LENGTH = 255
 _KEEP_HEADERS = frozenset({"content-type", "x-syntic-schema-retries"})
