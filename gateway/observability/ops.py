@@ -27,6 +27,7 @@ Wiring (in ``create_app``)::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -240,12 +241,14 @@ class Ops:
         self.readiness = Readiness(settings)
         self.observer = RequestObserver(self.metrics, _ROUTE_PATHS)
         self._limiter: Any = None
+        self._feeding: asyncio.Task[None] | None = None
         if settings.redis_url:  # exported only when Redis is configured
-            self.metrics.registry.gauge(
+            self.metrics.fed_gauge(
                 "syntic_redis_up",
                 "1 when Redis answers; 0 when the last readiness probe or rate-limit call "
                 "found it unreachable (limits are then per process).",
-                callback=self._redis_up,
+                self._redis_up,
+                mode="livemin",  # under --workers: 0 when any worker finds it down
             )
 
     def _redis_up(self) -> float:
@@ -254,7 +257,8 @@ class Ops:
 
     def bind(self, services: Any, lint_cache: Any = None) -> None:
         """Read values owned by the services (and the request path's lint cache) at scrape
-        time, and probe the services' database."""
+        time (under ``--workers N`` also every ``FEED_INTERVAL_S``, from a task on the
+        running loop), and probe the services' database."""
         self.readiness.database = getattr(services, "db", None)
         ledger, limiter = services.ledger, services.limiter
         self._limiter = limiter
@@ -277,6 +281,10 @@ class Ops:
                 (lambda: limiter.leased_count) if hasattr(limiter, "leased_count") else None
             ),
         )
+        if self.metrics.multiprocess_dir is not None and self._feeding is None:
+            self._feeding = asyncio.get_running_loop().create_task(
+                self.metrics.feed_forever(), name="metrics feed"
+            )
 
     def meter_limiter(self, limiter: RateLimiter) -> RateLimiter:
         return MeteredLimiter(limiter, self.metrics)
@@ -285,6 +293,12 @@ class Ops:
         return MeteredUpstream(upstream, self.metrics)
 
     async def aclose(self) -> None:
+        if self._feeding is not None:
+            self._feeding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._feeding
+            self._feeding = None
+        self.metrics.close()
         await self.readiness.aclose()
 
 
@@ -321,8 +335,9 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    """Prometheus text exposition of this process's registry."""
-    return Response(_ops(request).metrics.registry.render(), media_type=CONTENT_TYPE)
+    """Prometheus text exposition: this process's metrics, or under ``--workers N`` every
+    worker's, merged."""
+    return Response(_ops(request).metrics.render(), media_type=CONTENT_TYPE)
 
 
 def ops_routes() -> list[Route]:
