@@ -89,14 +89,13 @@ def test_names_types_and_help_are_the_dashboards_contract() -> None:
 def test_gateway_metric_set_exports_every_named_series() -> None:
     stats = _Stats(hits=5, misses=2, evictions=1, size=3, bytes=4096)
     m = GatewayMetrics.create(cache_stats=lambda: stats)
-    m.bind(ledger_queue_depth=lambda: 4, ratelimit_fail_open=lambda: 6)
+    m.bind(ledger_queue_depth=lambda: 4, ratelimit_fail_open=lambda: 6, inflight=lambda: 1)
     m.count_request("/v1/chat/completions", 200, None)
     m.count_request("/v1/chat/completions", 422, "tool_arguments_invalid")
     m.observe_upstream("amara", 0.3)
     m.count_upstream_calls("amara", first=1, corrections=1, retried={"502": 2})
     m.count_rate_decision(True)
     m.count_rate_decision(False)
-    m.inflight.inc()
     s = _samples(m)
     route = ("route", "/v1/chat/completions")
     assert s[("syntic_requests_total", (("code", ""), route, ("status", "200")))] == 1
@@ -176,8 +175,7 @@ def test_updates_from_several_threads_are_not_lost() -> None:
         for n in range(2500):
             m.count_request("/v1/chat/completions", 200 + n % 2, None)  # children made racing
             m.observe_upstream(f"m{n % 3}", 0.5)
-            m.inflight.inc()
-            m.inflight.dec()
+            m.count_rate_decision(n % 2 == 0)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
     for t in threads:
@@ -190,4 +188,4 @@ def test_updates_from_several_threads_are_not_lost() -> None:
     assert s[("syntic_requests_total", (("code", ""), route, ("status", "201")))] == 5000
     assert sum(s[("syntic_upstream_latency_seconds_count", (("model", f"m{k}"),))]
                for k in range(3)) == 10000
-    assert s[("syntic_inflight_requests", ())] == 0
+    assert s[("syntic_ratelimit_decisions_total", (("decision", "allowed"),))] == 5000

@@ -142,7 +142,9 @@ def test_a_killed_worker_keeps_its_counts_and_leaves_the_inflight_gauge(
     def inflight() -> float:
         return _scrape(two_workers.base_url, ("gauge",))[INFLIGHT]
 
-    assert inflight() == 2  # the held request and this scrape, whichever worker answers
+    # the held request and this scrape, whichever worker answers (the other worker's
+    # count reaches the merge within its feed interval)
+    _until(lambda: inflight() == 2, 20, "the held request in the gauge")
     old = _worker_pids(two_workers)
     assert len(old) == 2
     for pid in old:
