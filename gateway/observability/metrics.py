@@ -11,10 +11,11 @@ One ``GatewayMetrics`` per process, built by ``create_app`` and passed down. Two
   ``syntic_redis_up``, the minimum) over the live workers. See ``multiprocess``.
 
 Values owned by other components (the validator's schema cache, the ledger's queue, the
-rate limiter's and the lint cache's counters) are *fed*: read and copied into their metric
-before each scrape, and in multiprocess mode every ``FEED_INTERVAL_S`` too, so a scrape
-answered by another worker shows them at most that old. The request path only touches
-labelled children resolved once and kept.
+rate limiter's and the lint cache's counters, the request observer's in-flight count) are
+*fed*: read and copied into their metric before each scrape, and in multiprocess mode
+every ``FEED_INTERVAL_S`` too, so a scrape answered by another worker shows them at most
+that old. The request path updates labelled children resolved once and kept (``labels()``
+per request would cost more than the update).
 
 Example::
 
@@ -299,7 +300,10 @@ class GatewayMetrics:
         while True:
             await asyncio.sleep(FEED_INTERVAL_S)
             self.pull()
-            multiprocess.forget_dead_workers(self.multiprocess_dir)
+            try:
+                multiprocess.forget_dead_workers(self.multiprocess_dir)
+            except OSError:  # keep feeding; the next round tries again
+                _log.exception("metrics: dropping dead workers' gauges failed")
 
     def close(self) -> None:
         """This process stops serving: in multiprocess mode its totals are written out one

@@ -61,7 +61,9 @@ def forget_dead_workers(path: str) -> None:
             pids.add(int(tail))
     for pid in pids - {os.getpid()}:
         if not _alive(pid):
-            mark_process_dead(pid, path)  # type: ignore[no-untyped-call]
+            # Another worker may be removing the same files right now.
+            with contextlib.suppress(FileNotFoundError):
+                mark_process_dead(pid, path)  # type: ignore[no-untyped-call]
 
 
 def _alive(pid: int) -> bool:

@@ -47,7 +47,9 @@ def two_workers(upstream: ScriptedUpstream, tmp_path: Path) -> Iterator[GatewayP
     # migrate and create a key the ordinary way, then serve the same config with 2 workers
     gw = start_gateway(tmp_path, [model_table("m", upstream.base_url)], key_name="workers")
     gw.stop()
-    multi = serve_replica(gw, free_port(), tmp_path / "workers.log",
+    (tmp_path / "tmp").mkdir()  # where serve makes the metrics directory
+    env = {**gw.env, "TMPDIR": str(tmp_path / "tmp")}
+    multi = serve_replica(gw, free_port(), tmp_path / "workers.log", env,
                           args=("--workers", "2"), ready_timeout=30)
     try:
         yield multi
@@ -102,6 +104,7 @@ def _went_back(before: dict[Series, float], after: dict[Series, float]) -> list[
 def test_counters_never_go_backwards_and_count_every_request(
     two_workers: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
+    (metrics_dir,) = Path(two_workers.env["TMPDIR"]).glob("syntic-metrics-*")
     upstream.queue(*(Reply(content="ok") for _ in range(REQUESTS)))
     seen = _scrape(two_workers.base_url)
     for i in range(REQUESTS):
@@ -118,6 +121,7 @@ def test_counters_never_go_backwards_and_count_every_request(
         seen = now
     assert two_workers.stop() in (0, -signal.SIGTERM)
     assert "Traceback" not in two_workers.log()
+    assert not metrics_dir.exists()  # a restart starts from zero, not from these counts
 
 
 def test_a_killed_worker_keeps_its_counts_and_leaves_the_inflight_gauge(
