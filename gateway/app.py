@@ -34,7 +34,9 @@ from gateway.middleware.envelope import GatewayMiddleware
 from gateway.middleware.hot_routes import HotRoutes
 from gateway.middleware.idempotency import IdempotencyMiddleware
 from gateway.middleware.limits import EdgeLimits
+from gateway.observability import multiprocess
 from gateway.observability.logs import configure_logging, log_format_from_env
+from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.ops import Ops
 from gateway.ratelimit.base import RateLimiter
 from gateway.routes.health import ops_routes
@@ -92,9 +94,11 @@ def create_app(
     *,
     upstreams: Mapping[str, Upstream] | None = None,
     extra_routes: tuple[Route, ...] = (),
+    metrics: GatewayMetrics | None = None,
 ) -> Starlette:
     """Build the ASGI app. ``services`` (opened by the caller, who also closes them) and
-    ``upstreams`` (provider name -> adapter) override the defaults, for tests."""
+    ``upstreams`` (provider name -> adapter) override the defaults, for tests;
+    ``metrics`` defaults to this process's own registry."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -137,7 +141,7 @@ def create_app(
         svc: ServicesLike = app.state.services
         return svc.keys
 
-    ops = Ops(settings)
+    ops = Ops(settings, metrics)
     draining = Draining()
     routes = [
         # The hot routes first: the router tries routes in order.
@@ -185,6 +189,8 @@ def create_app_from_env() -> Starlette:
     and, once its app is built, freezes its startup heap as a single ``syntic serve`` does."""
     env = os.environ
     configure_logging(env.get("SYNTIC_LOG_LEVEL", "info"), log_format_from_env(env))
-    app = create_app(load_settings())
+    # syntic serve --workers N sets the directory: /metrics then merges every worker's.
+    metrics = GatewayMetrics.create(multiprocess_dir=env.get(multiprocess.ENV))
+    app = create_app(load_settings(), metrics=metrics)
     freeze_startup_heap()
     return app

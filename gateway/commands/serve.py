@@ -10,6 +10,8 @@ from typing import Any
 import uvicorn
 
 from gateway.observability.logs import configure_logging, log_format_from_env
+from gateway.observability.multiprocess import ENV as MULTIPROC_ENV
+from gateway.observability.multiprocess import worker_metrics_dir
 from gateway.server.process import freeze_startup_heap
 from gateway.server.protocol import serve_options
 from gateway.settings import load_settings
@@ -60,9 +62,14 @@ def run(args: argparse.Namespace) -> int:
         if args.config:
             os.environ["SYNTIC_CONFIG"] = os.path.abspath(args.config)
         os.environ["SYNTIC_LOG_LEVEL"] = args.log_level  # workers configure their own logs
-        uvicorn.run("gateway.app:create_app_from_env", factory=True, workers=args.workers,
-                    **options)
+        # Set before the workers spawn: each merges every worker's metrics into /metrics.
+        with worker_metrics_dir(os.environ):
+            uvicorn.run("gateway.app:create_app_from_env", factory=True,
+                        workers=args.workers, **options)
     else:
+        # One process: the plain in-process registry, whatever the caller's environment
+        # says (prometheus_client reads this variable when the app first imports it).
+        os.environ.pop(MULTIPROC_ENV, None)
         from gateway.app import create_app
 
         app = create_app(settings)

@@ -86,18 +86,20 @@ class MeteredUpstream:
 
 
 class RequestObserver:
-    """Called by the outer middleware around every HTTP request: the in-flight gauge,
-    ``syntic_requests_total``, upstream call counts, and the per-request log line."""
+    """Called by the outer middleware around every HTTP request: the in-flight count (the
+    in-flight gauge reads it), ``syntic_requests_total``, upstream call counts, and the
+    per-request log line."""
 
     def __init__(self, metrics: GatewayMetrics, routes: frozenset[str]) -> None:
         self.metrics = metrics
         self.routes = routes
+        self.inflight = 0  # the event loop's requests between started and finished
 
     def started(self, ctx: RequestContext) -> None:
-        self.metrics.inflight.inc()
+        self.inflight += 1
 
     def finished(self, ctx: RequestContext) -> None:
-        self.metrics.inflight.dec()
+        self.inflight -= 1
         path = ctx.endpoint
         route = path if path in self.routes else "other"  # bounded label cardinality
         self.metrics.count_request(route, ctx.status, ctx.error_code)

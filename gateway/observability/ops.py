@@ -17,6 +17,8 @@ Wiring (in ``create_app``)::
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 from gateway.observability.metrics import GatewayMetrics
@@ -40,13 +42,16 @@ class Ops:
         self.metrics = metrics or GatewayMetrics.create()
         self.readiness = Readiness(settings)
         self.observer = RequestObserver(self.metrics, ROUTE_PATHS)
+        self.metrics.bind(inflight=lambda: self.observer.inflight)
         self._limiter: Any = None
+        self._feeding: asyncio.Task[None] | None = None
         if settings.redis_url:  # exported only when Redis is configured
-            self.metrics.registry.gauge(
+            self.metrics.fed_gauge(
                 "syntic_redis_up",
                 "1 when Redis answers; 0 when the last readiness probe or rate-limit call "
                 "found it unreachable (limits are then per process).",
-                callback=self._redis_up,
+                self._redis_up,
+                mode="livemin",  # under --workers: 0 when any worker finds it down
             )
 
     def _redis_up(self) -> float:
@@ -55,7 +60,8 @@ class Ops:
 
     def bind(self, services: Any, lint_cache: Any = None) -> None:
         """Read values owned by the services (and the request path's lint cache) at scrape
-        time, and probe the services' database."""
+        time (under ``--workers N`` also every ``FEED_INTERVAL_S``, from a task on the
+        running loop), and probe the services' database."""
         self.readiness.database = getattr(services, "db", None)
         ledger, limiter = services.ledger, services.limiter
         self._limiter = limiter
@@ -78,6 +84,10 @@ class Ops:
                 (lambda: limiter.leased_count) if hasattr(limiter, "leased_count") else None
             ),
         )
+        if self.metrics.multiprocess_dir is not None and self._feeding is None:
+            self._feeding = asyncio.get_running_loop().create_task(
+                self.metrics.feed_forever(), name="metrics feed"
+            )
 
     def meter_limiter(self, limiter: RateLimiter) -> RateLimiter:
         return MeteredLimiter(limiter, self.metrics)
@@ -86,4 +96,10 @@ class Ops:
         return MeteredUpstream(upstream, self.metrics)
 
     async def aclose(self) -> None:
+        if self._feeding is not None:
+            self._feeding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._feeding
+            self._feeding = None
+        self.metrics.close()
         await self.readiness.aclose()

@@ -53,8 +53,9 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    """Prometheus text exposition of this process's registry."""
-    return Response(_ops(request).metrics.registry.render(), media_type=CONTENT_TYPE)
+    """Prometheus text exposition: this process's metrics, or under ``--workers N`` every
+    worker's, merged."""
+    return Response(_ops(request).metrics.render(), media_type=CONTENT_TYPE)
 
 
 def ops_routes() -> list[Route]:

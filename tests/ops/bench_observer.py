@@ -40,18 +40,13 @@ def main() -> None:
     entry = RequestLog(request_id="req_x", route="/v1/chat/completions", status=200,
                        latency_ms=1.2345, key_id="key_abc", model="m")
     bench("count_request", lambda: m.count_request("/v1/chat/completions", 200, None))
-    def inflight() -> None:
-        m.inflight.inc()
-        m.inflight.dec()
-
     def observe() -> None:
         obs.started(ctx)
         obs.finished(ctx)
 
-    bench("inflight inc+dec", inflight)
     bench("log_request (JSON line)", lambda: log_request(entry))
     bench("observer started+finished", observe)
-    bench("GET /metrics render", m.registry.render, n=2000)
+    bench("GET /metrics render", m.render, n=2000)
 
 
 if __name__ == "__main__":
