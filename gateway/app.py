@@ -20,32 +20,36 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
-from starlette.datastructures import State
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.routing import Route
-from starlette.types import ASGIApp
 
 from gateway.admin import AdminAuthMiddleware, admin_routes, console_routes
 from gateway.dialects.anthropic.endpoint import messages
 from gateway.dialects.openai import chat_completions
+from gateway.dialects.responses import create_response, response_by_id
 from gateway.keys.base import KeyStore
 from gateway.middleware.auth import AuthMiddleware
 from gateway.middleware.envelope import GatewayMiddleware
 from gateway.middleware.hot_routes import HotRoutes
 from gateway.middleware.idempotency import IdempotencyMiddleware
 from gateway.middleware.limits import EdgeLimits
+from gateway.observability import multiprocess
 from gateway.observability.logs import configure_logging, log_format_from_env
-from gateway.observability.ops import Ops, ops_routes
+from gateway.observability.metrics import GatewayMetrics
+from gateway.observability.ops import Ops
 from gateway.ratelimit.base import RateLimiter
+from gateway.routes.health import ops_routes
 from gateway.routes.models import list_models
 from gateway.routes.openapi import openapi_json
 from gateway.routes.schema_check import schemas_check
 from gateway.routes.unrouted import SlashRedirect, http_exception
+from gateway.server.compat import LeanStarlette
 from gateway.server.draining import Draining
+from gateway.server.process import freeze_startup_heap
 from gateway.service import ChatService
 from gateway.settings import Settings, load_settings
+from gateway.stored import ResponseStore
 from gateway.upstream.base import Upstream
 from gateway.upstream.connection import Connections
 from gateway.upstream.registry import UpstreamRegistry
@@ -62,48 +66,20 @@ class ServicesLike(Protocol):
     def ledger(self) -> Ledger: ...
     @property
     def limiter(self) -> RateLimiter: ...
+    @property
+    def responses(self) -> ResponseStore: ...
     async def aclose(self) -> None: ...
 
 
-class AppState(State):
-    """Starlette's ``State`` whose values are plain instance attributes as well.
-
-    ``State`` keeps them in a dict behind ``__getattr__``, which Python calls only after
-    the normal lookup has failed: every read (``request.app.state.service`` in both chat
-    endpoints, the ledger and key-store lookups in the middleware) built and discarded
-    an ``AttributeError`` and made a Python call, ~3,000 instructions each (#8). Values
-    set here are found by the normal lookup; ``_state`` stays in step for anything that
-    reads it."""
-
-    def __setattr__(self, key: Any, value: Any) -> None:
-        object.__setattr__(self, key, value)
-        self._state[key] = value
-
-    def __delattr__(self, key: Any) -> None:
-        object.__delattr__(self, key)
-        del self._state[key]
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self.__setattr__(key, value)
-
-    def __delitem__(self, key: str) -> None:
-        self.__delattr__(key)
-
-
-class GatewayApp(Starlette):
-    """Starlette without its outermost ``ServerErrorMiddleware`` (#8: one wrapper frame
-    and one ``send`` wrapper per request fewer): ``GatewayMiddleware``, next in line,
-    already turns every exception into a logged 500 envelope. Its ``state`` is an
-    ``AppState``; its router's trailing-slash redirect is ``SlashRedirect``."""
+class GatewayApp(LeanStarlette):
+    """The gateway's Starlette app: no server-error layer of Starlette's
+    (``GatewayMiddleware``, next in line, already turns every exception into a logged 500
+    envelope), an ``AppState``, and ``SlashRedirect`` as its router's trailing-slash
+    redirect."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.state = AppState()
         SlashRedirect.install(self.router)  # relative Location, never from Host
-
-    def build_middleware_stack(self) -> ASGIApp:
-        app = super().build_middleware_stack()
-        return app.app if isinstance(app, ServerErrorMiddleware) else app
 
 
 async def _open_services(settings: Settings) -> ServicesLike:
@@ -118,9 +94,11 @@ def create_app(
     *,
     upstreams: Mapping[str, Upstream] | None = None,
     extra_routes: tuple[Route, ...] = (),
+    metrics: GatewayMetrics | None = None,
 ) -> Starlette:
     """Build the ASGI app. ``services`` (opened by the caller, who also closes them) and
-    ``upstreams`` (provider name -> adapter) override the defaults, for tests."""
+    ``upstreams`` (provider name -> adapter) override the defaults, for tests;
+    ``metrics`` defaults to this process's own registry."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -163,12 +141,14 @@ def create_app(
         svc: ServicesLike = app.state.services
         return svc.keys
 
-    ops = Ops(settings)
+    ops = Ops(settings, metrics)
     draining = Draining()
     routes = [
-        # The hot routes first: the router tries routes in order (#8).
+        # The hot routes first: the router tries routes in order.
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
+        Route("/v1/responses", create_response, methods=["POST"]),
+        Route("/v1/responses/{response_id}", response_by_id, methods=["GET", "DELETE"]),
         *ops_routes(),  # /healthz /readyz /metrics (no auth)
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/v1/models", list_models, methods=["GET"]),
@@ -207,10 +187,10 @@ def create_app_from_env() -> Starlette:
     """Factory for ``uvicorn --factory`` / multi-worker serving: config from ``SYNTIC_CONFIG``.
     Each worker process configures its own logging (``SYNTIC_LOG_LEVEL``, set by serve)
     and, once its app is built, freezes its startup heap as a single ``syntic serve`` does."""
-    from gateway.commands.serve import freeze_startup_heap
-
     env = os.environ
     configure_logging(env.get("SYNTIC_LOG_LEVEL", "info"), log_format_from_env(env))
-    app = create_app(load_settings())
+    # syntic serve --workers N sets the directory: /metrics then merges every worker's.
+    metrics = GatewayMetrics.create(multiprocess_dir=env.get(multiprocess.ENV))
+    app = create_app(load_settings(), metrics=metrics)
     freeze_startup_heap()
     return app

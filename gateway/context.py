@@ -8,7 +8,6 @@ for the ledger, whatever the outcome.
 
 from __future__ import annotations
 
-import contextvars
 import time
 from dataclasses import dataclass
 
@@ -80,14 +79,21 @@ class RequestContext:
     # Told before each upstream call, so a process killed mid-call still bills it.
     journal: Ledger | None = None
     prompt_estimate: int = 0  # the rate limiter's token estimate for one call's prompt
+    # The request's overall deadline (``time.monotonic()`` clock), set by the outer
+    # middleware; None: no deadline.
+    deadline: float | None = None
 
     @classmethod
     def start(cls, request_id: str, endpoint: str) -> RequestContext:
-        """A new context, also made this task's ``current_request()`` (the ASGI server runs
-        each request in its own task, and child tasks inherit it)."""
-        ctx = cls(request_id, endpoint, time.time(), time.perf_counter(), tally=Tally())
-        _CURRENT.set(ctx)
-        return ctx
+        """A new context for a request that starts now."""
+        return cls(request_id, endpoint, time.time(), time.perf_counter(), tally=Tally())
+
+    def remaining_s(self) -> float | None:
+        """Seconds left before this request's deadline (None: no deadline)."""
+        deadline = self.deadline
+        if deadline is None:
+            return None
+        return deadline - time.monotonic()
 
     def add_raw_headers(self, pairs: list[tuple[bytes, bytes]]) -> None:
         """Already encoded headers (lower-case names) for every response to this request."""
@@ -113,17 +119,32 @@ class RequestContext:
     def interrupted_record(self) -> UsageRecord:
         """The row to bill if the process dies during the upstream call about to start:
         the tokens known so far plus the estimated prompt of that call, ``estimated``."""
-        record = self.usage_record()
-        tally = self.tally
-        if tally is not None and (tally.retries or tally.first_usage.total_tokens):
-            record.correction_prompt_tokens += self.prompt_estimate
-        else:
-            record.prompt_tokens += self.prompt_estimate
-        record.upstream_calls += 1
-        record.status = 502
-        record.error_code = "gateway_interrupted"
-        record.estimated = True
-        return record
+        tally = self.tally or Tally()
+        first = tally.first_usage
+        fix = tally.correction_usage
+        # The estimate goes to the correction columns once a first answer is in.
+        correcting = bool(tally.retries or first.total_tokens)
+        estimate = self.prompt_estimate
+        return UsageRecord(
+            self.request_id,
+            self.principal.key_id if self.principal else None,
+            self.model,
+            self.endpoint,
+            502,
+            "gateway_interrupted",
+            self.streamed,
+            first.prompt_tokens + (0 if correcting else estimate),
+            first.completion_tokens,
+            fix.prompt_tokens + (estimate if correcting else 0),
+            fix.completion_tokens,
+            tally.retries,
+            tally.upstream_calls + 1,
+            (time.perf_counter() - self.started_mono) * 1000.0,
+            self.started_at,
+            time.time(),
+            True,
+            self.strict_refused,
+        )
 
     def usage_record(self) -> UsageRecord:
         tally = self.tally or Tally()
@@ -148,14 +169,3 @@ class RequestContext:
             estimated=self.estimated,
             strict_refused=self.strict_refused,
         )
-
-
-_CURRENT: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar(
-    "syntic_request_context", default=None
-)
-
-
-def current_request() -> RequestContext | None:
-    """The context of the request this task serves (None outside a request), for layers
-    that are shared across requests, such as the upstream retry wrapper."""
-    return _CURRENT.get()

@@ -20,17 +20,19 @@ from gateway.ratelimit.redis import RedisRateLimiter
 from gateway.settings import Settings
 from gateway.storage import Database, data_dir_for, open_database
 from gateway.storage.migrate import apply_migrations
+from gateway.stored import DbResponseStore
 from gateway.usage.ledger import DbLedger
 
 
 @dataclass(frozen=True, slots=True)
 class Services:
-    """Keys, ledger, limiter and the database handle they share."""
+    """Keys, ledger, limiter, stored responses and the database handle they share."""
 
     keys: DbKeyStore
     ledger: DbLedger
     limiter: RedisRateLimiter | LocalRateLimiter
     db: Database
+    responses: DbResponseStore
 
     async def aclose(self) -> None:
         """Flush the ledger (to the database; what it refuses stays in the spool), then close
@@ -65,4 +67,5 @@ async def open_services(settings: Settings, *, migrate: bool = False) -> Service
         if settings.redis_url
         else LocalRateLimiter()
     )
-    return Services(keys=keys, ledger=ledger, limiter=limiter, db=db)
+    responses = DbResponseStore(db, settings.responses_retention_s)
+    return Services(keys=keys, ledger=ledger, limiter=limiter, db=db, responses=responses)

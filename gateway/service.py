@@ -5,7 +5,7 @@
     model lookup -> request-side check (lint, cached) -> rate limit -> upstream.complete
       -> enforcement (validate, one correction per invalid call, or 422) -> usage
 
-Streaming (issue #4) and the Messages dialect (issue #5) reuse ``prepare`` and ``admit``
+Streaming and the Messages dialect reuse ``prepare`` and ``admit``
 and the enforcement functions; every layer fills the ``RequestContext`` the HTTP layer
 turns into headers and the ledger row.
 """
@@ -120,7 +120,7 @@ _T = TypeVar("_T")
 
 def _replaced(obj: _T, **changes: Any) -> _T:
     """``dataclasses.replace`` for the canonical slotted ``@record`` dataclasses, at a
-    fraction of its cost (it runs per request, #8): every field read in one C call
+    fraction of its cost (it runs per request): every field read in one C call
     (``operator.attrgetter``), the changed ones substituted, and the class's own
     constructor called positionally (cheap since ``@record`` is not ``frozen=True`` at run
     time). A class with a ``__post_init__`` or a field outside ``__init__`` (none of them
@@ -151,7 +151,7 @@ _ACCESS: dict[type, tuple[Any, dict[str, int], int] | None] = {}
 
 def rate_header_pairs(decision: RateDecision) -> list[tuple[bytes, bytes]]:
     """The ``x-ratelimit-*`` headers of a decision, encoded as a response carries them
-    (built per request, so as pairs: #8)."""
+    (built per request, so as pairs)."""
     out: list[tuple[bytes, bytes]] = []
     if decision.limit_requests is not None:
         out.append((b"x-ratelimit-limit-requests", b"%d" % decision.limit_requests))
@@ -178,14 +178,10 @@ class ChatService:
         self, settings: Settings, registry: UpstreamRegistry, limiter: RateLimiter | None
     ) -> None:
         self.settings = settings
-        # Safe upstream failures are retried within the request deadline; each
-        # attempt is journaled first, so a crash mid-call still bills it.
-        policy = RetryPolicy(retries=settings.upstream_retries)
-        self.registry = registry.wrapped(
-            lambda upstream: RetryingUpstream(JournaledUpstream(upstream), policy)
-        )
+        self.registry = registry
+        self.retry_policy = RetryPolicy(retries=settings.upstream_retries)
         self.limiter = limiter
-        # One byte bound for both caches that keep compiled schemas alive (#8/#9).
+        # One byte bound for both caches that keep compiled schemas alive.
         max_bytes = settings.schema_cache_max_bytes
         self.lint_cache = LintCache(max_bytes=max_bytes)
         validator.configure_cache(max_bytes=max_bytes)
@@ -220,8 +216,14 @@ class ChatService:
                 ctx.add_raw_headers([(b"x-syntic-strict-refused", names.encode())])
                 ctx.strict_refused = names
         return Prepared(
-            model, plan, self.registry.get(model), upstream_view(request, model, plan)
+            model, plan, self.upstream(model, ctx), upstream_view(request, model, plan)
         )
+
+    def upstream(self, model: ModelConfig, ctx: RequestContext | None) -> Upstream:
+        """The model's adapter for one request: safe failures retried within its deadline,
+        each attempt journaled to it first (a crash mid-call still bills it)."""
+        adapter = self.registry.get(model)
+        return RetryingUpstream(JournaledUpstream(adapter, ctx), self.retry_policy, ctx)
 
     async def admit(self, ctx: RequestContext, estimated_tokens: int) -> None:
         """Ask the rate limiter; raise 429 with ``retry-after`` and ``x-ratelimit-*``."""

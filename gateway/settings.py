@@ -12,6 +12,7 @@ Config is TOML (path from ``--config`` or ``SYNTIC_CONFIG``)::
     constrained = false                 # upstream enforces schemas itself
     correction = "constrained"          # optional: the correction call under the schema
     constrained_field = "vllm"          # how this engine is asked for it (openai provider)
+    api = "chat_completions"            # or "responses": the upstream's /v1/responses
     strictify = false                   # make every tool strict (the strict projection)
 """
 
@@ -31,6 +32,8 @@ Provider = Literal["openai", "anthropic", "local"]
 Correction = Literal["free", "constrained"]
 # An OpenAI-compatible engine's request field for JSON-schema-constrained output.
 ConstrainedField = Literal["vllm", "llama_cpp", "sglang", "openai"]
+# Which OpenAI wire format an openai-provider upstream speaks.
+UpstreamApi = Literal["chat_completions", "responses"]
 
 
 class ConfigError(ValueError):
@@ -62,6 +65,8 @@ class ModelConfig:
     # None: "constrained" for provider = "local" (the gateway runs its decoder), else "free".
     correction: Correction | None = None
     constrained_field: ConstrainedField | None = None
+    # provider = "openai": POST {base_url}/chat/completions, or {base_url}/responses.
+    api: UpstreamApi = "chat_completions"
 
     @property
     def constrained_correction(self) -> bool:
@@ -90,8 +95,8 @@ class Settings:
     key_hash_secret: str = "syntic-dev-pepper"
     key_cache_ttl_s: float = 2.0
     request_timeout_s: float = 120.0
-    stream_keepalive_s: float = 15.0  # SSE ": keep-alive" after this much silence (#4)
-    # Edge limits (#9); each readable from [server] and SYNTIC_<NAME> (see _TUNABLES).
+    stream_keepalive_s: float = 15.0  # SSE ": keep-alive" after this much silence
+    # Edge limits; each readable from [server] and SYNTIC_<NAME> (see _TUNABLES).
     max_inflight: int = 512  # metered requests in flight; beyond -> 503 overloaded
     body_timeout_s: float = 30.0  # whole request body must arrive within this (else 408)
     keepalive_timeout_s: float = 5.0  # idle keep-alive connections closed after this
@@ -110,7 +115,7 @@ class Settings:
     idempotency_lease_s: float = 5.0
     # A retry that finds the key still running waits at most this long, then 409.
     idempotency_wait_s: float = 10.0
-    # Rate-limit slots a busy key may reserve from Redis per round trip (#8); 1: none.
+    # Rate-limit slots a busy key may reserve from Redis per round trip; 1: none.
     rate_limit_lease_max: int = 64
     # Canonical JSON bytes of compiled schemas kept per process (the validator's cache and
     # the lint cache), beside their 1,024-entry bound: large distinct schemas can't pin
@@ -123,6 +128,8 @@ class Settings:
     # each response completes; the spool is fsynced at the same pace).
     ledger_flush_interval_s: float = 0.2
     ledger_spool_segment_bytes: int = 4 * 1024 * 1024  # a new spool file past this size
+    # A stored response (POST /v1/responses with store) is kept this long, as the API does.
+    responses_retention_s: float = 30 * 86400.0
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -198,6 +205,7 @@ def _model_from_table(i: int, table: Mapping[str, Any]) -> ModelConfig:
 
 _CORRECTIONS = ("free", "constrained")
 _CONSTRAINED_FIELDS = ("vllm", "llama_cpp", "sglang", "openai")
+_APIS = ("chat_completions", "responses")
 
 
 def _check_correction(i: int, values: Mapping[str, Any]) -> None:
@@ -211,6 +219,16 @@ def _check_correction(i: int, values: Mapping[str, Any]) -> None:
     if field_ is not None and field_ not in _CONSTRAINED_FIELDS:
         raise ConfigError(
             f"models[{i}].constrained_field must be one of {list(_CONSTRAINED_FIELDS)}"
+        )
+    api = values.get("api", "chat_completions")
+    if api not in _APIS:
+        raise ConfigError(f"models[{i}].api must be one of {list(_APIS)}")
+    if api != "chat_completions" and provider != "openai":
+        raise ConfigError(f"models[{i}].api applies to provider \"openai\" only")
+    if api == "responses" and field_ is not None:
+        raise ConfigError(
+            f"models[{i}]: constrained_field does not apply to api = \"responses\" "
+            "(its strict mode is asked for with strict: true)"
         )
     if field_ is not None and provider != "openai":
         raise ConfigError(f"models[{i}].constrained_field applies to provider \"openai\" only")
@@ -261,7 +279,7 @@ def load_settings(
             raise ConfigError(f"config file {path}: {exc}") from exc
     models = tuple(_model_from_table(i, t) for i, t in enumerate(data.get("models", [])))
     if not path:
-        models = DEFAULT_MODELS  # no config at all: serve the embedded local model (#10)
+        models = DEFAULT_MODELS  # no config at all: serve the embedded local model
     names = [m.name for m in models]
     if len(set(names)) != len(names):
         raise ConfigError("models: duplicate model name")
@@ -314,6 +332,7 @@ _TUNABLES: tuple[str, ...] = (
     "schema_cache_max_bytes",
     "ledger_flush_interval_s",
     "ledger_spool_segment_bytes",
+    "responses_retention_s",
 )
 _AT_LEAST_ONE = frozenset({"schema_cache_max_bytes"})
 # Settings that only make sense within a range (a zero flush interval would spin).
@@ -322,6 +341,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "ledger_spool_segment_bytes": (64 * 1024, 1024**3),
     "idempotency_lease_s": (1.0, 60.0),
     "idempotency_wait_s": (0.0, 300.0),
+    "responses_retention_s": (1.0, 366 * 86400.0),
 }
 
 

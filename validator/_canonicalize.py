@@ -1,4 +1,4 @@
-"""The inverse of the strict projection on payloads (issue #2; prior-art-*.md).
+"""The inverse of the strict projection on payloads (prior-art-*.md).
 
 ``canonicalize(payload, original)`` removes a ``null`` member exactly where the projection
 made an optional property nullable, i.e. the property is not required by the original and

@@ -14,11 +14,11 @@ The function answers only valid/invalid; ``_interp`` explains failures. If gener
 refused (e.g. Python's own nesting limits), ``generate`` raises ``CodegenError`` and the
 caller falls back to the interpreter.
 
-Large schemas are generated as many small functions, compiled in small batches (issues
-#8/#9: a cache miss must not stall other requests). CPython's ``compile()`` holds the GIL
-for the whole call and its cost grows faster than linearly with a function's size: one
-~640 KB function for a 240 KiB schema held it ~250 ms, so the event loop (waiting on a
-worker thread's compile) stalled that long. A function that reaches ``_FUNCTION_LINES``
+Large schemas are generated as many small functions, compiled in small batches (a cache
+miss must not stall other requests). CPython's ``compile()`` holds the GIL for the whole
+call and its cost grows faster than linearly with a function's size: one function for a
+large schema held it for a visible stall of the event loop (waiting on a worker thread's
+compile); figures in ``docs/performance.md``. A function that reaches ``_FUNCTION_LINES``
 calls its next child schema as a function of its own and hands the rest of a long
 property list to "part" functions (called one after another, so deep data does not
 deepen the stack); ``_BATCH_LINES`` bounds each ``compile()`` call to a millisecond or

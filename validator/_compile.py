@@ -6,10 +6,10 @@ of the schema (the caller's object is never kept or mutated). Concurrent first r
 for one new schema compile it once (single-flight), from threads and from asyncio tasks;
 ``compile_async`` does the work in a worker thread so the event loop is not blocked.
 
-Lazy code generation (issue #8): ``compile`` builds both back ends at once (the generated
+Lazy code generation: ``compile`` builds both back ends at once (the generated
 ``is_valid`` and the interpreter). ``compile_async`` and ``lint_compile_async`` (the
 gateway's path, where many schemas are seen once) build only the node table and the
-interpreter (~10x cheaper to build, ~13x slower per validation). Such a schema validates
+interpreter (far cheaper to build, slower per validation). Such a schema validates
 with the interpreter and counts its uses (``is_valid``/``validate``/``validate_json``); on
 the second use it queues code generation on one validator-owned background thread
 (``validator-codegen``), at most once per schema, and swaps the generated function in when
@@ -163,7 +163,7 @@ class CompiledSchema:
         # The generated functions and their globals form a reference cycle (they call each
         # other by name), which only the cyclic GC could free. Nothing else holds them, so
         # break it when this object goes: an evicted schema is freed by refcounting at once
-        # and never adds to a full collection (issues #8/#9).
+        # and never adds to a full collection.
         if self._namespace is not None:
             self._namespace.clear()
 
@@ -225,8 +225,8 @@ class CompiledSchema:
         """``validate_json``, in a worker thread when it could hold an event loop for
         milliseconds: ``raw`` over 64 KiB, or over 4 KiB while the schema still uses the
         interpreter (a schema from ``compile_async``/``lint_compile_async`` before its
-        code is generated: ~10 ms for 37 KiB of arguments to a 1,000-property schema on a
-        slow 2-core VM, against ~2 ms for generated code). Smaller input is validated
+        code is generated, which is several times slower than generated code). Smaller
+        input is validated
         right here, with no thread hop."""
         limit = OFFLOAD_CODE_BYTES if self.compiled_code else OFFLOAD_INTERPRETER_BYTES
         if len(raw) <= limit:

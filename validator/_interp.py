@@ -7,7 +7,7 @@ keywords, required (schema order), properties (schema order), additional propert
 (instance order), array sizes, items (index order), anyOf, then the ``$ref`` target.
 
 It walks the packed table (``_table``) directly: plain tuples the cyclic GC stops
-tracking, so a cached large schema adds next to nothing to full collections (#8/#9).
+tracking, so a cached large schema adds next to nothing to full collections.
 """
 
 from __future__ import annotations

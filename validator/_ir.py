@@ -88,7 +88,7 @@ def _at(loc: str, *tokens: str) -> str:
     """``loc`` extended by ``tokens``, as a JSON pointer string.
 
     Locations are strings, not tuples, because tuples are objects the cyclic GC visits
-    (until a pass untracks them) and a large schema has thousands (issues #8/#9).
+    (until a pass untracks them) and a large schema has thousands.
     """
     return loc + "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens)
 

@@ -2,7 +2,7 @@
 
 JSON Schema ``pattern`` is an ECMA-262 regex applied as an unanchored search. We run it
 on RE2, which guarantees time linear in the input, so ``^(a+)+$`` on a 1 MiB string takes
-milliseconds instead of forever (issue #2, part 2). Differences between ECMA-262 and RE2
+milliseconds instead of forever. Differences between ECMA-262 and RE2
 that a schema author may notice, decided here:
 
 - ``\\d`` and ``\\w`` are ASCII in both (no translation needed).
@@ -123,7 +123,7 @@ def searcher(pattern: str) -> Searcher:
     ``_fastregex`` proves that is linear and equivalent, the rest call RE2 directly.
     Searchers are shared through a small LRU keyed by the pattern text: large schemas
     repeat a few patterns many times, and each searcher is a handful of objects the
-    cyclic GC must visit (issues #8/#9) besides two RE2 compilations.
+    cyclic GC must visit besides two RE2 compilations.
     """
     with _SEARCHERS_LOCK:
         found = _SEARCHERS.get(pattern)

@@ -12,7 +12,7 @@ just a property):
   ``anyOf`` gains a ``{"type": "null"}`` branch. A property that already accepts null is
   left as it is (so its nulls stay data for ``canonicalize``).
 * ``additionalProperties: true`` beside declared properties is closed (the declared keys are
-  the documented contract, as in prior art #1); a missing ``type`` beside ``properties``
+  the documented contract, as in the first prior art); a missing ``type`` beside ``properties``
   becomes ``"object"``.
 * ``oneOf`` -> ``anyOf`` only when no value can match two branches (distinct types,
   distinct ``const``/``enum`` values, or a required property whose values differ); an

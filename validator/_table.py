@@ -3,7 +3,7 @@
 ``_ir`` builds it, ``_interp`` walks it and ``_codegen`` reads it through ``Table.node``,
 which unpacks one ``Node`` (a readable, frozen view) at a time and drops it again.
 
-Why tuples (issues #8/#9): the cyclic garbage collector visits every container object
+Why tuples: the cyclic garbage collector visits every container object
 at each full collection, and stops tracking a tuple once everything in it is a string,
 number, ``None`` or another untracked tuple. A 240 KiB schema has ~5,000 locations: as
 ``Node`` objects (with a frozenset of types each) they were ~10,000 objects that every

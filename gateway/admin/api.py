@@ -1,4 +1,4 @@
-"""The admin API: ``/admin/*`` JSON routes for operators and the console (issue #11).
+"""The admin API: ``/admin/*`` JSON routes for operators and the console.
 
 Authentication (admin keys only) is done before routing by
 ``gateway.admin.auth.AdminAuthMiddleware``; every route here can assume an admin caller.

@@ -1,4 +1,4 @@
-"""Admin-key authentication for every ``/admin/*`` route (issue #11).
+"""Admin-key authentication for every ``/admin/*`` route.
 
 Runs as middleware, before routing, so an unknown ``/admin/...`` path also answers 401/403
 rather than revealing which routes exist. Only keys created with
@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gateway.errors import AuthenticationError, PermissionDenied
 from gateway.keys.base import KeyStore
 from gateway.middleware.auth import presented_key
-from gateway.middleware.envelope import request_context
+from gateway.web import request_context
 
 ADMIN_PREFIX = "/admin"
 
@@ -40,7 +40,7 @@ class AdminAuthMiddleware:
         self.keys = keys
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        # Not a coroutine itself: other paths get the inner app's awaitable directly (#8).
+        # Not a coroutine itself: other paths get the inner app's awaitable directly.
         if scope["type"] == "http" and is_admin_path(scope["path"]):
             return self._admin(scope, receive, send)
         return self.app(scope, receive, send)

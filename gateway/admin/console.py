@@ -1,4 +1,4 @@
-"""The operator console: static files under ``/console`` (issue #11).
+"""The operator console: static files under ``/console``.
 
 Plain HTML, CSS and JavaScript shipped in the package (``gateway/static/console/``), no
 build step, no framework. The page holds no data and no secrets; everything it shows comes

@@ -1,4 +1,4 @@
-"""Ledger queries behind ``GET /admin/usage`` and ``GET /admin/requests`` (issue #11).
+"""Ledger queries behind ``GET /admin/usage`` and ``GET /admin/requests``.
 
 Written once for both backends through ``gateway.storage.Database``: only the time-bucket
 expression differs (``CAST(x AS INTEGER)`` truncates on SQLite, but *rounds* on

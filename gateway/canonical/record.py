@@ -1,10 +1,10 @@
 """``@record``: an immutable, slotted dataclass whose constructor costs what a plain one does.
 
 ``@dataclass(frozen=True)`` enforces immutability at run time by routing every field of
-``__init__`` through ``object.__setattr__``: a 10-field instance costs ~1.3 us instead of
-~0.2 us (measured on CPython 3.11). The request path builds a dozen such objects per
-request (the canonical request, its messages and tools, the response, usage sums, the
-rate decision), which was 4-5% of the gateway's CPU per request (#8).
+``__init__`` through ``object.__setattr__``, several times the cost of a plain
+constructor. The request path builds a dozen such objects per request (the canonical
+request, its messages and tools, the response, usage sums, the rate decision), enough to
+show in the gateway's CPU per request (figures in ``docs/performance.md``).
 
 ``@record`` declares the class frozen to the type checker (PEP 681 ``frozen_default``), so
 ``mypy --strict`` refuses any assignment to a field, as it does for ``frozen=True``; at run

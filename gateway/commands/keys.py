@@ -1,4 +1,4 @@
-"""``syntic keys create | list | revoke | ensure-dev``: manage API keys (#6, admin keys #11).
+"""``syntic keys create | list | revoke | ensure-dev``: manage API keys.
 
 ``create`` prints the key once, on the last line of stdout; nothing else ever shows it.
 ``ensure-dev`` (used by ``scripts/run``) creates a ``dev`` key only when the database holds

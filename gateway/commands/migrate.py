@@ -1,4 +1,4 @@
-"""``syntic migrate [--status]``: apply the forward-only migrations (issue #6).
+"""``syntic migrate [--status]``: apply the forward-only migrations.
 
 Also hosts the small helpers the storage-backed commands (keys, usage) share.
 """

@@ -1,4 +1,4 @@
-"""``syntic models list | install ID [--verify]``: the local model catalogue (issue #10)."""
+"""``syntic models list | install ID [--verify]``: the local model catalogue."""
 
 from __future__ import annotations
 

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib.util
-import logging
 import os
-import sys
 from typing import Any
 
 import uvicorn
 
 from gateway.observability.logs import configure_logging, log_format_from_env
+from gateway.observability.multiprocess import ENV as MULTIPROC_ENV
+from gateway.observability.multiprocess import worker_metrics_dir
+from gateway.server.process import freeze_startup_heap
 from gateway.server.protocol import serve_options
 from gateway.settings import load_settings
 from gateway.upstream.connection import Connections
-
-log = logging.getLogger("syntic.serve")
 
 
 def register(subparsers: Any) -> None:
@@ -51,53 +49,30 @@ def run(args: argparse.Namespace) -> int:
         "log_level": args.log_level,
         "log_config": None,  # keep gateway.observability.logs' handler (JSON, redacting)
         "access_log": False,  # the gateway writes its own line per request
-        # #8: no ``server: uvicorn`` header (one header fewer to validate and write, and
-        # no version banner); no X-Forwarded-For rewriting of the client address (the
+        # No ``server: uvicorn`` header (one header fewer to validate and write, and no
+        # version banner); no X-Forwarded-For rewriting of the client address (the
         # gateway never reads it; one ASGI layer fewer per request).
         "server_header": False,
         "proxy_headers": False,
         "lifespan": "on",
         "timeout_graceful_shutdown": 30,
-        **serve_options(settings),  # header timeout and size cap, keep-alive (#9)
+        **serve_options(settings),  # header timeout and size cap, keep-alive
     }
     if args.workers > 1:
         if args.config:
             os.environ["SYNTIC_CONFIG"] = os.path.abspath(args.config)
         os.environ["SYNTIC_LOG_LEVEL"] = args.log_level  # workers configure their own logs
-        uvicorn.run("gateway.app:create_app_from_env", factory=True, workers=args.workers,
-                    **options)
+        # Set before the workers spawn: each merges every worker's metrics into /metrics.
+        with worker_metrics_dir(os.environ):
+            uvicorn.run("gateway.app:create_app_from_env", factory=True,
+                        workers=args.workers, **options)
     else:
+        # One process: the plain in-process registry, whatever the caller's environment
+        # says (prometheus_client reads this variable when the app first imports it).
+        os.environ.pop(MULTIPROC_ENV, None)
         from gateway.app import create_app
 
         app = create_app(settings)
         freeze_startup_heap()
         uvicorn.run(app, **options)
     return 0
-
-
-def freeze_startup_heap() -> None:
-    """Move everything allocated so far (modules, settings, the app) out of the cyclic
-    GC's reach: a full collection then walks only what requests allocate. Measured (#9):
-    ~30 ms of event-loop time per full collection otherwise. Called once per serving
-    process: here for one worker, by ``gateway.app.create_app_from_env`` in each of
-    ``--workers N``. Also sets the young-generation GC threshold and the GIL switch
-    interval for serving (below)."""
-    gc.collect()
-    gc.freeze()
-    # The young generation is collected every GC_GEN0_THRESHOLD allocations instead of
-    # Python's 700: a request allocates a few hundred objects, nearly all freed by
-    # refcounting, so the default ran a collection every few requests for little (#8:
-    # ~10 us of CPU per request, gateway_bench; young collections stay well under 2 ms).
-    _, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
-    # A worker thread (a new schema's lint and node table, the ledger's writes) holds the
-    # GIL for up to the switch interval before the event loop gets it back: 1 ms instead
-    # of 5 bounds how long one such turn delays every request in flight (#8 stall: p99 of
-    # hot requests while 400-property schemas arrive 9.9-11.5 -> 7.7-8.7 ms, worst
-    # +10..+24 -> +5..+12 ms over 3-4 runs; throughput unchanged).
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
-    log.info("startup heap frozen: %d objects (pid %d)", gc.get_freeze_count(), os.getpid())
-
-
-GC_GEN0_THRESHOLD = 10_000
-SWITCH_INTERVAL_S = 0.001

@@ -1,4 +1,4 @@
-"""What both dialects' streaming endpoints share (issues #4, #5): opening a held stream and
+"""What both dialects' streaming endpoints share: opening a held stream and
 the committed SSE response around it. A dialect supplies only its bytes.
 
     opened = await open_held_stream(service, chat, paths, ctx, estimated_tokens=n)
@@ -16,7 +16,8 @@ the committed SSE response around it. A dialect supplies only its bytes.
   commit is one in-band error event. A client disconnect cancels the pump (the hold-back
   cancels corrections in flight and closes the upstream); the ledger row then has status
   499 ``client_disconnected`` and the tokens so far (``estimated`` if unreported).
-  Subclasses define ``opening``, ``encode``, ``closing``, ``error`` and ``keepalive``.
+  Subclasses define ``opening``, ``encode``, ``closing`` (or ``aclosing``), ``error``
+  and ``keepalive``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from gateway.enforcement import ParamPaths
 from gateway.enforcement.choices import ChoiceStreams
 from gateway.enforcement.holdback import HeldEvent, HoldBack, holdback_for
 from gateway.errors import GatewayError, UpstreamTimeout
-from gateway.middleware.limits import remaining_s
 from gateway.service import ChatService
 
 __all__ = ["SSE_HEADERS", "HeldSSEResponse", "OpenedStream", "open_held_stream"]
@@ -134,6 +134,10 @@ class HeldSSEResponse(Response, Generic[E]):
         """Sent after the last batch of a completed stream (b"": nothing)."""
         return b""
 
+    async def aclosing(self) -> bytes:
+        """``closing``, for a dialect with work to finish first (storing the response)."""
+        return self.closing()
+
     def error(self, exc: GatewayError, request_id: str) -> bytes:
         """The in-band error event for a failure after the commit point."""
         raise NotImplementedError
@@ -144,7 +148,7 @@ class HeldSSEResponse(Response, Generic[E]):
     # -- the stream ---------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # The pump runs in this task (#8: a task and an ``asyncio.wait`` per stream fewer);
+        # The pump runs in this task (a task and an ``asyncio.wait`` per stream fewer);
         # the watcher cancels it on a disconnect; keep-alives come from a timer that starts
         # a send only when the stream has been silent for ``keepalive_s``.
         loop = asyncio.get_running_loop()
@@ -208,7 +212,7 @@ class HeldSSEResponse(Response, Generic[E]):
     async def _pump(self, send: Send) -> None:
         try:
             # The request deadline bounds a stream too, however steadily the upstream sends.
-            async with asyncio.timeout(remaining_s()):
+            async with asyncio.timeout(self._ctx.remaining_s()):
                 await self._send_all(send)
         except TimeoutError:
             await self._send_error(send, UpstreamTimeout(
@@ -224,7 +228,7 @@ class HeldSSEResponse(Response, Generic[E]):
             if batch:
                 await self._send_bytes(send, encode(batch))
         self._completed = True
-        closing = self.closing()
+        closing = await self.aclosing()
         if closing:
             await self._send_bytes(send, closing)
 

@@ -97,9 +97,9 @@ class LintCache:
     __slots__ = ("_entries", "bytes", "hits", "max_bytes", "maxsize", "misses")
 
     # The validator's compiled-schema cache's bounds: a clean verdict keeps its compiled
-    # schema alive, so bigger ones would hold evicted compilations in memory (#8: RSS).
+    # schema alive, so bigger ones would hold evicted compilations in memory.
     # ``max_bytes`` counts the kept schemas' canonical JSON, as the validator's cache does:
-    # without it, 1,024 of the largest schemas the lint admits would hold ~5 GB (#9).
+    # without it, a full cache of the largest schemas the lint admits would hold gigabytes.
     def __init__(
         self, maxsize: int = 1024, max_bytes: int = validator.DEFAULT_CACHE_MAX_BYTES
     ) -> None:
@@ -180,7 +180,7 @@ class LintCache:
         if found is None:
             self.misses += 1
             # Off the event loop, one lint walk for both the verdict and the compile: a
-            # large new schema takes ~50 ms (#9: no stall over 20 ms); misses are rare.
+            # large new schema takes long enough to stall every request; misses are rare.
             issues, compiled = await _lint_compile(schema, path, dialect)
             found = _Verdict(tuple(issues), compiled)
             self._put(key, found)

@@ -98,7 +98,7 @@ def _validate(compiled: Any, raw: str) -> list[Violation]:
 
 async def _validate_async(compiled: Any, raw: str) -> list[Violation]:
     """``_validate``, with large input validated off the event loop (``validate_json_async``:
-    a 1,000-property schema's first arguments took 10-20 ms of loop time, #8/#9)."""
+    a large schema's arguments would otherwise stall every request on the loop)."""
     try:
         errors = await compiled.validate_json_async(raw)
     except ValueError as exc:
@@ -358,5 +358,5 @@ async def enforce_response(
         calls = tuple(finished_call(c, plan) for c in calls)
     total = ctx.tally.total
     if calls is response.tool_calls and total == response.usage:
-        return response  # nothing corrected (the common case): no copy per request (#8)
+        return response  # nothing corrected (the common case): no copy per request
     return dataclasses.replace(response, tool_calls=calls, usage=total)

@@ -1,5 +1,5 @@
 """Streaming hold-back: strict tool-call fragments are released only after the call validated
-(issue #4; spec: "in strict mode argument fragments are held back until the whole call has
+(spec: "in strict mode argument fragments are held back until the whole call has
 been validated").
 
 Dialect-neutral: it consumes an upstream's canonical events and yields *batches* of

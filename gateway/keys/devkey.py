@@ -1,4 +1,4 @@
-"""A dev key on first start, so ``scripts/run`` with no config just works (issue #10).
+"""A dev key on first start, so ``scripts/run`` with no config just works.
 
 ``ensure_dev_key`` migrates the database, and when it holds no active key creates one named
 ``dev`` and returns its secret (shown once; only its hash is stored). Otherwise it returns

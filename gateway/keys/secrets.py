@@ -1,6 +1,6 @@
 """API key format: ``sk_<kind>_<body><checksum>``, shown once, stored only as a keyed hash.
 
-* ``kind`` is ``live``, ``test`` or ``admin`` (admin keys only open ``/admin/*``, issue #11).
+* ``kind`` is ``live``, ``test`` or ``admin`` (admin keys only open ``/admin/*``).
 * ``body`` is 43 base62 characters from ``secrets`` (~256 bits).
 * ``checksum`` is 6 base62 characters of CRC32 over ``sk_<kind>_<body>``, so a mistyped
   or made-up key is rejected without touching the database.
@@ -66,7 +66,7 @@ def parse_key(key: str) -> KeyKind | None:
 
 def hash_key(key: str, server_secret: str) -> str:
     """The stored form: hex HMAC-SHA256 keyed with the server secret."""
-    # hmac.digest: the same HMAC in one C call, no HMAC object per request (#8).
+    # hmac.digest: the same HMAC in one C call, no HMAC object per request.
     return hmac.digest(server_secret.encode(), key.encode(), "sha256").hex()
 
 

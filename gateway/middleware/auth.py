@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import AuthenticationError, PermissionDenied
 from gateway.keys.base import KeyStore, Principal
-from gateway.middleware.envelope import request_context
+from gateway.web import request_context
 
 
 def presented_key(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
@@ -41,7 +41,7 @@ class AuthMiddleware:
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         # Not a coroutine itself when the key store answers from memory (nearly every
         # request): the inner app's awaitable is returned, one coroutine frame fewer on
-        # every suspension of the request (#8). Errors raise here, inside the caller's
+        # every suspension of the request. Errors raise here, inside the caller's
         # ``await``, as they would from a coroutine.
         if scope["type"] == "http" and scope["path"].startswith("/v1/"):
             secret = presented_key(scope.get("headers", ()))
@@ -65,7 +65,7 @@ def _admit(scope: Scope, principal: Principal | None) -> None:
     if principal is None:
         raise AuthenticationError("Invalid or revoked API key.")
     if principal.admin:
-        # Least privilege: admin keys open /admin/* only (issue #11).
+        # Least privilege: admin keys open /admin/* only.
         raise PermissionDenied(
             "Admin keys cannot call /v1 routes; use a customer key (sk_live_/sk_test_)."
         )

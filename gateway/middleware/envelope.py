@@ -13,10 +13,13 @@
   no answered request can lose its row to a crash), or after the request ends when no
   response completed; and hands the ledger to the context, which spools a provisional
   row before each upstream call;
-- with ``limits`` (issue #9, ``gateway.middleware.limits``): refuses a metered request over
+- with ``limits`` (``gateway.middleware.limits``): refuses a metered request over
   ``max_inflight`` with 503 ``overloaded`` + ``retry-after``, bounds the body read
   (408 ``request_timeout``, connection closed) and gives every request one deadline
-  (``request_timeout_s``) that holds until its response starts (504 past it).
+  (``request_timeout_s``, kept as ``RequestContext.deadline``) that holds until its
+  response starts (504 past it).
+
+What endpoints share (``JsonResponse``, ``read_body``, ``error_body``) is in ``gateway.web``.
 """
 
 from __future__ import annotations
@@ -27,26 +30,18 @@ import os
 import random
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
-import orjson
 from starlette.requests import ClientDisconnect
-from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.context import RequestContext
 from gateway.errors import GatewayError, PayloadTooLarge, UpstreamTimeout
-from gateway.middleware.limits import (
-    Deadlines,
-    EdgeLimits,
-    InflightGate,
-    TaskDeadline,
-    body_deadline,
-    reset_request_deadline,
-    set_request_deadline,
-)
+from gateway.middleware.limits import EdgeLimits, InflightGate
+from gateway.server.deadlines import Deadlines, TaskDeadline, body_deadline
 from gateway.server.protocol import complete_body_size
 from gateway.usage.base import Ledger
+from gateway.web import JSON_HEADER, error_body
 
 logger = logging.getLogger("syntic.http")
 _rng = random.Random()
@@ -54,11 +49,9 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_rng.seed)
 _random_bits = _rng.getrandbits
 
-_JSON = (b"content-type", b"application/json")
-
 
 class RequestObserver(Protocol):
-    """Told when each HTTP request starts and finishes (``observability.ops.RequestObserver``)."""
+    """Told when each HTTP request starts and finishes (``observability.observer``)."""
 
     def started(self, ctx: RequestContext) -> None: ...
     def finished(self, ctx: RequestContext) -> None: ...
@@ -68,9 +61,8 @@ def new_request_id() -> str:
     """``req_`` + 12 hex digits of the wall clock in milliseconds + 16 random hex digits.
 
     Time-ordered, so the ledger's primary key (``usage_records.request_id``) grows at the
-    end of its B-tree instead of at a random place: on SQLite, inserting 200,000 rows cost
-    27.6 us per row with random ids and 8.4 us with these (#8,
-    ``tests/bench/ledger_insert_bench.py``; PostgreSQL, 100,000 rows: 22.5 and 17.9 us).
+    end of its B-tree instead of at a random place, which makes inserts markedly cheaper
+    (``tests/bench/ledger_insert_bench.py``; figures in ``docs/performance.md``).
     64 random bits per millisecond keep ids unique across a fleet; they come from a
     private PRNG (seeded from os.urandom, reseeded in forked workers, never reseeded by
     tests that seed ``random``) instead of one urandom syscall per request: a request id
@@ -78,14 +70,40 @@ def new_request_id() -> str:
     return f"req_{int(time.time() * 1000):012x}{_random_bits(64):016x}"
 
 
-def request_context(scope: Scope) -> RequestContext:
-    """The context the middleware attached to this request."""
-    ctx: RequestContext = scope["state"]["ctx"]
-    return ctx
+class _Exchange:
+    """One request's response side: the ``send`` the app gets, what it has sent so far,
+    and whether the request's ledger row is recorded. A slotted object and one bound
+    method instead of a closure over six cells."""
 
+    __slots__ = ("ctx", "deadline", "downstream", "ledger", "metered", "recorded", "started")
 
-def error_body(exc: GatewayError, request_id: str) -> bytes:
-    return orjson.dumps(exc.envelope(request_id))
+    def __init__(
+        self, ctx: RequestContext, ledger: Ledger | None, metered: bool, downstream: Send
+    ) -> None:
+        self.ctx = ctx
+        self.ledger = ledger
+        self.metered = metered
+        self.downstream = downstream
+        self.started = False
+        self.recorded = ledger is None
+        self.deadline: TaskDeadline | None = None
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+            deadline = self.deadline
+            if deadline is not None:
+                deadline.disarm()  # a started response is bounded elsewhere
+            ctx = self.ctx
+            ctx.status = message["status"]
+            message = dict(message)
+            message["headers"] = [*message.get("headers", ()), *ctx.response_headers()]
+        elif not self.recorded and not message.get("more_body", False):
+            # The response completes with this message: its row is spooled first.
+            self.recorded = True
+            assert self.ledger is not None
+            self.ledger.record(self.ctx.usage_record())
+        await self.downstream(message)
 
 
 class GatewayMiddleware:
@@ -112,6 +130,48 @@ class GatewayMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        exchange = self._open(scope, send)
+        send = exchange.send
+        try:
+            buffered = self._check_size(scope, receive)
+            if self.limits is None:
+                await self.app(
+                    scope, receive if buffered is not None else self._capped(receive), send
+                )
+            else:
+                if exchange.metered:
+                    self.gate.enter()  # not a context manager: no generator per request
+                try:
+                    receive = self._arm(exchange, receive, buffered is not None)
+                    await self.app(scope, receive, send)
+                except asyncio.CancelledError:
+                    if not self._expired(exchange):
+                        raise
+                    raise self._timeout_error() from None
+                finally:
+                    self._disarm(exchange)
+                    if exchange.metered:
+                        self.gate.leave()
+        except GatewayError as exc:
+            await self._fail(exchange, exc)
+        except ClientDisconnect:
+            # The client went away before its body arrived: nothing to answer, not an
+            # internal error (recorded as 499 below).
+            exchange.ctx.error_code = "client_disconnected"
+            logger.info("client disconnected during request %s", exchange.ctx.request_id)
+        except Exception:
+            logger.exception("unhandled error in request %s", exchange.ctx.request_id)
+            exchange.ctx.error_code = "internal_error"
+            if not exchange.started:
+                internal = GatewayError("Internal server error.", code="internal_error")
+                await self._send_error(internal, exchange.ctx, send)
+        finally:
+            self._close(exchange)
+
+    # The steps of one request, in order.
+
+    def _open(self, scope: Scope, send: Send) -> _Exchange:
+        """A request context with a fresh id, the observer told, the ledger handed over."""
         path: str = scope["path"]
         ctx = RequestContext.start(new_request_id(), path)
         scope.setdefault("state", {})["ctx"] = ctx
@@ -120,100 +180,78 @@ class GatewayMiddleware:
         metered = scope["method"] == "POST" and path.startswith("/v1/")
         ledger = self.ledger() if metered else None
         ctx.journal = ledger
-        started = False
-        recorded = ledger is None
-        deadline: TaskDeadline | None = None
+        return _Exchange(ctx, ledger, metered, send)
 
-        async def send_wrapper(message: Message) -> None:
-            nonlocal started, recorded
-            if message["type"] == "http.response.start":
-                started = True
-                if deadline is not None:
-                    deadline.disarm()  # a started response is bounded elsewhere
-                ctx.status = message["status"]
-                message = dict(message)
-                message["headers"] = [*message.get("headers", ()), *ctx.response_headers()]
-            elif not recorded and not message.get("more_body", False):
-                # The response completes with this message: its row is spooled first.
-                recorded = True
-                assert ledger is not None
-                ledger.record(ctx.usage_record())
-            await send(message)
+    def _check_size(self, scope: Scope, receive: Receive) -> int | None:
+        """413 up front when the size is known; the buffered size, when all the body is in.
 
-        try:
-            # The usual request has all its body in by now (EdgeProtocol says so): no body
-            # deadline or size cap to wrap receive in, the size is known (#8).
-            buffered = complete_body_size(receive)
-            size = buffered if buffered is not None else _content_length(scope)
-            if size is not None and size > self.max_body_bytes:
-                raise PayloadTooLarge(self._too_large_message())
-            if self.limits is None:
-                await self.app(
-                    scope, receive if buffered is not None else self._capped(receive),
-                    send_wrapper,
-                )
-            else:
-                if metered:
-                    self.gate.enter()  # not a context manager: a generator per request (#8)
-                try:
-                    budget = self.limits.request_timeout_s
-                    token = set_request_deadline(time.monotonic() + budget if budget else None)
-                    try:
-                        loop = asyncio.get_running_loop()
-                        task = asyncio.current_task()
-                        assert task is not None
-                        deadlines = self._deadlines
-                        if deadlines is None or deadlines.loop is not loop:
-                            deadlines = self._deadlines = Deadlines(loop)
-                        if buffered is None:
-                            receive = self._capped(body_deadline(
-                                receive, self.limits.body_timeout_s, loop=loop, task=task,
-                                deadlines=deadlines,
-                            ))
-                        deadline = (
-                            deadlines.arm(task, loop.time() + budget) if budget else None
-                        )
-                        await self.app(scope, receive, send_wrapper)
-                    except asyncio.CancelledError:
-                        if deadline is None or not deadline.expired_here():
-                            raise
-                        raise UpstreamTimeout(
-                            f"The request did not complete within its {budget:g}s deadline."
-                        ) from None
-                    finally:
-                        if deadline is not None:
-                            deadline.disarm()
-                        deadline = None  # an error response after this is not bounded
-                        reset_request_deadline(token)
-                finally:
-                    if metered:
-                        self.gate.leave()
-        except GatewayError as exc:
-            ctx.error_code = exc.code
-            if started:
-                ctx.status = ctx.status or exc.status
-                logger.warning("error after response start %s: %s", ctx.request_id, exc.code)
-            else:
-                await self._send_error(exc, ctx, send_wrapper)
-        except ClientDisconnect:
-            # The client went away before its body arrived: nothing to answer, not an
-            # internal error (recorded as 499 below).
-            ctx.error_code = "client_disconnected"
-            logger.info("client disconnected during request %s", ctx.request_id)
-        except Exception:
-            logger.exception("unhandled error in request %s", ctx.request_id)
-            ctx.error_code = "internal_error"
-            if not started:
-                internal = GatewayError("Internal server error.", code="internal_error")
-                await self._send_error(internal, ctx, send_wrapper)
-        finally:
-            if not recorded:
-                if not started and ctx.status == 0:
-                    ctx.status = 499  # client went away before any response
-                assert ledger is not None
-                ledger.record(ctx.usage_record())
-            if self.observer is not None:
-                self.observer.finished(ctx)  # metrics and the request log line
+        The usual request has all its body in by now (the edge protocol says so): no body
+        deadline or size cap to wrap receive in."""
+        buffered = complete_body_size(receive)
+        size = buffered if buffered is not None else _content_length(scope)
+        if size is not None and size > self.max_body_bytes:
+            raise PayloadTooLarge(self._too_large_message())
+        return buffered
+
+    def _arm(self, exchange: _Exchange, receive: Receive, buffered: bool) -> Receive:
+        """The request deadline set (on the context, for the layers below, and as a task
+        deadline until the response starts); a body still to come bounded and capped."""
+        assert self.limits is not None
+        budget = self.limits.request_timeout_s
+        exchange.ctx.deadline = time.monotonic() + budget if budget else None
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        deadlines = self._deadlines
+        if deadlines is None or deadlines.loop is not loop:
+            deadlines = self._deadlines = Deadlines(loop)
+        if not buffered:
+            receive = self._capped(body_deadline(
+                receive, self.limits.body_timeout_s, loop=loop, task=task,
+                deadlines=deadlines,
+            ))
+        if budget:
+            exchange.deadline = deadlines.arm(task, loop.time() + budget)
+        return receive
+
+    @staticmethod
+    def _expired(exchange: _Exchange) -> bool:
+        """Whether a cancellation is the request deadline's (else it came from outside)."""
+        deadline = exchange.deadline
+        return deadline is not None and deadline.expired_here()
+
+    def _timeout_error(self) -> UpstreamTimeout:
+        assert self.limits is not None
+        budget = self.limits.request_timeout_s
+        return UpstreamTimeout(f"The request did not complete within its {budget:g}s deadline.")
+
+    @staticmethod
+    def _disarm(exchange: _Exchange) -> None:
+        deadline = exchange.deadline
+        if deadline is not None:
+            deadline.disarm()
+        exchange.deadline = None  # an error response after this is not bounded
+
+    async def _fail(self, exchange: _Exchange, exc: GatewayError) -> None:
+        """The error envelope, unless a response already started (then only logged)."""
+        ctx = exchange.ctx
+        ctx.error_code = exc.code
+        if exchange.started:
+            ctx.status = ctx.status or exc.status
+            logger.warning("error after response start %s: %s", ctx.request_id, exc.code)
+        else:
+            await self._send_error(exc, ctx, exchange.send)
+
+    def _close(self, exchange: _Exchange) -> None:
+        """The ledger row of a request no response completed; the observer told."""
+        ctx = exchange.ctx
+        if not exchange.recorded:
+            if not exchange.started and ctx.status == 0:
+                ctx.status = 499  # client went away before any response
+            assert exchange.ledger is not None
+            exchange.ledger.record(ctx.usage_record())
+        if self.observer is not None:
+            self.observer.finished(ctx)  # metrics and the request log line
 
     def _too_large_message(self) -> str:
         return f"Request body is larger than the {self.max_body_bytes} byte limit."
@@ -237,7 +275,7 @@ class GatewayMiddleware:
     async def _send_error(exc: GatewayError, ctx: RequestContext, send: Send) -> None:
         body = error_body(exc, ctx.request_id)
         headers: list[tuple[bytes, bytes]] = [
-            _JSON,
+            JSON_HEADER,
             (b"content-length", str(len(body)).encode()),
         ]
         headers.extend((k.lower().encode(), v.encode()) for k, v in exc.headers.items())
@@ -253,41 +291,3 @@ def _content_length(scope: Scope) -> int | None:
             except ValueError:
                 return None
     return None
-
-
-async def read_body(receive: Receive) -> bytes:
-    """The whole request body, read straight from ``receive`` (what Starlette's
-    ``Request.body()`` does, without its per-chunk generator: #8). Raises Starlette's
-    ``ClientDisconnect`` if the client goes away first, as ``Request.body()`` does."""
-    message = await receive()
-    if message["type"] != "http.request":
-        raise ClientDisconnect()
-    body: bytes = message.get("body", b"")
-    if not message.get("more_body", False):
-        return body
-    chunks = [body]
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            raise ClientDisconnect()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-class JsonResponse(Response):
-    """A 200 ``application/json`` response of ready bytes: what ``Response(body,
-    media_type="application/json")`` sends, byte for byte, without its per-call render
-    and header building (#8: the two chat endpoints answer with one per request)."""
-
-    media_type = "application/json"
-
-    def __init__(self, body: bytes) -> None:
-        self.status_code = 200
-        self.background = None
-        self.body = body
-        self.raw_headers = [(b"content-length", b"%d" % len(body)), _JSON]
-
-
-def json_bytes(payload: Any) -> bytes:
-    return orjson.dumps(payload)

@@ -1,4 +1,4 @@
-"""Direct dispatch of the hot routes, innermost of the app's middleware (issue #8).
+"""Direct dispatch of the hot routes, innermost of the app's middleware.
 
 Starlette's path from the middleware stack to an endpoint (exception middleware, router
 matching every route in turn, the route's request/response wrapper and its exception

@@ -1,4 +1,5 @@
-"""``Idempotency-Key`` for non-streaming ``POST /v1/chat/completions`` and ``/v1/messages``.
+"""``Idempotency-Key`` for non-streaming ``POST /v1/chat/completions``, ``/v1/messages`` and
+``/v1/responses``.
 
 A client that retries a request (a timeout, a dropped connection) with the same
 ``Idempotency-Key`` gets the stored response back instead of a second upstream call:
@@ -50,15 +51,15 @@ import orjson
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.context import RequestContext
 from gateway.errors import Conflict, GatewayError, InvalidRequest, Overloaded, UnprocessableOutput
-from gateway.middleware.envelope import error_body, request_context
-from gateway.middleware.limits import remaining_s
 from gateway.server.draining import Draining
 from gateway.settings import Settings
+from gateway.web import error_body, read_body, request_context
 
 log = logging.getLogger("syntic.idempotency")
 
-PATHS = frozenset({"/v1/chat/completions", "/v1/messages"})
+PATHS = frozenset({"/v1/chat/completions", "/v1/messages", "/v1/responses"})
 HEADER = b"idempotency-key"
 MAX_KEY_LENGTH = 255
 _KEEP_HEADERS = frozenset({"content-type", "x-syntic-schema-retries"})
@@ -312,14 +313,14 @@ class IdempotencyMiddleware:
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         # Not a coroutine itself: a request without the header is handed to the inner
-        # app's awaitable directly, one coroutine frame fewer on every suspension (#8).
+        # app's awaitable directly, one coroutine frame fewer on every suspension.
         key = _idempotency_key(scope)
         if key is None:
             return self.app(scope, receive, send)
         return self._idempotent(scope, receive, send, key)
 
     async def _idempotent(self, scope: Scope, receive: Receive, send: Send, key: str) -> None:
-        body = await _read_body(receive)
+        body = await read_body(receive)
         replay = _replaying(body, receive)
         if _streaming(body):
             await self.app(scope, replay, send)
@@ -329,7 +330,7 @@ class IdempotencyMiddleware:
         store_key = f"{principal}:{hashlib.sha256(key.encode()).hexdigest()}"
         fingerprint = hashlib.sha256(scope["path"].encode() + b"\0" + body).hexdigest()
         owner = ctx.request_id  # unique per attempt: only this attempt renews or releases
-        waiting = _Waiting(receive, self.draining, self._wait_limit())
+        waiting = _Waiting(receive, self.draining, self._wait_limit(ctx))
         try:
             while True:
                 try:
@@ -363,8 +364,8 @@ class IdempotencyMiddleware:
         finally:
             waiting.stop()
 
-    def _wait_limit(self) -> float:
-        left = remaining_s()
+    def _wait_limit(self, ctx: RequestContext) -> float:
+        left = ctx.remaining_s()
         if left is None:
             return float(self.wait_s)
         return max(0.0, min(float(self.wait_s), float(left) - _DEADLINE_MARGIN_S))
@@ -489,18 +490,6 @@ def _idempotency_key(scope: Scope) -> str | None:
                 )
             return key
     return None
-
-
-async def _read_body(receive: Receive) -> bytes:
-    parts: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break  # client gone: the endpoint sees an empty body and fails cleanly
-        parts.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    return b"".join(parts)
 
 
 def _replaying(body: bytes, receive: Receive) -> Receive:

@@ -16,7 +16,7 @@ The per-request line (logger ``syntic.access``)::
 Prompts and tool arguments are never passed to a logger by the gateway; the filter is the
 second line of defence for secrets, not a licence to log request bodies.
 
-Lines are written in batches (#8): one ``write`` per line cost ~7 us of CPU per request.
+Lines are written in batches: one ``write`` per line is a system call per request.
 ``BufferedStreamHandler`` holds the formatted lines emitted on a running event loop and
 writes them together at most ``FLUSH_INTERVAL_S`` (2 ms) later, so a line can reach the
 stream a few milliseconds after its record. It writes at once (with everything held
@@ -376,8 +376,8 @@ def log_request(entry: RequestLog) -> None:
         return
     direct = _direct_handler(level)
     if direct is not None:
-        # The JSON line straight into the handler (#8: no record, filter or formatter;
-        # ~half the cost). Same fields and values as the record path; the one field a
+        # The JSON line straight into the handler (no record, filter or formatter;
+        # about half the cost). Same fields and values as the record path; the one field a
         # client chooses (``model``) is redacted as the filter would.
         model = entry.model
         direct.hold_line(orjson.dumps({

@@ -1,38 +1,68 @@
-"""The gateway's Prometheus metrics (served at ``GET /metrics``).
+"""The gateway's Prometheus metrics (served at ``GET /metrics``), on ``prometheus_client``.
 
-One ``GatewayMetrics`` per process, built by ``create_app`` and passed down. Request-path
-updates are a dict lookup and a locked add; values owned by other components (the
-validator's schema cache, the ledger's queue, the rate limiter's fallback counter) are read
-at scrape time through callbacks.
+One ``GatewayMetrics`` per process, built by ``create_app`` and passed down. Two modes:
 
-``syntic serve --workers N`` runs N processes, each with its own registry: a scrape sees one
-worker. Sum across workers and replicas in Prometheus (``sum by (route) (...)``); for exact
-per-process figures run one worker per container and scale with replicas.
+- one process (``multiprocess_dir=None``): the metrics live on a private
+  ``CollectorRegistry`` and a scrape renders it.
+- ``syntic serve --workers N``: prometheus_client's multiprocess mode. Every worker writes
+  its values to files in ``multiprocess_dir`` (``PROMETHEUS_MULTIPROC_DIR``, set by
+  ``syntic serve`` before the workers start) and a scrape answered by any worker renders
+  them all merged: counters and histograms summed, gauges summed (or, for
+  ``syntic_redis_up``, the minimum) over the live workers. See ``multiprocess``.
+
+Values owned by other components (the validator's schema cache, the ledger's queue, the
+rate limiter's and the lint cache's counters, the request observer's in-flight count) are
+*fed*: read and copied into their metric before each scrape, and in multiprocess mode
+every ``FEED_INTERVAL_S`` too, so a scrape answered by another worker shows them at most
+that old. The request path updates labelled children resolved once and kept (``labels()``
+per request would cost more than the update).
 
 Example::
 
     metrics = GatewayMetrics.create()
     metrics.count_request("/v1/chat/completions", 200, None)
     metrics.observe_upstream("amara-s1.2", 0.42)
-    metrics.registry.render()
+    metrics.render()
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeVar, cast
 
-from gateway.observability.registry import (
-    CONTENT_TYPE,
-    LATENCY_BUCKETS,
+from prometheus_client import (
+    CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
-    Registry,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from gateway.observability import multiprocess
+
+__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "CacheStatsLike", "GatewayMetrics"]
+
+_log = logging.getLogger("syntic.metrics")
+
+CONTENT_TYPE: str = CONTENT_TYPE_PLAIN_0_0_4  # what generate_latest writes
+
+# Seconds; covers a fast local model (ms) to a slow hosted one (a minute).
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )
 
-__all__ = ["CONTENT_TYPE", "CacheStatsLike", "GatewayMetrics", "Registry"]
+# How stale another worker's fed values may be in a scrape under --workers N.
+FEED_INTERVAL_S = 1.0
+
+GaugeMode = Literal["livesum", "livemin"]
+Read = Callable[[], float]
+_M = TypeVar("_M", Counter, Histogram)
 
 
 class CacheStatsLike(Protocol):
@@ -61,11 +91,54 @@ def _validator_cache_stats() -> CacheStatsLike:
     return stats
 
 
+class _CounterFeed:
+    """A total kept by another component: each pull adds what it grew by since the last."""
+
+    __slots__ = ("counter", "read", "seen")
+
+    def __init__(self, counter: Counter, read: Read | None) -> None:
+        self.counter = counter
+        self.read = read
+        self.seen = 0.0
+
+    def rebind(self, read: Read) -> None:
+        self.read, self.seen = read, 0.0
+
+    def pull(self) -> None:
+        if self.read is None:
+            return
+        value = float(self.read())
+        if value > self.seen:
+            self.counter.inc(value - self.seen)
+        self.seen = value  # lower: the source restarted; count its growth from here
+
+
+class _GaugeFeed:
+    """A level kept by another component, copied on each pull."""
+
+    __slots__ = ("gauge", "read")
+
+    def __init__(self, gauge: Gauge, read: Read | None) -> None:
+        self.gauge = gauge
+        self.read = read
+
+    def rebind(self, read: Read) -> None:
+        self.read = read
+
+    def pull(self) -> None:
+        if self.read is not None:
+            self.gauge.set(float(self.read()))
+
+
+_Feed = _CounterFeed | _GaugeFeed
+
+
 @dataclass(frozen=True, slots=True)
 class GatewayMetrics:
-    """Every series the gateway exports, on one registry."""
+    """Every series the gateway exports. ``multiprocess_dir`` set: multiprocess mode."""
 
-    registry: Registry
+    registry: CollectorRegistry
+    multiprocess_dir: str | None
     requests: Counter
     upstream_latency: Histogram
     upstream_calls: Counter
@@ -74,160 +147,195 @@ class GatewayMetrics:
     schema_corrections: Counter
     tool_arguments_invalid: Counter
     ratelimit_decisions: Counter
-    ratelimit_fail_open: Counter
-    ratelimit_redis_trips: Counter
-    ratelimit_reserved: Counter
-    ledger_queue_depth: Gauge
-    inflight: Gauge
-    schema_cache_hits: Counter
-    schema_cache_misses: Counter
-    schema_cache_evictions: Counter
-    schema_cache_size: Gauge
-    schema_cache_bytes: Gauge
-    lint_cache_hits: Counter
-    lint_cache_misses: Counter
+    _feeds: dict[str, _Feed] = field(default_factory=dict)
+    # Labelled children by label values, resolved once: ``labels()`` costs more per call.
+    _requests: dict[tuple[str, int, str | None], Counter] = field(default_factory=dict)
+    _children: dict[tuple[object, ...], Any] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, cache_stats: CacheStatsFn | None = None) -> GatewayMetrics:
+    def create(
+        cls,
+        cache_stats: CacheStatsFn | None = None,
+        *,
+        multiprocess_dir: str | None = None,
+    ) -> GatewayMetrics:
         """A fresh registry with every gateway metric. ``cache_stats`` defaults to
-        ``validator.cache_stats``."""
+        ``validator.cache_stats``; ``multiprocess_dir`` is ``PROMETHEUS_MULTIPROC_DIR``
+        of a multi-worker server (prometheus_client reads that variable at import)."""
+        # No ``*_created`` series: the exposition keeps the samples it always had.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         stats = cache_stats or _validator_cache_stats
-        r = Registry()
-        return cls(
+        r = CollectorRegistry(auto_describe=False)
+        m = cls(
             registry=r,
-            requests=r.counter(
+            multiprocess_dir=multiprocess_dir,
+            requests=Counter(
                 "syntic_requests_total",
                 "HTTP requests by route template, status and error code ('' on success).",
-                ("route", "status", "code"),
+                ("route", "status", "code"), registry=r,
             ),
-            upstream_latency=r.histogram(
+            upstream_latency=Histogram(
                 "syntic_upstream_latency_seconds",
                 "Duration of one upstream model call (streams: until the last event).",
-                ("model",),
-                buckets=LATENCY_BUCKETS,
+                ("model",), buckets=LATENCY_BUCKETS, registry=r,
             ),
-            upstream_calls=r.counter(
+            upstream_calls=Counter(
                 "syntic_upstream_calls_total",
                 "Upstream model calls (attempts): kind=first, correction (schema "
                 "correction calls) or retry (attempts that failed safely and were retried).",
-                ("model", "kind"),
+                ("model", "kind"), registry=r,
             ),
-            upstream_retries=r.counter(
+            upstream_retries=Counter(
                 "syntic_upstream_retries_total",
                 "Upstream attempts retried after a safe failure; reason=connect or the "
                 "upstream status (429, 502, 503, 529).",
-                ("model", "reason"),
+                ("model", "reason"), registry=r,
             ),
-            inflight_refused=r.counter(
+            inflight_refused=Counter(
                 "syntic_inflight_refused_total",
                 "Requests refused with 503 overloaded: max_inflight already in flight.",
+                registry=r,
             ),
-            schema_corrections=r.counter(
+            schema_corrections=Counter(
                 "syntic_schema_corrections_total",
                 "Correction calls made because strict tool arguments or JSON output "
                 "did not match the schema.",
+                registry=r,
             ),
-            tool_arguments_invalid=r.counter(
+            tool_arguments_invalid=Counter(
                 "syntic_tool_arguments_invalid_total",
                 "422 responses: output still invalid after one correction.",
-                ("code",),
+                ("code",), registry=r,
             ),
-            ratelimit_decisions=r.counter(
+            ratelimit_decisions=Counter(
                 "syntic_ratelimit_decisions_total",
                 "Rate limit checks by decision (allowed|limited).",
-                ("decision",),
-            ),
-            ratelimit_fail_open=r.counter(
-                "syntic_ratelimit_fail_open_total",
-                "Rate limit checks decided locally because Redis was unreachable.",
-            ),
-            ratelimit_redis_trips=r.counter(
-                "syntic_ratelimit_redis_trips_total",
-                "Rate limit check scripts sent to Redis.",
-            ),
-            ratelimit_reserved=r.counter(
-                "syntic_ratelimit_reserved_total",
-                "Requests admitted from slots this process reserved in Redis (no round trip).",
-            ),
-            ledger_queue_depth=r.gauge(
-                "syntic_ledger_queue_depth",
-                "Usage records waiting to be written to the database.",
-            ),
-            inflight=r.gauge(
-                "syntic_inflight_requests",
-                "Requests being served right now by this process.",
-            ),
-            schema_cache_hits=r.counter(
-                "syntic_schema_cache_hits_total",
-                "Compiled-schema cache hits.",
-                callback=lambda: stats().hits,
-            ),
-            schema_cache_misses=r.counter(
-                "syntic_schema_cache_misses_total",
-                "Compiled-schema cache misses (a schema compiled).",
-                callback=lambda: stats().misses,
-            ),
-            schema_cache_evictions=r.counter(
-                "syntic_schema_cache_evictions_total",
-                "Compiled schemas evicted from the cache.",
-                callback=lambda: stats().evictions,
-            ),
-            schema_cache_size=r.gauge(
-                "syntic_schema_cache_size",
-                "Compiled schemas held in this process's cache.",
-                callback=lambda: stats().size,
-            ),
-            schema_cache_bytes=r.gauge(
-                "syntic_schema_cache_bytes",
-                "Canonical JSON bytes of the compiled schemas in this process's cache (its "
-                "second bound; the compiled forms take ~10-20x this in memory).",
-                callback=lambda: stats().bytes,
-            ),
-            lint_cache_hits=r.counter(
-                "syntic_lint_cache_hits_total",
-                "Request-path schema verdicts (lint + compiled schema) found in the "
-                "gateway's cache: a repeated schema costs one hash.",
-            ),
-            lint_cache_misses=r.counter(
-                "syntic_lint_cache_misses_total",
-                "Request-path schema verdicts computed (lint, then compile via the "
-                "compiled-schema cache).",
+                ("decision",), registry=r,
             ),
         )
+        m.fed_counter("syntic_ratelimit_fail_open_total",
+                      "Rate limit checks decided locally because Redis was unreachable.")
+        m.fed_counter("syntic_ratelimit_redis_trips_total",
+                      "Rate limit check scripts sent to Redis.")
+        m.fed_counter("syntic_ratelimit_reserved_total",
+                      "Requests admitted from slots this process reserved in Redis "
+                      "(no round trip).")
+        m.fed_gauge("syntic_ledger_queue_depth",
+                    "Usage records waiting to be written to the database.")
+        # Counted by the request observer in a plain int: two gauge updates per request
+        # cost more than reading it at scrape time.
+        m.fed_gauge("syntic_inflight_requests",
+                    "Requests being served right now by this process.")
+        m.fed_counter("syntic_schema_cache_hits_total", "Compiled-schema cache hits.",
+                      lambda: stats().hits)
+        m.fed_counter("syntic_schema_cache_misses_total",
+                      "Compiled-schema cache misses (a schema compiled).",
+                      lambda: stats().misses)
+        m.fed_counter("syntic_schema_cache_evictions_total",
+                      "Compiled schemas evicted from the cache.", lambda: stats().evictions)
+        m.fed_gauge("syntic_schema_cache_size",
+                    "Compiled schemas held in this process's cache.", lambda: stats().size)
+        m.fed_gauge("syntic_schema_cache_bytes",
+                    "Canonical JSON bytes of the compiled schemas in this process's cache (its "
+                    "second bound; the compiled forms take ~10-20x this in memory).",
+                    lambda: stats().bytes)
+        m.fed_counter("syntic_lint_cache_hits_total",
+                      "Request-path schema verdicts (lint + compiled schema) found in the "
+                      "gateway's cache: a repeated schema costs one hash.")
+        m.fed_counter("syntic_lint_cache_misses_total",
+                      "Request-path schema verdicts computed (lint, then compile via the "
+                      "compiled-schema cache).")
+        return m
+
+    # -- values owned elsewhere ---------------------------------------------------------
+    def fed_counter(self, name: str, help: str, read: Read | None = None) -> None:
+        """A counter whose total another component keeps (``read`` returns it)."""
+        self._feeds[name] = _CounterFeed(Counter(name, help, registry=self.registry), read)
+
+    def fed_gauge(
+        self, name: str, help: str, read: Read | None = None, mode: GaugeMode = "livesum"
+    ) -> None:
+        """A gauge whose level another component keeps; ``mode`` merges it across workers."""
+        gauge = Gauge(name, help, registry=self.registry, multiprocess_mode=mode)
+        self._feeds[name] = _GaugeFeed(gauge, read)
 
     def bind(
         self,
         *,
-        ledger_queue_depth: Callable[[], float] | None = None,
-        ratelimit_fail_open: Callable[[], float] | None = None,
-        ratelimit_redis_trips: Callable[[], float] | None = None,
-        ratelimit_reserved: Callable[[], float] | None = None,
-        lint_cache_hits: Callable[[], float] | None = None,
-        lint_cache_misses: Callable[[], float] | None = None,
+        inflight: Read | None = None,
+        ledger_queue_depth: Read | None = None,
+        ratelimit_fail_open: Read | None = None,
+        ratelimit_redis_trips: Read | None = None,
+        ratelimit_reserved: Read | None = None,
+        lint_cache_hits: Read | None = None,
+        lint_cache_misses: Read | None = None,
     ) -> None:
-        """Read values owned by other components at scrape time."""
-        if lint_cache_hits is not None:
-            self.lint_cache_hits.set_callback(lint_cache_hits)
-        if lint_cache_misses is not None:
-            self.lint_cache_misses.set_callback(lint_cache_misses)
-        if ledger_queue_depth is not None:
-            self.ledger_queue_depth.set_callback(ledger_queue_depth)
-        if ratelimit_fail_open is not None:
-            self.ratelimit_fail_open.set_callback(ratelimit_fail_open)
-        if ratelimit_redis_trips is not None:
-            self.ratelimit_redis_trips.set_callback(ratelimit_redis_trips)
-        if ratelimit_reserved is not None:
-            self.ratelimit_reserved.set_callback(ratelimit_reserved)
+        """Read values owned by other components before each scrape."""
+        reads = {
+            "syntic_inflight_requests": inflight,
+            "syntic_ledger_queue_depth": ledger_queue_depth,
+            "syntic_ratelimit_fail_open_total": ratelimit_fail_open,
+            "syntic_ratelimit_redis_trips_total": ratelimit_redis_trips,
+            "syntic_ratelimit_reserved_total": ratelimit_reserved,
+            "syntic_lint_cache_hits_total": lint_cache_hits,
+            "syntic_lint_cache_misses_total": lint_cache_misses,
+        }
+        for name, read in reads.items():
+            if read is not None:
+                self._feeds[name].rebind(read)
 
+    def pull(self) -> None:
+        """Copy every fed value into its metric. A failing source keeps its last value
+        and does not stop the others."""
+        for name, feed in self._feeds.items():
+            try:
+                feed.pull()
+            except Exception:  # a broken source must not break /metrics
+                _log.exception("metric %s: reading its source failed; value kept", name)
+
+    async def feed_forever(self) -> None:
+        """Multiprocess mode: keep this worker's fed values fresh for scrapes that
+        another worker answers, and drop the live gauges of workers that died."""
+        assert self.multiprocess_dir is not None
+        while True:
+            await asyncio.sleep(FEED_INTERVAL_S)
+            self.pull()
+            try:
+                multiprocess.forget_dead_workers(self.multiprocess_dir)
+            except OSError:  # keep feeding; the next round tries again
+                _log.exception("metrics: dropping dead workers' gauges failed")
+
+    def close(self) -> None:
+        """This process stops serving: in multiprocess mode its totals are written out one
+        last time and its live gauges leave the merge."""
+        if self.multiprocess_dir is not None:
+            self.pull()
+            multiprocess.worker_exited(self.multiprocess_dir)
+
+    def render(self) -> bytes:
+        """Every metric in the text exposition format 0.0.4 (all workers in multiprocess
+        mode)."""
+        self.pull()
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry)
+        merged = CollectorRegistry(auto_describe=False)
+        MultiProcessCollector(merged, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        return generate_latest(merged)
+
+    # -- the request path ---------------------------------------------------------------
     def count_request(self, route: str, status: int, code: str | None) -> None:
         """One finished HTTP request. ``route`` is the route template, never a raw path."""
-        self.requests.labels(route, str(status), code or "").inc()
+        key = (route, status, code)
+        child = self._requests.get(key)
+        if child is None:
+            child = self._requests[key] = self.requests.labels(route, str(status), code or "")
+        child.inc()
         if status == 422:
-            self.tool_arguments_invalid.labels(code or "").inc()
+            self._child(self.tool_arguments_invalid, code or "").inc()
 
     def observe_upstream(self, model: str, seconds: float) -> None:
         """One upstream call's duration."""
-        self.upstream_latency.labels(model).observe(seconds)
+        self._child(self.upstream_latency, model).observe(seconds)
 
     def count_upstream_calls(
         self,
@@ -240,14 +348,21 @@ class GatewayMetrics:
         ``corrections`` are final attempts, ``retried`` maps a retry reason to the number
         of attempts retried for it."""
         if first:
-            self.upstream_calls.labels(model, "first").inc(first)
+            self._child(self.upstream_calls, model, "first").inc(first)
         if corrections:
-            self.upstream_calls.labels(model, "correction").inc(corrections)
+            self._child(self.upstream_calls, model, "correction").inc(corrections)
             self.schema_corrections.inc(corrections)
         if retried:
             for reason, n in retried.items():
-                self.upstream_calls.labels(model, "retry").inc(n)
-                self.upstream_retries.labels(model, reason).inc(n)
+                self._child(self.upstream_calls, model, "retry").inc(n)
+                self._child(self.upstream_retries, model, reason).inc(n)
 
     def count_rate_decision(self, allowed: bool) -> None:
-        self.ratelimit_decisions.labels("allowed" if allowed else "limited").inc()
+        self._child(self.ratelimit_decisions, "allowed" if allowed else "limited").inc()
+
+    def _child(self, metric: _M, *values: str) -> _M:
+        key = (metric, *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return cast(_M, child)

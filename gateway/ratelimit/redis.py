@@ -6,7 +6,7 @@ began (by Redis ``TIME``, so replica clocks don't matter; windows are anchored a
 first request, never split at clock minutes),
 and admits and charges in the same step: no read-modify-write race between replicas.
 
-One round trip per request (#8): the token settle (actual minus estimated, known only when
+One round trip per request: the token settle (actual minus estimated, known only when
 the request has finished) is not sent on its own. ``add_tokens`` adds it to a per-key
 pending delta in this process; the key's next ``check`` sends it with the check, and the
 script applies it to the window before deciding, in the same atomic step. A delta no
@@ -14,7 +14,7 @@ request picks up is flushed by a background task after ``settle_delay_s`` (50 ms
 default), so other replicas see it at most that late; ``aclose`` flushes what is left.
 A delta that arrives after its window has ended is dropped, as a settle always was.
 
-Leases (#8): with ``lease_max > 1`` (``[server] rate_limit_lease_max``, 64 by default in
+Leases: with ``lease_max > 1`` (``[server] rate_limit_lease_max``, 64 by default in
 ``syntic serve``), a busy key does not pay a round trip per request. The check script may
 reserve extra request slots (and, for a ``tpm`` key, token headroom at this request's cost
 per slot) in the same atomic step that admits the request; this process then admits the
@@ -205,8 +205,8 @@ class RedisRateLimiter:
         self._check = self._redis.register_script(CHECK_SCRIPT)
         self._add = self._redis.register_script(ADD_TOKENS_SCRIPT)
         self._refund = self._redis.register_script(REFUND_SCRIPT)
-        # redis:// goes through the pipelined client (~20 us a script instead of ~100 us
-        # through redis-py, #8); other schemes (rediss://, unix://) through redis-py.
+        # redis:// goes through the pipelined client (a fraction of redis-py's CPU per
+        # script); other schemes (rediss://, unix://) through redis-py.
         self._resp = RespClient.from_url(url, timeout_s=timeout_s) if supports(url) else None
         self.prefix = prefix
         self.window_s = window_s

@@ -1,10 +1,10 @@
-"""A minimal pipelined Redis client for the rate limiter's two scripts (issue #8).
+"""A minimal pipelined Redis client for the rate limiter's two scripts.
 
 Every request runs one check script and one token-settle script. Through redis-py's asyncio
-client each call costs ~100 us of CPU (connection-pool checkout, retry wrapper,
-observability hooks, a generic parser) and ~300 us of wall time; this client sends
-``EVALSHA`` over one connection, pipelined (replies come back in order, so each caller
-awaits its own future), for ~20 us. Only what the limiter needs: RESP2 replies, ``AUTH``
+client each call pays for a connection-pool checkout, a retry wrapper, observability hooks
+and a generic parser; this client sends ``EVALSHA`` over one connection, pipelined
+(replies come back in order, so each caller awaits its own future), for a fraction of
+that (figures in ``docs/performance.md``). Only what the limiter needs: RESP2 replies, ``AUTH``
 and ``SELECT`` from a ``redis://`` URL, ``EVALSHA`` with ``EVAL`` on ``NOSCRIPT``.
 
 Errors are redis-py's exception types (``redis.exceptions.ConnectionError``,
@@ -256,7 +256,7 @@ class RespClient:
     async def _send(self, packed: bytes) -> Any:
         conn = await self._connection()
         fut = conn.send(packed)
-        # A timer on the reply, not ``asyncio.timeout`` (a third of the CPU, #8).
+        # A timer on the reply, not ``asyncio.timeout`` (a third of its CPU).
         timer = asyncio.get_running_loop().call_later(self.timeout_s, self._timed_out, conn)
         try:
             return await fut

@@ -34,13 +34,13 @@ def _errors(*statuses: int) -> dict[str, Any]:
         400: "Malformed request, or a schema outside the strict subset "
         "(`schema_not_strict`, `invalid_tool_schema`, `strict_not_supported`).",
         401: "Missing, unknown or revoked API key.",
-        404: "Unknown model.",
+        404: "Unknown model, or an unknown, expired or another key's stored response.",
         413: "Request body over the size limit.",
         422: "Output still invalid after one correction "
         "(`tool_arguments_invalid`, `json_output_invalid`); `param` is the JSON pointer.",
         429: "Rate limit exceeded; see `retry-after` and `x-ratelimit-*`.",
         502: "The upstream model failed.",
-        503: "Overloaded.",
+        503: "Overloaded, or the stored responses are unavailable.",
         504: "The upstream model timed out.",
     }
     return {
@@ -247,6 +247,117 @@ _SCHEMAS: dict[str, Any] = {
             },
         },
     },
+    "FunctionTool": {
+        "type": "object",
+        "required": ["type", "name"],
+        "properties": {
+            "type": {"const": "function"},
+            "name": {"type": "string"},
+            "description": {"type": "string"},
+            "parameters": _ref("JsonSchema"),
+            "strict": {"type": ["boolean", "null"], "default": True,
+                       "description": "Omitted or null: strict (the Responses API's default)."},
+        },
+    },
+    "ResponsesRequest": {
+        "type": "object",
+        "required": ["model", "input"],
+        "description": "Fields outside this list are 400 `unknown_parameter`; hosted tools, "
+        "`background`, `conversation`, `prompt` are 400 `unsupported_parameter`.",
+        "properties": {
+            "model": {"type": "string"},
+            "input": {"type": ["string", "array"], "items": {"type": "object"},
+                      "description": "Messages, `function_call` and `function_call_output` "
+                      "items."},
+            "instructions": {"type": ["string", "null"]},
+            "tools": {"type": "array", "maxItems": 128, "items": _ref("FunctionTool")},
+            "tool_choice": {"type": ["string", "object"]},
+            "parallel_tool_calls": {"type": ["boolean", "null"]},
+            "text": {
+                "type": "object",
+                "properties": {
+                    "format": {
+                        "type": "object",
+                        "required": ["type"],
+                        "properties": {
+                            "type": {"enum": ["text", "json_object", "json_schema"]},
+                            "name": {"type": "string"},
+                            "strict": {"type": ["boolean", "null"]},
+                            "schema": _ref("JsonSchema"),
+                        },
+                    },
+                },
+            },
+            "max_output_tokens": {"type": ["integer", "null"], "minimum": 1},
+            "temperature": {"type": ["number", "null"]},
+            "top_p": {"type": ["number", "null"]},
+            "metadata": {"type": ["object", "null"], "maxProperties": 16,
+                         "additionalProperties": {"type": "string", "maxLength": 512}},
+            "stream": {"type": ["boolean", "null"]},
+            "store": {"type": ["boolean", "null"], "default": True,
+                      "description": "Keep the response for `responses_retention_s`."},
+            "previous_response_id": {"type": ["string", "null"]},
+            "include": {"type": ["array", "null"], "items": {"type": "string"}},
+        },
+    },
+    "Response": {
+        "type": "object",
+        "required": ["id", "object", "created_at", "status", "model", "output", "usage",
+                     "tools", "tool_choice", "parallel_tool_calls"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^resp_"},
+            "object": {"const": "response"},
+            "created_at": {"type": "integer"},
+            "status": {"enum": ["completed", "incomplete", "failed", "in_progress"]},
+            "model": {"type": "string"},
+            "output": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["type", "id", "status"],
+                    "properties": {
+                        "type": {"enum": ["message", "function_call"]},
+                        "id": {"type": "string"},
+                        "status": {"type": "string"},
+                        "content": {"type": "array", "items": {"type": "object"}},
+                        "call_id": {"type": "string"},
+                        "name": {"type": "string"},
+                        "arguments": {
+                            "type": "string",
+                            "description": "JSON text; for a strict tool it parses and "
+                            "matches the tool's schema.",
+                        },
+                    },
+                },
+            },
+            "usage": {
+                "type": ["object", "null"],
+                "required": ["input_tokens", "output_tokens", "total_tokens", "schema_retries"],
+                "properties": {
+                    "input_tokens": {"type": "integer"},
+                    "output_tokens": {"type": "integer"},
+                    "total_tokens": {"type": "integer"},
+                    "schema_retries": {"type": "integer", "description": "Correction calls."},
+                },
+            },
+            "incomplete_details": {"type": ["object", "null"]},
+            "error": {"type": ["object", "null"]},
+            "previous_response_id": {"type": ["string", "null"]},
+            "store": {"type": "boolean"},
+            "tools": {"type": "array", "items": _ref("FunctionTool")},
+            "tool_choice": {"type": ["string", "object"]},
+            "parallel_tool_calls": {"type": "boolean"},
+        },
+    },
+    "ResponseDeleted": {
+        "type": "object",
+        "required": ["id", "object", "deleted"],
+        "properties": {
+            "id": {"type": "string"},
+            "object": {"const": "response"},
+            "deleted": {"const": True},
+        },
+    },
     "ModelList": {
         "type": "object",
         "required": ["object", "data"],
@@ -411,6 +522,17 @@ def _get(op: str, summary: str, responses: dict[str, Any], auth: bool) -> dict[s
 
 
 _MODEL_ERRORS = (400, 401, 404, 413, 422, 429, 502, 503, 504)
+
+
+def _stored_op(op: str, summary: str, ok: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "operationId": op,
+        "summary": summary,
+        "security": _BEARER,
+        "parameters": [{"name": "response_id", "in": "path", "required": True,
+                        "schema": {"type": "string"}}],
+        "responses": {"200": ok, **_errors(401, 404, 503)},
+    }
 _SSE = {"text/event-stream": {"schema": {"type": "string"}}}
 
 
@@ -434,6 +556,16 @@ def openapi_document() -> dict[str, Any]:
             "createMessage", "Anthropic Messages with strict tool input",
             "MessagesRequest", _completion_ok("Message"), _MODEL_ERRORS,
         ),
+        "/v1/responses": _post(
+            "createResponse", "OpenAI Responses with strict function tools (strict by default)",
+            "ResponsesRequest", _completion_ok("Response"), _MODEL_ERRORS,
+        ),
+        "/v1/responses/{response_id}": {
+            "get": _stored_op("getResponse", "A stored response (the key that made it only)",
+                              _json(_ref("Response"), "The stored response.")),
+            "delete": _stored_op("deleteResponse", "Delete a stored response",
+                                 _json(_ref("ResponseDeleted"), "Deleted.")),
+        },
         "/v1/schemas/check": _post(
             "checkSchemas", "Pre-flight lint of tool and output schemas (no model call)",
             "SchemaCheckRequest", _json(_ref("SchemaCheckResult"), "The check."),
@@ -466,7 +598,7 @@ def openapi_document() -> dict[str, Any]:
             {"200": _json({"type": "object"}, "OpenAPI 3.1.")}, auth=False,
         ),
     }  # fmt: skip
-    paths.update(admin_paths())  # /admin/* and /console (issue #11)
+    paths.update(admin_paths())  # /admin/* and /console
     return {
         "openapi": "3.1.0",
         "info": {

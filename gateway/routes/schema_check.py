@@ -39,8 +39,8 @@ from starlette.responses import Response
 import validator
 from gateway.enforcement.check import SchemaRejected
 from gateway.errors import InvalidRequest
-from gateway.middleware.envelope import request_context
 from gateway.settings import Settings
+from gateway.web import request_context
 
 # Schemas bigger than this (serialized bytes) are linted off the event loop.
 _INLINE_BYTES = 32 * 1024

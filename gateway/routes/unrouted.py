@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute, Match, Router
 from starlette.types import Receive, Scope, Send
 
 from gateway.errors import GatewayError, NotFound
-from gateway.middleware.envelope import error_body, request_context
+from gateway.web import error_body, request_context
 
 
 def allowed_methods(routes: Iterable[BaseRoute], scope: Scope) -> list[str]:

@@ -1,5 +1,5 @@
 """One HTTP request and its response on the edge protocol (``gateway.server.protocol``): the
-ASGI ``receive`` and ``send`` callables, and the response head they write (#8).
+ASGI ``receive`` and ``send`` callables, and the response head they write.
 
 ``send`` checks what uvicorn's ``RequestResponseCycle.send`` checks and writes the same
 bytes, with a cheaper head:
@@ -24,13 +24,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE
-from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
+from gateway.server.compat import (
+    STATUS_LINE,
+    FlowControl,
+    ServerState,
+    get_client_addr,
+    get_path_with_query_string,
+)
 
-if TYPE_CHECKING:
-    from gateway.server.protocol import EdgeProtocol
+
+class Connection(Protocol):
+    """What a request cycle reads from its connection (``EdgeProtocol``), declared here so
+    that the cycle does not import the protocol that imports it."""
+
+    @property
+    def transport(self) -> asyncio.Transport: ...
+    @property
+    def flow(self) -> FlowControl: ...
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+    @property
+    def server_state(self) -> ServerState: ...
+    @property
+    def access_log(self) -> bool: ...
+    @property
+    def expect_100_continue(self) -> bool: ...
+    def on_response_complete(self) -> None: ...
+
 
 _logger = logging.getLogger("uvicorn.error")
 _access_logger = logging.getLogger("uvicorn.access")
@@ -42,9 +64,9 @@ _VALUE_BAD = bytes(range(0x00, 0x09)) + bytes(range(0x0A, 0x20)) + b"\x7f"
 # Every refused byte mapped to NUL, every other byte to itself: ``0 in
 # value.translate(_TO_NUL)`` is the check. A translation with a table and no deletions is
 # one pass and returns the value itself when nothing changed; ``translate(None, bad)``
-# builds a 256-entry table on every call (#8: ~7,000 instructions per response). The int
-# ``0``, not ``b"\0"``: ``bytes.__contains__`` first tries its argument as an int, and a
-# bytes argument costs a raised and cleared TypeError (~1,900 instructions) every time.
+# builds a 256-entry table on every call. The int ``0``, not ``b"\0"``:
+# ``bytes.__contains__`` first tries its argument as an int, and a bytes argument costs a
+# raised and cleared TypeError every time.
 _TO_NUL = bytes(0 if b in _VALUE_BAD else b for b in range(256))
 _NAMES_MAX = 256  # validated names cached; past this, names are validated every time
 _names: dict[bytes, bytes] = {}  # raw header name -> b"lowercased-name: "
@@ -129,7 +151,7 @@ class EdgeCycle:
     )
 
     def __init__(
-        self, scope: dict[str, Any], method: str, protocol: EdgeProtocol, keep_alive: bool
+        self, scope: dict[str, Any], method: str, protocol: Connection, keep_alive: bool
     ) -> None:
         self.scope = scope
         self.method = method
@@ -242,8 +264,8 @@ class EdgeCycle:
             if self.chunked_encoding:
                 # A streamed body may come much later (SSE): the head goes out at the
                 # end of this loop iteration if no body has come with it by then. A
-                # Content-Length response's head waits for its body (#8: no callback
-                # per JSON response; it comes in the same step).
+                # Content-Length response's head waits for its body (no callback per
+                # JSON response; it comes in the same step).
                 self.loop.call_soon(self._flush_head)
         elif not self.response_complete:
             if message["type"] != "http.response.body":

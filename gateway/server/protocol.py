@@ -1,5 +1,5 @@
-"""The gateway's HTTP/1.1 server protocol for uvicorn: httptools parsing, edge guards (#9)
-and a lean request path (#8).
+"""The gateway's HTTP/1.1 server protocol for uvicorn: httptools parsing, edge guards
+and a lean request path.
 
 uvicorn runs the server (sockets, workers, lifespan, graceful shutdown, the default
 ``date`` header); ``EdgeProtocol`` is what it builds per connection instead of its own
@@ -16,7 +16,7 @@ compares the two over real sockets). What it adds:
   (``[server] max_header_bytes``) get ``431`` and the connection is closed.
 
 Both reuse uvicorn ``Config`` fields, so they work with ``--workers``. What it saves,
-per request (#8; 856k -> 824k instructions with the whole gateway, ``instructions.py``):
+per request (figures in ``docs/performance.md``):
 
 - one deadline per connection (keep-alive or headers) and at most one timer
   (``gateway.server.timers.MovingDeadline``), instead of a timer set and cancelled per request;
@@ -65,17 +65,19 @@ def _refusal(status: int, reason: str, code: str, message: str) -> bytes:
 
 if _HTTPTOOLS:
     import httptools
-    from uvicorn.config import Config
-    from uvicorn.logging import TRACE_LOG_LEVEL
-    from uvicorn.protocols.http.flow_control import (
+
+    from gateway.server.compat import (
         HIGH_WATER_LIMIT,
+        STATUS_LINE,
+        TRACE_LOG_LEVEL,
+        Config,
         FlowControl,
+        ServerState,
+        get_local_addr,
+        get_remote_addr,
+        is_ssl,
         service_unavailable,
     )
-    from uvicorn.protocols.http.httptools_impl import STATUS_LINE
-    from uvicorn.protocols.utils import get_local_addr, get_remote_addr, is_ssl
-    from uvicorn.server import ServerState
-
     from gateway.server.cycle import EdgeCycle
     from gateway.server.cycle import complete_body_size as _complete_body_size
 
@@ -184,7 +186,7 @@ if _HTTPTOOLS:
             if self.deadline_kind == _KEEP_ALIVE:
                 # The first bytes of a new request on an idle keep-alive connection: its
                 # headers must arrive within the deadline, which is set only if this chunk
-                # did not complete them (#8: it usually does).
+                # did not complete them (it usually does).
                 self.deadline_kind = _NO_DEADLINE
                 self.awaiting_headers = True
                 self._feed(data)
@@ -341,7 +343,7 @@ if _HTTPTOOLS:
         # requests and responses
 
         def _run(self, cycle: EdgeCycle, app: Any) -> None:
-            if self.reset_contextvars:  # uvicorn's opt-in (python/cpython#140947)
+            if self.reset_contextvars:  # uvicorn's opt-in (https://github.com/python/cpython/issues/140947)
                 task = self.loop.create_task(cycle.run_asgi(app), context=contextvars.Context())
             else:
                 task = self.loop.create_task(cycle.run_asgi(app))
@@ -374,7 +376,7 @@ if _HTTPTOOLS:
         def _set_deadline(self, kind: int) -> None:
             """From now, ``timeout`` seconds for the next request's first byte (keep-alive)
             or for the rest of its headers (one timer per connection, not one set and
-            cancelled per request: ``MovingDeadline``, #8)."""
+            cancelled per request: ``MovingDeadline``)."""
             timeout = self.timeout
             if timeout <= 0:
                 if kind == _KEEP_ALIVE:  # uvicorn closes at once
@@ -431,7 +433,7 @@ def complete_body_size(receive: Any) -> int | None:
     """The request body's size when ``receive`` is an ``EdgeProtocol`` request's and the
     whole body has already arrived (0 once it has been read); None otherwise (another
     server, or more body to come). Then no body deadline or size cap needs to wrap
-    ``receive``: the body is in, and its size is known (#8)."""
+    ``receive``: the body is in, and its size is known."""
     return _complete_body_size(receive) if _HTTPTOOLS else None
 
 

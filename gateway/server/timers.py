@@ -1,6 +1,6 @@
 """``MovingDeadline``: a deadline that moves on every request, served by at most one timer.
 
-A loop timer set and cancelled per request costs ~2.5 us on uvloop (#8). A connection's
+A loop timer set and cancelled per request is a real part of a request's cost. A connection's
 keep-alive / header deadline (``gateway.server.protocol``) and an upstream connection's read
 timeout (``gateway.upstream.pool``) move on every request but almost never expire, so
 each keeps one timer: moving the deadline later only records it, and the timer, when it

@@ -48,9 +48,8 @@ _DATA_ERRORS = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceErro
 # A bool is bound as the integer it is (1/0) and None as NULL, as sqlite3 does anyway;
 # registered, each is found in the adapter table at once. Unregistered (sqlite3 adapts
 # every parameter that is not exactly int, float, str or bytearray), it first looks for
-# ``__adapt__`` and ``__conform__`` and clears the two AttributeErrors: ~1,200
-# instructions per parameter, three or four per ledger row (#8). Process-wide; the stored
-# values are the same.
+# ``__adapt__`` and ``__conform__`` and clears the two AttributeErrors, for each such
+# parameter (three or four per ledger row). Process-wide; the stored values are the same.
 sqlite3.register_adapter(bool, int)
 sqlite3.register_adapter(type(None), lambda _none: None)
 

@@ -137,7 +137,7 @@ def _messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict[str,
 
 def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[str, Any]:
     """The Messages API body for a canonical request. ``strict`` is sent only to a
-    ``constrained`` model; otherwise the gateway enforces it (issue #3)."""
+    ``constrained`` model; otherwise the gateway enforces it."""
     system, messages = _messages(request.messages)
     body: dict[str, Any] = {
         "model": model.upstream_model,
@@ -206,7 +206,7 @@ class StreamDecoder:
     """Messages SSE events -> canonical events. Tool calls are numbered by their order
     among tool_use blocks (the canonical ``index``). An in-band ``error`` event becomes an
     ``UpstreamError`` whose text is scrubbed (``secret``: the upstream key, and anything
-    shaped like a credential), since it reaches the client, the logs and the ledger (#9)."""
+    shaped like a credential), since it reaches the client, the logs and the ledger."""
 
     __slots__ = (
         "_blocks", "_done", "_got_input", "_reason", "_secret", "_stop_seq", "_tools",

@@ -1,4 +1,4 @@
-"""``JournaledUpstream``: tells the current request an upstream call is about to start.
+"""``JournaledUpstream``: tells its request an upstream call is about to start.
 
 Wrapped inside the retry layer, so every attempt (and every correction) is announced
 before a byte of it can reach the provider: the request's ledger spools a provisional row
@@ -7,7 +7,7 @@ bills it when a restarted replica replays the spool.
 
 Example::
 
-    registry.wrapped(lambda u: RetryingUpstream(JournaledUpstream(u), policy))
+    upstream = RetryingUpstream(JournaledUpstream(adapter, ctx), policy, ctx)
 """
 
 from __future__ import annotations
@@ -15,31 +15,31 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from gateway.canonical import ChatRequest, ChatResponse, StreamEvent
-from gateway.context import current_request
+from gateway.context import RequestContext
 from gateway.settings import ModelConfig
 from gateway.upstream.base import Upstream
 
 
 class JournaledUpstream:
-    """An ``Upstream`` that announces each call to the request it serves."""
+    """An ``Upstream`` that announces each call to the request it serves (made per
+    request; ``ctx`` None: nothing to announce to)."""
 
-    def __init__(self, inner: Upstream) -> None:
+    __slots__ = ("ctx", "inner")
+
+    def __init__(self, inner: Upstream, ctx: RequestContext | None) -> None:
         self.inner = inner
+        self.ctx = ctx
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
-        _announce()
+        if self.ctx is not None:
+            self.ctx.upstream_call_starting()
         return await self.inner.complete(request, model)
 
     def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         # Announced at call time: an adapter may start the call before the first event.
-        _announce()
+        if self.ctx is not None:
+            self.ctx.upstream_call_starting()
         return self.inner.stream(request, model)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
-
-
-def _announce() -> None:
-    ctx = current_request()
-    if ctx is not None:
-        ctx.upstream_call_starting()

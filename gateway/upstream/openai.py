@@ -41,6 +41,7 @@ from gateway.canonical import (
     UsageReport,
 )
 from gateway.settings import ConstrainedField, ModelConfig, Settings
+from gateway.upstream import openai_responses
 from gateway.upstream.errors import (
     OutputTooLarge,
     UpstreamError,
@@ -242,7 +243,8 @@ class OpenAIUpstream:
         self.max_body_bytes = max_body_bytes
 
     def _url(self, model: ModelConfig) -> str:
-        return model.base_url.rstrip("/") + "/chat/completions"
+        path = "/responses" if model.api == "responses" else "/chat/completions"
+        return model.base_url.rstrip("/") + path
 
     def _headers(self, model: ModelConfig) -> dict[str, str]:
         headers = {"content-type": "application/json"}
@@ -252,7 +254,9 @@ class OpenAIUpstream:
         return headers
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
-        body = orjson.dumps(encode_request(request, model, stream=False))
+        responses = model.api == "responses"
+        encode = openai_responses.encode_request if responses else encode_request
+        body = orjson.dumps(encode(request, model, stream=False))
         http = self.http
         reply = await http.post(
             self._url(model), body, self._headers(model), http.connections.route(model),
@@ -266,10 +270,13 @@ class OpenAIUpstream:
             data = orjson.loads(reply.body)
         except orjson.JSONDecodeError as exc:
             raise UpstreamInvalidResponse("Upstream returned invalid JSON.") from exc
-        return decode_response(data, model, max_argument_bytes=self.max_argument_bytes)
+        decode = openai_responses.decode_response if responses else decode_response
+        return decode(data, model, max_argument_bytes=self.max_argument_bytes)
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
-        body = orjson.dumps(encode_request(request, model, stream=True))
+        responses = model.api == "responses"
+        encode = openai_responses.encode_request if responses else encode_request
+        body = orjson.dumps(encode(request, model, stream=True))
         http = self.http
         async with http.stream(
             self._url(model), body, self._headers(model), http.connections.route(model),
@@ -282,15 +289,19 @@ class OpenAIUpstream:
                     resp.headers,
                     model.api_key(self.env),
                 )
-            parser = ChunkParser(
-                max_argument_bytes=self.max_argument_bytes, secret=model.api_key(self.env)
+            secret = model.api_key(self.env)
+            limit = self.max_argument_bytes
+            parser: ChunkParser | openai_responses.EventParser = (
+                openai_responses.EventParser(max_argument_bytes=limit, secret=secret)
+                if responses
+                else ChunkParser(max_argument_bytes=limit, secret=secret)
             )
             async for line in resp.lines():
                 for event in parser.feed_line(line):
                     yield event
                 if parser.done:
                     break
-            if not parser.done and not parser.finished:
+            if not parser.done and not (isinstance(parser, ChunkParser) and parser.finished):
                 raise UpstreamError("Upstream stream ended before it finished.")
 
     async def aclose(self) -> None:

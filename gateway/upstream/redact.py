@@ -1,4 +1,4 @@
-"""Scrub credentials from upstream-provided text before it reaches clients or logs (#9).
+"""Scrub credentials from upstream-provided text before it reaches clients or logs.
 
 Upstreams echo credentials in their error messages ("Incorrect API key provided:
 sk-..."); the gateway quotes those messages in its own errors, so every adapter passes

@@ -51,7 +51,7 @@ class UpstreamRegistry:
         return cls(adapters)
 
     def wrapped(self, wrap: Callable[[Upstream], Upstream]) -> UpstreamRegistry:
-        """The same adapters, each wrapped (e.g. ``gateway.observability.ops`` times every call)."""
+        """The same adapters, each wrapped (e.g. ``MeteredUpstream`` times every call)."""
         return UpstreamRegistry({name: wrap(a) for name, a in self._adapters.items()})
 
     def get(self, model: ModelConfig) -> Upstream:

@@ -10,17 +10,17 @@ A reset or timeout after the request was sent, any other status and malformed an
 are not retried (the model may have run: a retry could double the cost). A stream is
 retried only before its first event, i.e. before any byte of it reached the client.
 Retries are bounded (``Settings.upstream_retries``), back off exponentially with jitter,
-and never sleep past the request deadline (``gateway.middleware.limits.remaining_s``): a
-``retry-after`` longer than what is left fails at once.
+and never sleep past the request deadline (``RequestContext.deadline``): a ``retry-after``
+longer than what is left fails at once.
 
-Every retried attempt is billed: it is added to the current request's tally
+Every retried attempt is billed: it is added to the request's tally
 (``Tally.add_retried_attempt``, so the ledger's ``upstream_calls`` counts every attempt that
 reached or tried to reach the upstream) with its ``retry_reason`` (``connect`` or the
 upstream status), which ``/metrics`` exports as ``syntic_upstream_retries_total``.
 
 Example::
 
-    registry = registry.wrapped(lambda u: RetryingUpstream(u, RetryPolicy(retries=2)))
+    upstream = RetryingUpstream(adapter, RetryPolicy(retries=2), ctx)  # one per request
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from gateway.canonical import ChatRequest, ChatResponse, StreamEvent
-from gateway.context import current_request
+from gateway.context import RequestContext
 from gateway.errors import UpstreamError
-from gateway.middleware.limits import remaining_s
 from gateway.settings import ModelConfig
 from gateway.upstream.base import Upstream
 from gateway.upstream.errors import UpstreamConnectError, UpstreamStatusError
@@ -79,12 +78,6 @@ def retry_reason(exc: BaseException) -> str:
     return "connect"
 
 
-def _record_retry(exc: BaseException) -> None:
-    ctx = current_request()
-    if ctx is not None and ctx.tally is not None:
-        ctx.tally.add_retried_attempt(retry_reason(exc))
-
-
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """At most ``retries`` extra attempts, ``base_delay_s * 2**n`` (jittered, capped)."""
@@ -94,8 +87,11 @@ class RetryPolicy:
     max_delay_s: float = 2.0
     margin_s: float = 0.05  # leave at least this much of the deadline for the attempt
 
-    def delay(self, attempt: int, exc: BaseException) -> float | None:
-        """Seconds to wait before retry number ``attempt + 1``, or None: do not retry."""
+    def delay(
+        self, attempt: int, exc: BaseException, left_s: float | None = None
+    ) -> float | None:
+        """Seconds to wait before retry number ``attempt + 1``, or None: do not retry.
+        ``left_s``: what is left of the request deadline (None: no deadline)."""
         if attempt >= self.retries or not retryable(exc):
             return None
         hinted = exc.retry_after_s if isinstance(exc, UpstreamStatusError) else None
@@ -104,19 +100,32 @@ class RetryPolicy:
         else:
             wait = min(self.max_delay_s, self.base_delay_s * 2**attempt)
             wait *= random.uniform(0.5, 1.0)
-        left = remaining_s()
-        if left is not None and wait + self.margin_s >= left:
+        if left_s is not None and wait + self.margin_s >= left_s:
             return None  # the retry could not finish before the deadline
         return wait
 
 
 class RetryingUpstream:
-    """Wraps any ``Upstream`` with ``RetryPolicy`` (see module docstring)."""
+    """Wraps any ``Upstream`` with ``RetryPolicy`` for one request (see module docstring):
+    its deadline bounds the waits and its tally counts the retried attempts (``ctx`` None:
+    no deadline, nothing counted)."""
 
-    def __init__(self, inner: Upstream, policy: RetryPolicy) -> None:
+    __slots__ = ("ctx", "inner", "policy", "retried")
+
+    def __init__(
+        self, inner: Upstream, policy: RetryPolicy, ctx: RequestContext | None = None
+    ) -> None:
         self.inner = inner
         self.policy = policy
+        self.ctx = ctx
         self.retried = 0
+
+    def _delay(self, attempt: int, exc: BaseException) -> float | None:
+        ctx = self.ctx
+        wait = self.policy.delay(attempt, exc, ctx.remaining_s() if ctx is not None else None)
+        if wait is not None and ctx is not None and ctx.tally is not None:
+            ctx.tally.add_retried_attempt(retry_reason(exc))
+        return wait
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         attempt = 0
@@ -124,10 +133,9 @@ class RetryingUpstream:
             try:
                 return await self.inner.complete(request, model)
             except UpstreamError as exc:
-                wait = self.policy.delay(attempt, exc)
+                wait = self._delay(attempt, exc)
                 if wait is None:
                     raise
-                _record_retry(exc)
             attempt += 1
             self.retried += 1
             await asyncio.sleep(wait)
@@ -145,10 +153,9 @@ class RetryingUpstream:
                     yield event
                 return
             except UpstreamError as exc:
-                wait = None if yielded else self.policy.delay(attempt, exc)
+                wait = None if yielded else self._delay(attempt, exc)
                 if wait is None:
                     raise
-                _record_retry(exc)
             finally:
                 aclose = getattr(events, "aclose", None)
                 if aclose is not None:

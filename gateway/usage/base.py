@@ -7,7 +7,7 @@ from typing import Protocol
 
 
 # Not frozen: a frozen dataclass sets each of its 17 fields through object.__setattr__ in
-# __init__, and one record is built per request (#8). Nothing mutates a record.
+# __init__, and one record is built per request. Nothing mutates a record.
 @dataclass(slots=True)
 class UsageRecord:
     request_id: str

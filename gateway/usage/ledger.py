@@ -72,7 +72,7 @@ def record_params(rec: UsageRecord) -> tuple[Any, ...]:
     values: tuple[Any, ...] = _VALUES(rec)
     # Nearly every record is already typed exactly: then the values are the parameters.
     # Checked as one tuple of types against the combinations seen to be exact (a few:
-    # nullable fields), a set lookup instead of a converter call per field (#8).
+    # nullable fields), a set lookup instead of a converter call per field.
     types = tuple(map(type, values))
     if types in _EXACT_SEEN:
         return values

@@ -1,4 +1,4 @@
-"""Ledger aggregates for billing (``syntic usage``) and the admin API (issue #11)."""
+"""Ledger aggregates for billing (``syntic usage``) and the admin API."""
 
 from __future__ import annotations
 

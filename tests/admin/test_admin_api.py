@@ -1,4 +1,4 @@
-"""The admin API against a real ``syntic serve`` (SQLite and PostgreSQL), issue #11.
+"""The admin API against a real ``syntic serve`` (SQLite and PostgreSQL).
 
 Admin keys only (401 without/with a bad key, 403 with a customer key, on every route);
 keys created through the API work at once and stop when revoked; usage aggregates equal

@@ -1,5 +1,5 @@
 """Gateway benchmark against the floor (the mock alone), a minimal pass-through, Portkey's
-gateway and LiteLLM (issue #8). A script, not collected by pytest::
+gateway and LiteLLM. A script, not collected by pytest::
 
     .venv/bin/python tests/bench/gateway_bench.py [--duration 5] [--compare-litellm]
         [--compare-peers]
@@ -44,7 +44,7 @@ the ratio of their medians, and the ratio of CPU per request with the host's ste
 round (on a shared host the machine's speed drifts by tens of percent
 between runs; alternating puts both gateways under the same drift). A first line gives the
 host's speed as the time of a fixed pure-Python loop on the server core (the ``machine:``
-line), so figures taken on different machines can be compared. Last, each of issue #8's
+line), so figures taken on different machines can be compared. Last, each of the
 targets with ``ok`` or ``MISS``; the exit status is 1 if any measured target was missed.
 Needs ``wrk`` (Debian: ``apt-get install -y wrk``), Redis on 127.0.0.1:6379. Profile with
 ``tests/bench/profile_gateway.py`` (cProfile on a CPU clock, in process).
@@ -311,7 +311,7 @@ def table(rows: list[Row]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="Syntic gateway benchmark (issue #8)")
+    parser = argparse.ArgumentParser(description="Syntic gateway benchmark")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per run")
     parser.add_argument("--compare-litellm", action="store_true")
     parser.add_argument("--litellm-budget", type=float, default=900.0,
@@ -470,7 +470,7 @@ def compare_litellm(
     return text
 
 
-# Issue #8's targets: (name, figure, limit, at most (True) or at least (False), unit).
+# The gateway's targets: (name, figure, limit, at most (True) or at least (False), unit).
 TARGETS: tuple[tuple[str, str, float, bool, str], ...] = (
     ("json c32 throughput", "rps32", 5000, False, "req/s"),
     ("json c32 server CPU per request", "cpu32", 200, True, "us"),
@@ -492,7 +492,7 @@ PEER_TARGETS: tuple[tuple[str, str, float, bool, str], ...] = (
 
 
 def verdicts(rows: list[Row], figures: dict[str, float]) -> tuple[list[str], int]:
-    """Each target of issue #8 against this run: the lines to print and how many missed
+    """Each target against this run: the lines to print and how many missed
     (a target this run did not measure, e.g. with ``--quick``, is listed, not counted)."""
     ours = {(r.scenario, r.conns): r for r in rows if r.target == "syntic"}
     got = dict(figures)
@@ -505,7 +505,7 @@ def verdicts(rows: list[Row], figures: dict[str, float]) -> tuple[list[str], int
         got["rss"] = max(r.m.rss_mb for r in ours.values())
     lines: list[str] = []
     missed = 0
-    for title, targets in (("targets (issue #8):", TARGETS), ("targets (peers):", PEER_TARGETS)):
+    for title, targets in (("targets:", TARGETS), ("targets (peers):", PEER_TARGETS)):
         lines.append(title)
         missed += _judge(targets, got, lines)
     return lines, missed

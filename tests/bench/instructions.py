@@ -1,8 +1,8 @@
-"""Instructions per request of ``syntic serve`` (issue #8): a figure the host's noise can't
+"""Instructions per request of ``syntic serve``: a figure the host's noise can't
 move. A script, not collected::
 
     .venv/bin/python tests/bench/instructions.py [--requests 2000] [--conns 8] [--sdk-headers]
-        [--scenario json|sse|fix ...] [--no-limits]
+        [--scenario json|sse|fix ...] [--no-limits] [--target syntic|baseline]
 
 CPU time per request on a shared 2-core VM moves by 10-30% between identical runs, which
 hides any change smaller than that. This runs the same production gateway as
@@ -14,14 +14,18 @@ in this process and dumps the counts; and prints the gateway process's instructi
 its threads, user space) per request, and the rate-limit trips to Redis it made.
 
 With ``--no-limits`` (a key without rpm/tpm) repeated runs of the same code agree to
-within ~0.3%, whatever else the machine is doing (CPU time moves by 10-30%): use it to
-compare two versions of any other code. With limits, the count also moves with the number
-of Redis trips (each ~150,000 instructions; reservations grow while a key's requests come
-back within 50 ms, which valgrind's slowness disturbs): ~1,000 trips per 2,000 requests
-here against ~1 per 60 requests at full speed. System calls (kernel time) are not
+within a fraction of a percent, whatever else the machine is doing (CPU time moves by
+tens of percent): use it to compare two versions of any other code. With limits, the count
+also moves with the number of Redis trips (each costly; reservations grow while a key's
+requests come back quickly, which valgrind's slowness disturbs), far more of them here
+than at full speed (figures in ``docs/performance.md``). System calls (kernel time) are not
 counted: the two writes and two reads per request are the same before and after a change
 to Python code. Needs valgrind
 (Debian: ``apt-get install -y valgrind``) and Redis on 127.0.0.1:6379. ~2-4 minutes.
+
+``--target baseline`` counts the same way the reference pass-through of the CPU target
+(``tests/bench/baseline_passthrough.py``, unchanged, json only: it does not stream), so
+the gateway-to-baseline ratio can be read in instructions instead of noisy CPU time.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -40,12 +46,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench.gateway_bench import Mock, _headers, _models, body  # noqa: E402
-from tests.support.gateway_proc import start_gateway  # noqa: E402
+from tests.support.gateway_proc import free_port, start_gateway  # noqa: E402
 
-BODIES = {
-    "json": lambda: body("bench"),
-    "sse": lambda: body("bench", stream=True),
-    "fix": lambda: body("bench-fix"),
+# scenario -> the body, given the model name for the mock's ``mock-good`` (the baseline
+# routes nothing, so it gets the upstream's own name)
+BODIES: dict[str, Callable[[str], str]] = {
+    "json": lambda good: body(good),
+    "sse": lambda good: body(good, stream=True),
+    "fix": lambda _good: body("bench-fix"),
 }
 
 
@@ -79,10 +87,21 @@ async def _send(
             while left > 0:
                 left -= 1
                 r = await client.post(url, content=payload)
-                r.raise_for_status()
-                await r.aread()
+                if r.status_code != 200:
+                    raise RuntimeError(f"HTTP {r.status_code}: {r.text[:500]}")
 
         await asyncio.gather(*(worker() for _ in range(conns)))
+
+
+def _prime(url: str, key: str, payload: str, timeout_s: float = 300) -> None:
+    """One request until it succeeds: under valgrind the first ones can outlast the
+    gateway's own deadlines (the key store lookup's), which the warm-up must not fail on."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = httpx.post(url, content=payload, headers=_headers(key), timeout=120)
+        if r.status_code == 200 or time.monotonic() > deadline:
+            return
+        time.sleep(1)
 
 
 def _trips(base_url: str) -> float:
@@ -109,6 +128,38 @@ def _total(out_dir: Path, before: set[Path]) -> int:
     raise RuntimeError(f"no totals in {dumps[-1]}")
 
 
+def _start_baseline(
+    wrap: tuple[str, ...], upstream: str, log: Path, timeout_s: float = 300
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``baseline_passthrough.py`` under ``wrap``, once it accepts connections."""
+    port = free_port()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*wrap, sys.executable, str(ROOT / "tests/bench/baseline_passthrough.py"),
+             "--port", str(port), "--upstream", upstream],
+            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the baseline exited; see {log}")
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=5)
+            return proc, f"http://127.0.0.1:{port}"
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError(f"the baseline did not start; see {log}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="instructions per request under callgrind")
     parser.add_argument("--requests", type=int, default=2000)
@@ -121,47 +172,60 @@ def main() -> int:
     parser.add_argument("--no-limits", action="store_true",
                         help="a key without rpm/tpm: no rate-limit check, and no run-to-run "
                              "variance from reservation refills (for A/B of other code)")
+    parser.add_argument("--target", choices=("syntic", "baseline"), default="syntic",
+                        help="baseline: tests/bench/baseline_passthrough.py (json only)")
     ns = parser.parse_args()
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
             print(f"{tool} not found: apt-get install -y valgrind", file=sys.stderr)
             return 2
     scenarios = ns.scenario or ["json", "sse"]
+    if ns.target == "baseline":
+        if scenarios != ["json"] and ns.scenario:
+            parser.error("the baseline only answers the json scenario")
+        scenarios = ["json"]
     extra = SDK_HEADERS if ns.sdk_headers else None
     workdir = Path(tempfile.mkdtemp(prefix="syntic-instr-"))
     out_dir = workdir / "callgrind"
     out_dir.mkdir()
     mock = Mock()
     gw = None
+    baseline: subprocess.Popen[bytes] | None = None
+    wrap = ("valgrind", "--tool=callgrind", "--instr-atstart=no",
+            f"--callgrind-out-file={out_dir}/callgrind.out")
     try:
-        print("starting syntic serve under callgrind (~30 s)...", file=sys.stderr)
-        gw = start_gateway(
-            workdir / "gw", _models(mock.url),
-            env={"SYNTIC_REDIS_URL": f"redis://127.0.0.1:6379/{ns.redis_db}"},
-            wrap=("valgrind", "--tool=callgrind", "--instr-atstart=no",
-                  f"--callgrind-out-file={out_dir}/callgrind.out"),
-            ready_timeout=300,
-        )
-        limits = () if ns.no_limits else ("--rpm", "1000000000", "--tpm", "2000000000")
-        key = gw.create_key("instr", *limits)
-        url = gw.base_url + "/v1/chat/completions"
-        pid = str(gw.proc.pid)
+        print(f"starting {ns.target} under callgrind (~30 s)...", file=sys.stderr)
+        if ns.target == "baseline":
+            baseline, base_url = _start_baseline(wrap, mock.url + "/v1", workdir / "baseline.log")
+            key, pid, good = "sk-mock", str(baseline.pid), "mock-good"
+        else:
+            gw = start_gateway(
+                workdir / "gw", _models(mock.url),
+                env={"SYNTIC_REDIS_URL": f"redis://127.0.0.1:6379/{ns.redis_db}"},
+                wrap=wrap, ready_timeout=300,
+            )
+            limits = () if ns.no_limits else ("--rpm", "1000000000", "--tpm", "2000000000")
+            key = gw.create_key("instr", *limits)
+            base_url, pid, good = gw.base_url, str(gw.proc.pid), "bench"
+        url = base_url + "/v1/chat/completions"
         results = []
         _control("-i", "on", pid)  # started off: startup and imports are not instrumented
         for scenario in scenarios:
-            payload = BODIES[scenario]()
+            payload = BODIES[scenario](good)
+            _prime(url, key, payload)
             asyncio.run(_send(url, key, payload, ns.warmup, ns.conns, extra))
             before = set(out_dir.glob("callgrind.out*"))
-            trips = _trips(gw.base_url)
+            trips = _trips(base_url) if gw is not None else 0.0
             _control("-z", pid)  # zero the counters: only the next requests count
             asyncio.run(_send(url, key, payload, ns.requests, ns.conns, extra))
             _control("-d", pid)
             total = _total(out_dir, before)
-            trips = _trips(gw.base_url) - trips
+            trips = _trips(base_url) - trips if gw is not None else 0.0
             results.append((scenario, total / ns.requests, trips))
             print(f"  {scenario}: {total:,} instructions / {ns.requests} requests, "
                   f"{trips:.0f} Redis trips", file=sys.stderr)
-        print(f"instructions per request (syntic serve under callgrind, {ns.conns} "
+        what = "syntic serve" if gw is not None else "baseline_passthrough.py"
+        print(f"instructions per request ({what} under callgrind, {ns.conns} "
               f"connections, {ns.requests} requests each, after {ns.warmup} warm-up):")
         for scenario, per, trips in results:
             print(f"  {scenario:5} {per / 1000:8.0f} k   ({trips:.0f} rate-limit trips to Redis: "
@@ -169,6 +233,8 @@ def main() -> int:
     finally:
         if gw is not None:
             gw.stop(timeout=120)
+        if baseline is not None:
+            _stop(baseline)
         mock.stop()
     return 0
 

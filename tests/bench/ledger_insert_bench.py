@@ -1,4 +1,4 @@
-"""Ledger insert cost by request-id shape (issue #8). A script, not collected::
+"""Ledger insert cost by request-id shape. A script, not collected::
 
     .venv/bin/python tests/bench/ledger_insert_bench.py [--rows 200000] [--batch 500]
         [--database-url sqlite:///tmp/x.db | postgresql://127.0.0.1:5432/test]

@@ -1,4 +1,4 @@
-"""Load generation and process accounting for the gateway benchmark (issue #8).
+"""Load generation and process accounting for the gateway benchmark.
 
 ``run_wrk`` drives one target with ``wrk`` (Debian package ``wrk``) for a bounded time,
 pinned to a CPU, with a generated Lua script (POST body, headers, optional per-request

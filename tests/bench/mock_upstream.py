@@ -1,7 +1,7 @@
-"""A fast OpenAI-compatible mock upstream for the gateway benchmark (issue #8).
+"""A fast OpenAI-compatible mock upstream for the gateway benchmark.
 
 Raw asyncio (uvloop when installed) HTTP/1.1 with keep-alive; no framework, so the mock
-itself costs ~10 us CPU per request and the figures measure the gateway, not the mock.
+itself costs little CPU per request and the figures measure the gateway, not the mock.
 Answers every ``POST .../chat/completions`` with a fixed ``chat.completion`` carrying one
 ``create_refund`` tool call; the reply depends on the request body:
 

@@ -1,4 +1,4 @@
-"""Profile the gateway's request path under load (issue #8). A script, not collected::
+"""Profile the gateway's request path under load. A script, not collected::
 
     .venv/bin/python tests/bench/profile_gateway.py [--duration 8] [--conns 32]
         [--model bench|bench-fix] [--stream] [--top 40] [--no-profile] [--log FILE]
@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 import uvicorn  # noqa: E402
 
 from gateway.app import create_app  # noqa: E402
-from gateway.commands.serve import freeze_startup_heap  # noqa: E402
 from gateway.observability.logs import configure_logging  # noqa: E402
+from gateway.server.process import freeze_startup_heap  # noqa: E402
 from gateway.server.protocol import serve_options  # noqa: E402
 from gateway.settings import load_settings  # noqa: E402
 from tests.bench.gateway_bench import Mock, _headers, _models, body  # noqa: E402

@@ -1,4 +1,4 @@
-"""Gateway memory under many distinct large schemas (issues #8/#9). A script, not collected::
+"""Gateway memory under many distinct large schemas. A script, not collected::
 
     .venv/bin/python tests/bench/schema_cache_rss.py [--schemas 60] [--properties 3800]
         [--max-bytes N]

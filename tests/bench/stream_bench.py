@@ -1,4 +1,4 @@
-"""Streaming hold-back benchmark (issue #4). A script, not collected by pytest::
+"""Streaming hold-back benchmark. A script, not collected by pytest::
 
     .venv/bin/python tests/bench/stream_bench.py [--n 200] [--chunk-delay-ms 0]
 
@@ -15,7 +15,7 @@ byte and the first tool-call byte arrived. Reported (medians, p90 in brackets):
   same call's LAST fragment when the tool is not strict (passed through as it arrives), i.e.
   what holding + validating + releasing adds; target <= validation time + 1 ms;
 - in-process figures: validation of the call, hold-back CPU per passed-through event, and the
-  SSE encoder's CPU per event (issue #8: <= 25 us per extra SSE event).
+  SSE encoder's CPU per event (target: <= 25 us per extra SSE event).
 """
 
 from __future__ import annotations

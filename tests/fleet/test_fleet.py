@@ -1,4 +1,4 @@
-"""Several real gateway processes sharing storage (issue #6 acceptance):
+"""Several real gateway processes sharing storage:
 
 * revocation through the CLI is seen by two running gateways within the cache TTL;
 * three gateways sharing one Redis admit no more than the key's limit per window, and
@@ -144,7 +144,7 @@ def _metric(gw: GatewayProcess, name: str) -> float:
 def test_two_gateways_with_reservations_admit_exactly_the_limit(
     upstream: ScriptedUpstream, tmp_path: Path
 ) -> None:
-    """Busy keys are admitted from slots reserved in Redis (#8: no round trip per request);
+    """Busy keys are admitted from slots reserved in Redis (no round trip per request);
     the pair still admits exactly the key's limit, and SIGTERM gives unused slots back."""
     env = {"SYNTIC_REDIS_URL": "redis://127.0.0.1:6379/0"}
     upstream.queue(*(Reply(content="ok") for _ in range(300)))

@@ -1,4 +1,4 @@
-"""End to end: the official ``anthropic`` SDK against ``POST /v1/messages`` (issue #5).
+"""End to end: the official ``anthropic`` SDK against ``POST /v1/messages``.
 
 The gateway runs as a real server (``syntic serve``) in front of one scripted upstream that
 speaks both wire formats: ``oa-*`` models go to its chat-completions side, ``an-*`` models

@@ -1,5 +1,5 @@
 """End to end: streaming ``/v1/messages`` with hold-back, through the official anthropic SDK
-(``messages.stream`` helpers, sync and async) and on the raw SSE bytes (issues #4, #5)."""
+(``messages.stream`` helpers, sync and async) and on the raw SSE bytes."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
-"""``gateway.app.AppState``: Starlette's ``State`` semantics, read without ``__getattr__``."""
+"""``gateway.server.compat.AppState``: Starlette's ``State`` semantics, without ``__getattr__``."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.app import AppState, create_app
+from gateway.app import create_app
+from gateway.server.compat import AppState
 from gateway.settings import Settings
 
 
@@ -17,7 +18,7 @@ def test_values_read_by_attribute_and_item_stay_in_step() -> None:
     assert (state.service, state["service"]) == ("c", "c")
     assert sorted(state) == ["ledger", "service"] and len(state) == 2
     # Found by the normal lookup: Starlette's __getattr__ (and its AttributeError) is not
-    # on the read path any more (#8).
+    # on the read path any more.
     assert vars(state)["service"] == "c"
     del state.service
     del state["ledger"]

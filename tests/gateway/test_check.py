@@ -118,7 +118,7 @@ def _strict_object(tag: str, n: int) -> dict[str, Any]:
 
 async def test_lint_cache_is_bounded_by_schema_bytes() -> None:
     """A clean verdict keeps its compiled schema alive: the cache also bounds the bytes it
-    holds that way, or large distinct schemas would pin their compilations (#8/#9)."""
+    holds that way, or large distinct schemas would pin their compilations."""
     size = (await LintCache().resolve(_strict_object("sp", 40), "p")).schema_bytes
     cache = LintCache(maxsize=1024, max_bytes=3 * size + size // 2)
     kept = [await cache.resolve(_strict_object(f"s{i}", 40), "p") for i in range(6)]

@@ -1,14 +1,16 @@
-"""One table of strict-mode scenarios, run through BOTH client dialects (issue #5).
+"""One table of strict-mode scenarios, run through every client dialect.
 
-Each scenario runs with the official ``openai`` SDK on ``/v1/chat/completions`` and the
-official ``anthropic`` SDK on ``/v1/messages``, over both upstream wire formats
-(chat-completions ``oa-*`` and Messages ``an-*`` models of one scripted server), streamed
-and not. Both dialects must give the table's status, code, pointer and retry count, and the
-same observation as each other (message text and returned arguments included).
+Each scenario runs with the official ``openai`` SDK on ``/v1/chat/completions`` and on
+``/v1/responses``, and the official ``anthropic`` SDK on ``/v1/messages``, over both
+upstream wire formats (chat-completions ``oa-*`` and Messages ``an-*`` models of one
+scripted server), streamed and not. Every dialect must give the table's status, code,
+pointer and retry count, and the same observation as the others (message text and
+returned arguments included).
 
 400 params name the client's own field: ``{tool0}`` is ``tools[0].function.parameters`` in
-chat completions and ``tools[0].input_schema`` in Messages; ``{output}`` is
-``response_format.json_schema.schema`` / ``output_config.format.schema``.
+chat completions, ``tools[0].parameters`` in Responses and ``tools[0].input_schema`` in
+Messages; ``{output}`` is ``response_format.json_schema.schema`` / ``text.format.schema`` /
+``output_config.format.schema``.
 """
 
 from __future__ import annotations
@@ -297,6 +299,55 @@ def run_anthropic(gw: GatewayProcess, s: Scenario, model: str, stream: bool) -> 
             return _error(exc.status_code, exc.response.headers, exc.response.json())
 
 
+# --- the responses dialect ------------------------------------------------------------------
+
+
+def responses_kwargs(s: Scenario, model: str) -> dict[str, Any]:
+    kw: dict[str, Any] = {"model": model, "input": MESSAGES, "max_output_tokens": 256}
+    if s.schema is not None:
+        kw["tools"] = [
+            {"type": "function", "name": "create_refund", "strict": True, "parameters": s.schema}
+        ]
+    if s.output is not None:
+        kw["text"] = {"format": {"type": "json_schema", "name": "answer", "strict": True,
+                                 "schema": s.output}}
+    return kw
+
+
+def _responses_result(s: Scenario, response: Any) -> Any:
+    if s.output:
+        return json.loads(response.output_text)
+    return [(i.name, json.loads(i.arguments)) for i in response.output
+            if i.type == "function_call"]
+
+
+def run_responses(gw: GatewayProcess, s: Scenario, model: str, stream: bool) -> Observed:
+    with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0) as c:
+        kw = responses_kwargs(s, model)
+        try:
+            if not stream:
+                raw = c.responses.with_raw_response.create(**kw)
+                return Observed(200, retries=_retries(raw.headers),
+                                result=_responses_result(s, raw.parse()))
+            with c.responses.stream(**kw) as events:
+                for _event in events:
+                    pass
+                final = events.get_final_response()
+            assert final.usage is not None
+            retries = (final.usage.model_extra or {}).get("schema_retries")
+            return Observed(200, retries=retries, result=_responses_result(s, final))
+        except openai.APIStatusError as exc:
+            return _error(exc.status_code, exc.response.headers, exc.response.json())
+        except openai.APIError as exc:  # the in-band error event of a committed stream
+            body: Any = exc.body
+            return Observed(
+                None,
+                exc.code,
+                exc.param,
+                message=body.get("message") if isinstance(body, dict) else None,
+            )
+
+
 # --- the matrix -------------------------------------------------------------------------------
 
 Runner = Callable[[GatewayProcess, Scenario, str, bool], Observed]
@@ -308,6 +359,10 @@ DIALECTS: dict[str, tuple[Runner, dict[str, str]]] = {
     "anthropic": (
         run_anthropic,
         {"tool0": "tools[0].input_schema", "output": "output_config.format.schema"},
+    ),
+    "responses": (
+        run_responses,
+        {"tool0": "tools[0].parameters", "output": "text.format.schema"},
     ),
 }
 
@@ -333,7 +388,7 @@ def expected(s: Scenario, paths: dict[str, str], stream: bool) -> Outcome:
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 @pytest.mark.parametrize("provider", ["oa", "an"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
-def test_same_outcome_in_both_dialects(
+def test_same_outcome_in_every_dialect(
     gw: GatewayProcess, upstream: ScriptedUpstream, scenario: Scenario, provider: str, stream: bool
 ) -> None:
     model = f"{provider}-{scenario.model}"
@@ -354,8 +409,9 @@ def test_same_outcome_in_both_dialects(
         assert got == want, dialect
         seen[dialect] = observed
     # Same message, same arguments: only the spelling of a 400's param may differ.
-    first, second = seen["openai"], seen["anthropic"]
-    assert first.message == second.message
-    assert first.result == second.result
+    first = seen["openai"]
+    for dialect, other in seen.items():
+        assert other.message == first.message, dialect
+        assert other.result == first.result, dialect
     if scenario.name == "truncated-twice":
         assert first.message and "cut off by the token limit" in first.message

@@ -1,4 +1,4 @@
-"""The edge protocol (#8, #9) against uvicorn's own httptools protocol, over real sockets.
+"""The edge protocol against uvicorn's own httptools protocol, over real sockets.
 
 A small ASGI app is served twice by uvicorn: once with its stock httptools protocol and
 once with ``gateway.server.protocol.EdgeProtocol``; every scenario must give

@@ -1,4 +1,4 @@
-"""The streaming hold-back over scripted canonical event sequences (issue #4).
+"""The streaming hold-back over scripted canonical event sequences.
 
 The upstream is an in-process async generator of canonical events; corrections go through
 the real ``enforce_call`` / ``enforce_output`` (via ``holdback_for``) to an in-process

@@ -15,8 +15,9 @@ from starlette.types import Message, Receive, Scope, Send
 from gateway.errors import GatewayError, RateLimited
 from gateway.keys.base import Principal
 from gateway.middleware.auth import AuthMiddleware, presented_key
-from gateway.middleware.envelope import GatewayMiddleware, JsonResponse, request_context
+from gateway.middleware.envelope import GatewayMiddleware
 from gateway.usage.base import UsageRecord
+from gateway.web import JsonResponse, request_context
 
 
 class RecordingLedger:
@@ -90,7 +91,7 @@ async def test_success_headers_and_ledger(
 
 async def test_request_ids_are_unique_and_time_ordered(client: httpx.AsyncClient) -> None:
     """``req_`` + 12 hex digits of milliseconds + 16 random: unique, and sorted by time
-    (the ledger's primary key then grows at its end, #8)."""
+    (the ledger's primary key then grows at its end)."""
     ids: list[str] = []
     for i in range(60):
         r = await client.post("/v1/echo", content=b"x", headers=AUTH)

@@ -1,5 +1,5 @@
 """Streaming end to end: openai SDK (sync and async) and raw HTTP -> gateway subprocess ->
-scripted upstream (issue #4). Ledger rows are read back from the gateway's SQLite file."""
+scripted upstream. Ledger rows are read back from the gateway's SQLite file."""
 
 from __future__ import annotations
 

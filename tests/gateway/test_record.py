@@ -1,4 +1,4 @@
-"""``gateway.canonical.record``: what the canonical types keep from ``frozen=True`` (#8)."""
+"""``gateway.canonical.record``: what the canonical types keep from ``frozen=True``."""
 
 from __future__ import annotations
 

@@ -225,6 +225,28 @@ async def test_tls_contexts_are_built_once_at_startup(
     assert tls_upstream.accepted >= accepted + 2  # new connections, no new context
 
 
+async def test_tls_files_are_read_once_at_startup(
+    pki: dict[str, Path], tls_upstream: HostileUpstream, tmp_path: Path
+) -> None:
+    """After ``prepare`` the CA file may go: new HTTPS connections (keep-alive off) use
+    the certificates read at startup."""
+    ca_file = tmp_path / "ca.pem"
+    ca_file.write_bytes(pki["ca"].read_bytes())
+    model = _model(tls_upstream.base_url("ok", "localhost"), ca_file=str(ca_file))
+    connections = Connections({})
+    connections.prepare([model])
+    ca_file.unlink()
+    http = UpstreamHttp(connections, keepalive_s=0)
+    accepted = tls_upstream.accepted
+    try:
+        adapter = OpenAIUpstream(http, {})
+        for _ in range(3):
+            assert (await adapter.complete(REQUEST, model)).content == "echo: hi"
+    finally:
+        await http.aclose()
+    assert tls_upstream.accepted >= accepted + 2  # new connections, no file read
+
+
 @pytest.mark.parametrize(("keepalive_s", "reused"), [(30.0, True), (0.2, False)])
 async def test_idle_connections_follow_upstream_keepalive_s(
     keepalive_s: float, reused: bool

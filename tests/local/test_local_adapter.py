@@ -1,5 +1,5 @@
 """The local upstream adapter on the real model: template, generation, streaming, usage,
-grammar mode, cancellation and per-model serialization (issue #10)."""
+grammar mode, cancellation and per-model serialization."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The local model installer: verification, idempotence, resolution (issue #10)."""
+"""The local model installer: verification, idempotence, resolution."""
 
 from __future__ import annotations
 

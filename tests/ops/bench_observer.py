@@ -13,7 +13,7 @@ from gateway.context import RequestContext
 from gateway.keys.base import Principal
 from gateway.observability.logs import RequestLog, configure_logging, log_request
 from gateway.observability.metrics import GatewayMetrics
-from gateway.observability.ops import _ROUTE_PATHS, RequestObserver
+from gateway.observability.observer import ROUTE_PATHS, RequestObserver
 
 
 class _Stats:
@@ -32,7 +32,7 @@ def bench(label: str, fn: Callable[[], object], n: int = 30000) -> None:
 
 def main() -> None:
     m = GatewayMetrics.create(cache_stats=_Stats)
-    obs = RequestObserver(m, _ROUTE_PATHS)
+    obs = RequestObserver(m, ROUTE_PATHS)
     configure_logging("info", "json", stream=io.StringIO())
     ctx = RequestContext.start("req_x", "/v1/chat/completions")
     ctx.principal = Principal(key_id="key_abc", name="n")
@@ -40,18 +40,13 @@ def main() -> None:
     entry = RequestLog(request_id="req_x", route="/v1/chat/completions", status=200,
                        latency_ms=1.2345, key_id="key_abc", model="m")
     bench("count_request", lambda: m.count_request("/v1/chat/completions", 200, None))
-    def inflight() -> None:
-        m.inflight.inc()
-        m.inflight.dec()
-
     def observe() -> None:
         obs.started(ctx)
         obs.finished(ctx)
 
-    bench("inflight inc+dec", inflight)
     bench("log_request (JSON line)", lambda: log_request(entry))
     bench("observer started+finished", observe)
-    bench("GET /metrics render", m.registry.render, n=2000)
+    bench("GET /metrics render", m.render, n=2000)
 
 
 if __name__ == "__main__":

@@ -156,7 +156,7 @@ def test_client_supplied_fields_in_the_request_line_are_redacted(captured: io.St
     assert CANARY not in captured.getvalue()
 
 
-# -- batched writes (#8) ---------------------------------------------------------------
+# -- batched writes ---------------------------------------------------------------
 
 
 def _line(buf: io.StringIO) -> list[str]:
@@ -367,7 +367,7 @@ def _direct_and_record_lines(model: str) -> list[dict[str, object]]:
 
 
 def test_direct_access_line_equals_the_record_path_line() -> None:
-    """In a served process the access line goes straight to the JSON handler (#8); it must
+    """In a served process the access line goes straight to the JSON handler; it must
     be what the record -> filter -> formatter path writes, field for field (time aside).
     (A subprocess: under pytest its own handlers sit on the root logger, which turns the
     shortcut off.)"""

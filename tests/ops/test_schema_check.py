@@ -212,7 +212,7 @@ def test_compiled_schemas_are_bounded_by_bytes(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """``schema_cache_max_bytes``: many distinct schemas keep at most that much canonical
-    JSON compiled (the validator's cache and the lint cache), not 1,024 of them (#8/#9)."""
+    JSON compiled (the validator's cache and the lint cache), not 1,024 of them."""
     bound = 16 * 1024
     proc = start_gateway(
         tmp_path_factory.mktemp("cache-bytes"),

@@ -1,5 +1,5 @@
 """A serving process freezes its startup heap, collects the young generation less often and
-hands the GIL back to the event loop sooner (#8); checked in a child process so this test
+hands the GIL back to the event loop sooner; checked in a child process so this test
 run's own settings are untouched."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gateway.commands.serve import GC_GEN0_THRESHOLD, SWITCH_INTERVAL_S
+from gateway.server.process import GC_GEN0_THRESHOLD, SWITCH_INTERVAL_S
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import gc, sys
-from gateway.commands.serve import freeze_startup_heap
+from gateway.server.process import freeze_startup_heap
 before = gc.get_threshold()
 freeze_startup_heap()
 after = gc.get_threshold()

@@ -1,4 +1,4 @@
-"""Reservations (#8): a busy key is admitted from slots reserved in Redis, without a round
+"""Reservations: a busy key is admitted from slots reserved in Redis, without a round
 trip per request; the fleet still never admits more than the limit, unused slots go back."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Token settles ride on the key's next check (one Redis round trip per request, #8), or
+"""Token settles ride on the key's next check (one Redis round trip per request), or
 are flushed after a short delay; a settle is never lost to another replica or a restart."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The README's quick start, run for real from a clean checkout (issue #7).
+"""The README's quick start, run for real from a clean checkout.
 
 The quick-start block holds exactly two commands, ``scripts/run`` and ``scripts/test``.
 The run command is exercised twice, both from ``git archive HEAD`` unpacked in a temporary

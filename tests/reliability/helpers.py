@@ -1,4 +1,4 @@
-"""Helpers for the reliability and security suites (issue #9).
+"""Helpers for the reliability and security suites.
 
 - ``chat_body(...)``: a strict create_refund request (``tests.gateway.openai_helpers``).
 - ``ledger_rows(gw, ids)``: the gateway's SQLite ledger rows, waiting until every

@@ -1,4 +1,4 @@
-"""Edge limits against a real ``syntic serve`` (issue #9): body cap before buffering (also
+"""Edge limits against a real ``syntic serve``: body cap before buffering (also
 chunked and with a lying content-length), body and header read timeouts, header size,
 the in-flight bound, the request deadline, and caps on what the model sends back."""
 

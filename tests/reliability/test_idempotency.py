@@ -1,4 +1,4 @@
-"""``Idempotency-Key`` end to end (issue #9), with the in-process store and with Redis
+"""``Idempotency-Key`` end to end, with the in-process store and with Redis
 (a private ``redis-server``; two gateways sharing it see each other's keys)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A bounded mixed load (issue #9): 1,000 requests at concurrency 32 mixing valid, invalid,
+"""A bounded mixed load: 1,000 requests at concurrency 32 mixing valid, invalid,
 hostile and oversized inputs while the upstream misbehaves on cue (chosen per request by
 the scripted upstream's responder). Acceptance: zero 5xx caused by input (upstream-caused
 502/504 allowed and counted), every request in the ledger by its request id, no

@@ -1,4 +1,4 @@
-"""Outages of the gateway's own dependencies (issue #9), on PRIVATE servers started by the
+"""Outages of the gateway's own dependencies, on PRIVATE servers started by the
 test (stopping the shared ones would break everyone else's tests):
 
 - PostgreSQL down: keys seen recently are still served, unknown keys are refused (503),

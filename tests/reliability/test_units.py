@@ -1,23 +1,19 @@
-"""Unit tests for the #9 building blocks: edge settings, the retry policy, the in-flight
+"""Unit tests for the edge's building blocks: edge settings, the retry policy, the in-flight
 gate, the body deadline and the in-process idempotency store."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
 
+from gateway.context import RequestContext
 from gateway.errors import Overloaded, UpstreamError, UpstreamTimeout
 from gateway.middleware.idempotency import MemoryStore, Pending, StoredResponse
-from gateway.middleware.limits import (
-    Deadlines,
-    InflightGate,
-    RequestTimeout,
-    body_deadline,
-    reset_request_deadline,
-    set_request_deadline,
-)
+from gateway.middleware.limits import InflightGate
+from gateway.server.deadlines import Deadlines, RequestTimeout, body_deadline
 from gateway.settings import ConfigError, load_settings
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import (
@@ -82,18 +78,10 @@ def test_retry_only_safe_failures(exc: UpstreamError, attempt: int, retried: boo
 def test_retry_after_is_honoured_within_the_deadline() -> None:
     policy = RetryPolicy(retries=2)
     hinted = UpstreamStatusError("x", upstream_status=429, retry_after_s=0.7)
-    token = set_request_deadline(None)
-    try:
-        assert policy.delay(0, hinted) == 0.7
-    finally:
-        reset_request_deadline(token)
-    import time
-
-    token = set_request_deadline(time.monotonic() + 0.5)  # less time left than asked for
-    try:
-        assert policy.delay(0, hinted) is None
-    finally:
-        reset_request_deadline(token)
+    ctx = RequestContext.start("req_test", "/v1/chat/completions")
+    assert policy.delay(0, hinted, ctx.remaining_s()) == 0.7  # no deadline set
+    ctx.deadline = time.monotonic() + 0.5  # less time left than asked for
+    assert policy.delay(0, hinted, ctx.remaining_s()) is None
 
 
 @pytest.mark.parametrize("value, seconds", [("2", 2.0), (" 0.5 ", 0.5), ("-1", None),

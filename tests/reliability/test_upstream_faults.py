@@ -1,4 +1,4 @@
-"""Upstream faults on cue (issue #9): what the client sees, how often the upstream was
+"""Upstream faults on cue: what the client sees, how often the upstream was
 called (retries only for safe failures, only before the first byte), and exactly one
 ledger row per request."""
 

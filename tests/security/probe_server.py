@@ -121,8 +121,8 @@ async def probe(request: Request) -> JSONResponse:
 
 def main() -> None:
     from gateway.app import create_app
-    from gateway.commands.serve import freeze_startup_heap
     from gateway.observability.logs import configure_logging, log_format_from_env
+    from gateway.server.process import freeze_startup_heap
     from gateway.server.protocol import serve_options
     from gateway.settings import load_settings
 

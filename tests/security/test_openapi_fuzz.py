@@ -1,4 +1,4 @@
-"""API fuzzing with schemathesis against the gateway's own ``/openapi.json`` (issue #9).
+"""API fuzzing with schemathesis against the gateway's own ``/openapi.json``.
 
 Every documented operation gets generated requests (valid and invalid bodies, odd
 headers) on a real ``syntic serve`` whose models all point at the scripted upstream

@@ -1,4 +1,4 @@
-"""Secrets never reach a sink (issue #9): a canary customer key and a canary upstream key
+"""Secrets never reach a sink: a canary customer key and a canary upstream key
 (``api_key_env``) go through requests that fail in every way we can cause, including an
 upstream that echoes the credential back in its error text; then every sink is grepped:
 the server's stdout/stderr, every response (headers and body), ``/metrics``, the ledger

@@ -154,7 +154,7 @@ async def test_refused_values_are_data_errors(empty_db_url: str) -> None:
 
 
 async def test_sqlite_stores_bools_as_integers_and_none_as_null(tmp_path: Path) -> None:
-    """With the registered bool and None adapters (#8) values are stored exactly as
+    """With the registered bool and None adapters values are stored exactly as
     before: a bool as INTEGER 1 or 0 (read back as int), None as NULL."""
     db = open_database(f"sqlite:///{tmp_path / 'b.db'}")
     try:

@@ -198,20 +198,27 @@ def start_gateway(
 
 
 def serve_replica(
-    gw: GatewayProcess, port: int, log: Path, env: Mapping[str, str] | None = None
+    gw: GatewayProcess,
+    port: int,
+    log: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    args: Sequence[str] = (),
+    ready_timeout: float = 20.0,
 ) -> GatewayProcess:
     """Another ``syntic serve`` on ``port`` with ``gw``'s config, key and database (and
-    ``gw``'s environment unless ``env`` is given), ready when this returns."""
+    ``gw``'s environment unless ``env`` is given), ready when this returns. ``args`` go
+    to ``syntic serve`` (e.g. ``("--workers", "2")``)."""
     full_env = dict(gw.env if env is None else env)
     with log.open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gateway", "serve", "--config", str(gw.config_path),
-             "--host", "127.0.0.1", "--port", str(port)],
+             "--host", "127.0.0.1", "--port", str(port), *args],
             env=full_env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
         )
     other = GatewayProcess(proc, port, gw.api_key, gw.config_path, full_env, log)
     try:
-        wait_ready(other.base_url, proc)
+        wait_ready(other.base_url, proc, timeout=ready_timeout)
     except Exception:
         other.stop()
         raise

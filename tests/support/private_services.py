@@ -1,4 +1,4 @@
-"""Private PostgreSQL and Redis servers for outage tests (issue #9).
+"""Private PostgreSQL and Redis servers for outage tests.
 
 Stopping the shared servers on 5432/6379 would break every other test running on this
 machine, so outage tests start their own, on free loopback ports, in a temp directory:

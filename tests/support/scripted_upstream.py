@@ -85,7 +85,7 @@ class Reply:
     stall_after: int | None = None
     drop_after: int | None = None
     id: str | None = None
-    content_after: str | None = None  # streamed text after the tool calls (issue #4 order)
+    content_after: str | None = None  # streamed text after the tool calls
 
     @property
     def finish(self) -> str:

@@ -1,4 +1,4 @@
-"""Hostile schemas and instances (issue #2, part 2), through the public API."""
+"""Hostile schemas and instances, through the public API."""
 
 from __future__ import annotations
 

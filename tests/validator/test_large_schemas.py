@@ -1,10 +1,11 @@
-"""Large schemas (issues #8/#9): split code generation, few GC-tracked objects, no leaks.
+"""Large schemas: split code generation, few GC-tracked objects, no leaks.
 
-A 240 KiB schema used to become one ~640 KB generated function whose ``compile()`` held
-the GIL ~250 ms, and ~12,600 GC-tracked objects that every full collection walked. These
-tests pin the structure that fixed it (bounded compile() calls, a bounded object count,
-evicted schemas freed by refcounting) and that the split code still decides exactly as the
-interpreter does. The event-loop figures themselves are measured end to end in
+A large schema used to become one huge generated function whose ``compile()`` held the
+GIL long enough to stall the loop, and thousands of GC-tracked objects that every full
+collection walked (figures in ``docs/performance.md``). These tests pin the structure that
+fixed it (bounded compile() calls, a bounded object count, evicted schemas freed by
+refcounting) and that the split code still decides exactly as the interpreter does. The
+event-loop figures themselves are measured end to end in
 ``tests/security/test_hostile_schemas.py``.
 """
 
@@ -316,7 +317,7 @@ def _nullable_wide(n: int) -> dict[str, Any]:
 @pytest.mark.usefixtures("_small_cache")
 def test_large_schemas_are_bounded_by_bytes_not_only_by_count() -> None:
     """Hostile input: many distinct large schemas (~85 KiB, ~2 MB compiled each). The count
-    bound alone would keep all 30 (~63 MB here); the byte bound keeps ~6 (#8/#9)."""
+    bound alone would keep all 30; the byte bound keeps a few."""
     validator.configure_cache(1024, max_bytes=512 * 1024)
     rss = _rss()
     for _ in range(30):

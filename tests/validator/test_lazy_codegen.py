@@ -1,5 +1,5 @@
 """Lazy code generation: ``compile_async``/``lint_compile_async`` start on the interpreter
-and get generated code on one background thread after their second use (issue #8);
+and get generated code on one background thread after their second use;
 ``compile`` stays eager."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Anthropic Messages dialect (``POST /v1/messages``, issue #5).
+"""The Anthropic Messages dialect (``POST /v1/messages``).
 
 ``decode`` (wire -> canonical, with ``param`` on every shape error), ``encode`` (canonical ->
 ``message`` JSON), ``stream`` (canonical events -> Messages SSE), ``endpoint`` and

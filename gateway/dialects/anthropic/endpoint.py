@@ -21,8 +21,8 @@ from gateway.dialects.anthropic.stream_endpoint import stream_messages
 from gateway.dialects.strictify_header import with_strictify_header
 from gateway.enforcement import ParamPaths, strict_requested
 from gateway.errors import InvalidRequest
-from gateway.middleware.envelope import JsonResponse, read_body, request_context
 from gateway.service import ChatService
+from gateway.web import JsonResponse, read_body, request_context
 
 __all__ = ["anthropic_paths", "messages"]
 

@@ -12,7 +12,7 @@ The event sequence follows the Messages streaming format::
 
 Blocks are numbered in the order they are emitted, which is what clients index by.
 The encoder only sees events the hold-back released, so a strict ``tool_use`` block is
-opened only once its input validated (issue #4/#5).
+opened only once its input validated.
 
 Example::
 

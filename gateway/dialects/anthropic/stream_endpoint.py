@@ -1,4 +1,4 @@
-"""``POST /v1/messages`` with ``"stream": true`` (issues #4, #5).
+"""``POST /v1/messages`` with ``"stream": true``.
 
     prepare (400/404) -> admit (429) -> upstream.stream -> hold-back -> MessageStreamEncoder
 

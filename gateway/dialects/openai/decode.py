@@ -94,7 +94,7 @@ def _number(value: Any, param: str) -> float | None:
 
 
 def _object(value: Any, param: str) -> Mapping[str, Any]:
-    # orjson gives dicts: skip the ABC instance check for them (per request, #8).
+    # orjson gives dicts: skip the ABC instance check for them (per request).
     if type(value) is not dict and not isinstance(value, Mapping):
         raise _bad(f"{param} must be an object.", param)
     return value
@@ -145,43 +145,58 @@ def _tool_calls(value: Any, param: str) -> tuple[ToolCall, ...]:
 
 
 def _message(raw: Any, i: int) -> Message:
-    p = f"messages[{i}]"
-    msg = _object(raw, p)
+    # The param paths are only spelled out on the way to an error (this runs per message).
+    msg = _object(raw, f"messages[{i}]") if type(raw) is not dict else raw
     role = _ROLES.get(msg.get("role"))  # type: ignore[arg-type]
     if role is None:
         raise _bad(
-            "Role must be one of system, developer, user, assistant, tool.", f"{p}.role"
+            "Role must be one of system, developer, user, assistant, tool.",
+            f"messages[{i}].role",
         )
-    content = _content(msg.get("content"), f"{p}.content")
-    name = _str(msg.get("name"), f"{p}.name", required=False)
+    raw_content = msg.get("content")
+    if type(raw_content) is str:
+        content: tuple[ContentPart, ...] = (TextPart(raw_content),)
+    else:
+        content = _content(raw_content, f"messages[{i}].content")
+    name = msg.get("name")
+    if name is not None and type(name) is not str:
+        _str(name, f"messages[{i}].name")
     if role == "tool":
-        call_id = _str(msg.get("tool_call_id"), f"{p}.tool_call_id")
+        call_id = _str(msg.get("tool_call_id"), f"messages[{i}].tool_call_id")
         return Message(role=role, content=content, tool_call_id=call_id, name=name)
     if role == "assistant":
-        calls = _tool_calls(msg.get("tool_calls"), f"{p}.tool_calls")
+        calls = _tool_calls(msg.get("tool_calls"), f"messages[{i}].tool_calls")
         return Message(role=role, content=content, tool_calls=calls, name=name)
     return Message(role=role, content=content, name=name)
 
 
 def _tool(raw: Any, i: int) -> ToolSpec:
-    p = f"tools[{i}]"
-    tool = _object(raw, p)
+    # As in _message: the param paths are only built for an error.
+    tool = _object(raw, f"tools[{i}]") if type(raw) is not dict else raw
     if tool.get("type", "function") != "function":
-        raise _bad("Only tools of type 'function' are supported.", f"{p}.type")
-    fn = _object(tool.get("function"), f"{p}.function")
-    name = _str(fn.get("name"), f"{p}.function.name") or ""
+        raise _bad("Only tools of type 'function' are supported.", f"tools[{i}].type")
+    fn = tool.get("function")
+    if type(fn) is not dict:
+        fn = _object(fn, f"tools[{i}].function")
+    name = fn.get("name")
+    if type(name) is not str:
+        _str(name, f"tools[{i}].function.name")
     if not name:
-        raise _bad("Tool name must not be empty.", f"{p}.function.name")
+        raise _bad("Tool name must not be empty.", f"tools[{i}].function.name")
     parameters = fn.get("parameters")
     if parameters is None:
         parameters = _EMPTY_PARAMETERS
     elif not isinstance(parameters, dict):
-        raise _bad(f"{p}.function.parameters must be an object.", f"{p}.function.parameters")
+        raise _bad(f"tools[{i}].function.parameters must be an object.",
+                   f"tools[{i}].function.parameters")
+    description = fn.get("description")
+    if description is not None and type(description) is not str:
+        _str(description, f"tools[{i}].function.description")
+    strict = fn.get("strict")
+    if strict is not None and type(strict) is not bool:
+        _bool(strict, f"tools[{i}].function.strict")
     return ToolSpec(
-        name=name,
-        parameters=parameters,
-        description=_str(fn.get("description"), f"{p}.function.description", required=False),
-        strict=bool(_bool(fn.get("strict"), f"{p}.function.strict")),
+        name=name, parameters=parameters, description=description, strict=strict is True
     )
 
 

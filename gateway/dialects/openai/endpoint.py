@@ -12,8 +12,8 @@ from gateway.dialects.openai.stream_endpoint import stream_chat_completions
 from gateway.dialects.strictify_header import with_strictify_header
 from gateway.enforcement import OPENAI_PATHS, strict_requested
 from gateway.errors import InvalidRequest
-from gateway.middleware.envelope import JsonResponse, read_body, request_context
 from gateway.service import ChatService
+from gateway.web import JsonResponse, read_body, request_context
 
 
 async def chat_completions(request: Request) -> Response:
@@ -28,7 +28,7 @@ async def chat_completions(request: Request) -> Response:
     ctx.model = chat.model
     ctx.enforced = strict_requested(chat)
     service: ChatService = request.app.state.service
-    if chat.stream:  # issue #4: hold-back streaming
+    if chat.stream:  # hold-back streaming
         return await stream_chat_completions(
             chat, ctx, service, estimated_tokens=len(body) // 4 * chat.n,
             keepalive_s=service.settings.stream_keepalive_s,

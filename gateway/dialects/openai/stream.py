@@ -1,4 +1,4 @@
-"""Canonical stream events -> OpenAI ``chat.completion.chunk`` Server-Sent Events (issue #4).
+"""Canonical stream events -> OpenAI ``chat.completion.chunk`` Server-Sent Events.
 
 The wire format, as the OpenAI API sends it and the ``openai`` SDK parses it::
 
@@ -21,7 +21,7 @@ payload with an ``error`` member), with ``code``/``param``/``type`` from the env
 
     data: {"error":{"type":..,"code":..,"message":..,"param":..},"request_id":"req_.."}
 
-Hot path (issue #8): the chunk prefix and suffix are serialised once per stream; each event
+Hot path: the chunk prefix and suffix are serialised once per stream; each event
 costs one ``orjson.dumps`` of its string and a few byte concatenations. A released held
 call's ``ToolCallStart`` + ``ToolCallDelta`` become a single chunk.
 """

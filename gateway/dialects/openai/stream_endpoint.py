@@ -1,4 +1,4 @@
-"""``POST /v1/chat/completions`` with ``"stream": true`` (issue #4).
+"""``POST /v1/chat/completions`` with ``"stream": true``.
 
     prepare (400/404) -> admit (429) -> upstream.stream -> hold-back -> ChunkEncoder -> SSE
 

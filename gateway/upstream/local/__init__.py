@@ -1,4 +1,4 @@
-"""The in-process local model provider (``provider = "local"``, issue #10).
+"""The in-process local model provider (``provider = "local"``).
 
 Importing this package does not import llama-cpp-python; the runtime is loaded on the first
 request. ``create`` is the factory the upstream registry calls.

@@ -1,4 +1,4 @@
-"""``provider = "local"``: an in-process upstream on llama-cpp-python (issue #10).
+"""``provider = "local"``: an in-process upstream on llama-cpp-python.
 
 Each model entry names a GGUF (``local_model``: an installer id such as ``qwen2.5-0.5b``
 or a file path). Generation runs in a worker thread per request; the model's lock

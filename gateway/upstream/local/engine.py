@@ -2,7 +2,7 @@
 
 Loading is lazy (the first request pays for it) and every generation holds the model's
 lock: llama.cpp contexts are not re-entrant, so requests to one model are serialized
-(issue #10). Runs in a plain thread, never on the event loop.
+Runs in a plain thread, never on the event loop.
 """
 
 from __future__ import annotations

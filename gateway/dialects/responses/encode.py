@@ -1,0 +1,182 @@
+"""Canonical response -> the Responses API ``response`` object.
+
+    {"id": "resp_..", "object": "response", "created_at": 1733000000, "status": "completed",
+     "model": "amara-s1.2", "output": [
+        {"type": "message", "id": "msg_..", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "..", "annotations": [], "logprobs": []}]},
+        {"type": "function_call", "id": "fc_..", "call_id": "call_..", "name": "..",
+         "arguments": "{..}", "status": "completed"}],
+     "usage": {"input_tokens": .., "output_tokens": .., "total_tokens": ..,
+               "input_tokens_details": {..}, "output_tokens_details": {..},
+               "schema_retries": 0},
+     "tools": [..], "tool_choice": "auto", "text": {"format": {"type": "text"}}, ...}
+
+The request's settings are echoed as the API does (``tools`` with ``strict`` filled in,
+``tool_choice``, ``text``, ``metadata``, ``store``, ``previous_response_id``...).
+``usage`` sums every upstream call and gains ``schema_retries``. A ``length`` or
+``content_filter`` finish is ``status: "incomplete"`` with ``incomplete_details``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.canonical import (
+    ChatResponse,
+    FinishReason,
+    ForcedTool,
+    JsonSchemaFormat,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from gateway.dialects.responses.decode import ResponsesRequest
+
+__all__ = ["ResponseShape", "encode_usage", "function_call_item", "message_item", "response_id"]
+
+_INCOMPLETE: dict[FinishReason, str] = {
+    "length": "max_output_tokens",
+    "content_filter": "content_filter",
+}
+
+
+def response_id(request_id: str) -> str:
+    """``resp_`` + the request id's digits: unique as request ids are, and traceable."""
+    return "resp_" + request_id.removeprefix("req_")
+
+
+def encode_usage(usage: Usage, schema_retries: int) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.total_tokens,
+        "schema_retries": schema_retries,
+    }
+
+
+def output_text(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    content = [output_text(text)] if status != "in_progress" else []
+    return {"type": "message", "id": item_id, "role": "assistant", "status": status,
+            "content": content}
+
+
+def function_call_item(
+    item_id: str, call: ToolCall, status: str = "completed"
+) -> dict[str, Any]:
+    return {"type": "function_call", "id": item_id, "call_id": call.id, "name": call.name,
+            "arguments": call.raw_arguments, "status": status}
+
+
+def status_of(reason: FinishReason) -> tuple[str, dict[str, str] | None]:
+    """``(status, incomplete_details)`` for how the turn ended."""
+    incomplete = _INCOMPLETE.get(reason)
+    if incomplete is None:
+        return "completed", None
+    return "incomplete", {"reason": incomplete}
+
+
+class ResponseShape:
+    """The ``response`` object of one request: its echo of the request, built once; the
+    output, status and usage filled in per call (the streaming events reuse it)."""
+
+    __slots__ = ("_echo", "_next_item", "id")
+
+    def __init__(
+        self, request: ResponsesRequest, *, response_id: str, created_at: int
+    ) -> None:
+        self.id = response_id
+        self._next_item = 0
+        self._echo: dict[str, Any] = {
+            "id": response_id,
+            "object": "response",
+            "created_at": created_at,
+            "background": False,
+            "instructions": request.instructions,
+            "max_output_tokens": request.max_output_tokens,
+            "max_tool_calls": None,
+            "metadata": request.metadata,
+            "model": request.model,
+            "parallel_tool_calls": request.parallel_tool_calls is not False,
+            "previous_response_id": request.previous_response_id,
+            "reasoning": {"effort": request.reasoning_effort, "summary": None},
+            "store": request.store,
+            "temperature": request.temperature,
+            "text": _text(request),
+            "tool_choice": _tool_choice(request),
+            "tools": [_tool(t) for t in request.tools],
+            "top_logprobs": 0,
+            "top_p": request.top_p,
+            "truncation": "disabled",
+            "user": request.user,
+        }
+
+    def item_id(self, prefix: str) -> str:
+        """A fresh output item id: ``msg_..`` / ``fc_..`` + this response's digits + a count."""
+        n = self._next_item
+        self._next_item += 1
+        return f"{prefix}_{self.id.removeprefix('resp_')}{n:04x}"
+
+    def body(
+        self,
+        *,
+        status: str,
+        output: list[dict[str, Any]],
+        usage: dict[str, Any] | None,
+        incomplete_details: dict[str, str] | None = None,
+        error: dict[str, Any] | None = None,
+        completed_at: int | None = None,
+    ) -> dict[str, Any]:
+        body = dict(self._echo)
+        body["status"] = status
+        body["output"] = output
+        body["usage"] = usage
+        body["incomplete_details"] = incomplete_details
+        body["error"] = error
+        body["completed_at"] = completed_at
+        return body
+
+    def complete(
+        self, response: ChatResponse, *, schema_retries: int, completed_at: int
+    ) -> dict[str, Any]:
+        """The finished ``response`` object of a non-streaming call."""
+        status, incomplete = status_of(response.finish_reason)
+        output: list[dict[str, Any]] = []
+        if response.content:
+            output.append(message_item(self.item_id("msg"), response.content,
+                                       "completed" if status == "completed" else "incomplete"))
+        output.extend(function_call_item(self.item_id("fc"), c) for c in response.tool_calls)
+        return self.body(
+            status=status,
+            output=output,
+            usage=encode_usage(response.usage, schema_retries),
+            incomplete_details=incomplete,
+            completed_at=completed_at if status == "completed" else None,
+        )
+
+
+def _tool(tool: ToolSpec) -> dict[str, Any]:
+    return {"type": "function", "name": tool.name, "description": tool.description,
+            "parameters": tool.parameters, "strict": tool.strict}
+
+
+def _tool_choice(request: ResponsesRequest) -> Any:
+    choice = request.tool_choice
+    if isinstance(choice, ForcedTool):
+        return {"type": "function", "name": choice.name}
+    return choice or "auto"
+
+
+def _text(request: ResponsesRequest) -> dict[str, Any]:
+    fmt = request.text_format
+    if isinstance(fmt, JsonSchemaFormat):
+        wire: dict[str, Any] = {"type": "json_schema", "name": fmt.name, "schema": fmt.schema,
+                                "strict": fmt.strict, "description": fmt.description}
+    else:
+        wire = {"type": fmt or "text"}
+    return {"format": wire, "verbosity": "medium"}

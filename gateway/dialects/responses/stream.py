@@ -1,0 +1,244 @@
+"""Canonical stream events -> the Responses API's server-sent events.
+
+The sequence, as the API sends it and the ``openai`` SDK's ``responses.stream`` checks it
+(every event names its ``type`` twice, in ``event:`` and in the data, and carries a
+``sequence_number`` counting from 0)::
+
+    response.created / response.in_progress        (status "in_progress", no output yet)
+      response.output_item.added                    (a message, status "in_progress")
+        response.content_part.added                 (output_text, empty)
+        response.output_text.delta*
+        response.output_text.done
+        response.content_part.done
+      response.output_item.done                     (the message, completed)
+      response.output_item.added                    (a function_call, empty arguments)
+        response.function_call_arguments.delta*
+        response.function_call_arguments.done
+      response.output_item.done
+    response.completed                              (the whole response, usage included;
+                                                     response.incomplete on a length cut)
+
+The encoder only sees what the hold-back released, so a strict call's item is added only
+once its arguments validated (or were corrected). A failure after the first event is
+``response.failed`` (the response with ``error``) followed by one ``error`` event that
+carries the unified envelope beside the event's own fields; the SDK raises
+``openai.APIError`` on it, with ``code`` and ``param`` from the envelope.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from gateway.canonical import (
+    Finish,
+    FinishReason,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+    UsageReport,
+)
+from gateway.dialects.responses.encode import (
+    ResponseShape,
+    encode_usage,
+    function_call_item,
+    message_item,
+    output_text,
+    status_of,
+)
+from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent
+from gateway.errors import GatewayError, UpstreamError
+
+__all__ = ["KEEPALIVE", "ResponseStreamEncoder"]
+
+KEEPALIVE = b": keep-alive\n\n"
+
+
+class _Item:
+    """An output item still being streamed: its position, id and text so far."""
+
+    __slots__ = ("call_id", "id", "index", "name", "parts")
+
+    def __init__(self, index: int, item_id: str, call_id: str = "", name: str = "") -> None:
+        self.index = index
+        self.id = item_id
+        self.call_id = call_id
+        self.name = name
+        self.parts: list[str] = []
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class ResponseStreamEncoder:
+    """Encodes one streamed response. Not thread-safe; one per response."""
+
+    __slots__ = (
+        "_calls", "_closed_calls", "_finish", "_output", "_retries", "_seq", "_text",
+        "_usage", "final", "shape",
+    )  # fmt: skip
+
+    def __init__(self, shape: ResponseShape) -> None:
+        self.shape = shape
+        self._seq = 0
+        self._output: list[dict[str, Any]] = []  # finished items, by output_index
+        self._text: _Item | None = None
+        self._calls: dict[int, _Item] = {}  # canonical call index -> open item
+        self._closed_calls: set[int] = set()
+        self._finish: FinishReason = "stop"
+        self._usage = Usage()
+        self._retries = 0
+        self.final: dict[str, Any] | None = None  # the response.completed body, once sent
+
+    def _event(self, kind: str, payload: dict[str, Any]) -> bytes:
+        payload["type"] = kind
+        payload["sequence_number"] = self._seq
+        self._seq += 1
+        return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+    def _next_index(self) -> int:
+        return len(self._output) + (self._text is not None) + len(self._calls)
+
+    def start(self) -> bytes:
+        """``response.created`` and ``response.in_progress``."""
+        body = self.shape.body(status="in_progress", output=[], usage=None)
+        return self._event("response.created", {"response": body}) + self._event(
+            "response.in_progress", {"response": body}
+        )
+
+    # -- items --------------------------------------------------------------------------
+
+    def _open_text(self) -> bytes:
+        item = self._text = _Item(self._next_index(), self.shape.item_id("msg"))
+        added = self._event("response.output_item.added", {
+            "output_index": item.index, "item": message_item(item.id, "", "in_progress"),
+        })
+        return added + self._event("response.content_part.added", {
+            "item_id": item.id, "output_index": item.index, "content_index": 0,
+            "part": output_text(""),
+        })
+
+    def _close_text(self, status: str = "completed") -> bytes:
+        item, self._text = self._text, None
+        if item is None:
+            return b""
+        text = item.text
+        where = {"item_id": item.id, "output_index": item.index, "content_index": 0}
+        out = self._event("response.output_text.done", {**where, "text": text, "logprobs": []})
+        out += self._event("response.content_part.done", {**where, "part": output_text(text)})
+        done = message_item(item.id, text, status)
+        self._output.append(done)
+        return out + self._event(
+            "response.output_item.done", {"output_index": item.index, "item": done}
+        )
+
+    def _close_calls(self) -> bytes:
+        out = b""
+        for index in sorted(self._calls, key=lambda i: self._calls[i].index):
+            item = self._calls.pop(index)
+            self._closed_calls.add(index)
+            arguments = item.text
+            out += self._event("response.function_call_arguments.done", {
+                "item_id": item.id, "output_index": item.index, "arguments": arguments,
+            })
+            done = function_call_item(item.id, ToolCall(item.call_id, item.name, arguments))
+            self._output.append(done)
+            out += self._event(
+                "response.output_item.done", {"output_index": item.index, "item": done}
+            )
+        return out
+
+    def text(self, delta: str) -> bytes:
+        if not delta:
+            return b""
+        out = self._close_calls()  # text after a call: the call is over (upstream order)
+        if self._text is None:
+            out += self._open_text()
+        item = self._text
+        assert item is not None
+        item.parts.append(delta)
+        return out + self._event("response.output_text.delta", {
+            "item_id": item.id, "output_index": item.index, "content_index": 0,
+            "delta": delta, "logprobs": [],
+        })
+
+    def tool_start(self, event: ToolCallStart) -> bytes:
+        out = self._close_text()
+        item = _Item(self._next_index(), self.shape.item_id("fc"), event.id, event.name)
+        self._calls[event.index] = item
+        call = ToolCall(event.id, event.name, "")
+        return out + self._event("response.output_item.added", {
+            "output_index": item.index, "item": function_call_item(item.id, call, "in_progress"),
+        })
+
+    def tool_arguments(self, event: ToolCallDelta) -> bytes:
+        if not event.arguments:
+            return b""
+        item = self._calls.get(event.index)
+        if item is None:
+            raise UpstreamError(
+                "The upstream sent tool call arguments after the call had ended.",
+                code="upstream_invalid_response",
+            )
+        item.parts.append(event.arguments)
+        return self._event("response.function_call_arguments.delta", {
+            "item_id": item.id, "output_index": item.index, "delta": event.arguments,
+        })
+
+    # -- batches and the end ------------------------------------------------------------
+
+    def encode(self, batch: Sequence[HeldEvent]) -> bytes:
+        """The bytes of one hold-back batch (one socket write)."""
+        parts: list[bytes] = []
+        for event in batch:
+            if isinstance(event, TextDelta):
+                parts.append(self.text(event.text))
+            elif isinstance(event, ToolCallStart):
+                parts.append(self.tool_start(event))
+            elif isinstance(event, ToolCallDelta):
+                parts.append(self.tool_arguments(event))
+            elif isinstance(event, Finish):
+                self._finish = event.reason
+            elif isinstance(event, FinalUsage):
+                self._usage = event.usage
+                self._retries = event.schema_retries
+            elif isinstance(event, UsageReport | Choice):
+                continue  # the hold-back totals usage; one choice only here
+        return b"".join(parts)
+
+    def finish(self) -> bytes:
+        """Close the open items, then ``response.completed`` (``response.incomplete`` on a
+        length or content-filter cut) with the whole response."""
+        status, incomplete = status_of(self._finish)
+        out = self._close_text("completed" if status == "completed" else "incomplete")
+        out += self._close_calls()
+        self.final = self.shape.body(
+            status=status,
+            output=self._output,
+            usage=encode_usage(self._usage, self._retries),
+            incomplete_details=incomplete,
+            completed_at=int(time.time()) if status == "completed" else None,
+        )
+        kind = "response.completed" if status == "completed" else "response.incomplete"
+        return out + self._event(kind, {"response": self.final})
+
+    def failed(self, exc: GatewayError, request_id: str) -> bytes:
+        """``response.failed`` then the ``error`` event with the unified envelope."""
+        envelope = exc.envelope(request_id)
+        body = self.shape.body(
+            status="failed",
+            output=list(self._output),
+            usage=None,
+            error={"code": exc.code, "message": exc.message, "param": exc.param,
+                   "type": exc.type},
+        )
+        out = self._event("response.failed", {"response": body})
+        return out + self._event("error", {
+            "code": exc.code, "message": exc.message, "param": exc.param, **envelope,
+        })

@@ -1,0 +1,257 @@
+"""The Responses wire format for an OpenAI-compatible upstream (``api = "responses"``).
+
+A model whose upstream speaks ``POST {base_url}/responses`` (OpenAI's newest models, and
+servers that only offer that API) is reached with this codec instead of chat completions;
+the adapter (``gateway.upstream.openai``) is the same, so retries, limits and errors are
+too. Canonical -> request: messages become input items (``function_call`` /
+``function_call_output`` for tool turns), every tool states ``strict`` (the API's default
+is strict, and the gateway decides what is strict), ``store`` is false (the gateway keeps
+what it stores itself). Answer -> canonical: ``message`` text, ``function_call`` items,
+``status``/``incomplete_details`` as the finish reason, ``usage``.
+
+Chat-completions fields the Responses API has no place for (``seed``, ``logit_bias``,
+``stop``, ...) are not sent to such a model; ``reasoning_effort`` becomes
+``reasoning.effort``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from gateway.canonical import (
+    ChatRequest,
+    ChatResponse,
+    Finish,
+    FinishReason,
+    ForcedTool,
+    ImagePart,
+    JsonSchemaFormat,
+    Message,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+    UsageReport,
+)
+from gateway.settings import ModelConfig
+from gateway.upstream.errors import OutputTooLarge, UpstreamError, UpstreamInvalidResponse
+from gateway.upstream.redact import scrub
+
+# ``gateway.upstream.openai.PASSTHROUGH_KEY``: spelled out here because that module imports
+# this one (a test keeps the two equal).
+PASSTHROUGH_KEY = "openai.passthrough"
+# Passthrough fields the Responses API takes under the same name.
+_SAME_NAME = ("service_tier",)
+
+_INCOMPLETE: dict[str, FinishReason] = {
+    "max_output_tokens": "length",
+    "content_filter": "content_filter",
+}
+
+
+def _content(message: Message, *, assistant: bool) -> str | list[dict[str, Any]]:
+    if all(isinstance(p, TextPart) for p in message.content):
+        return message.text
+    out: list[dict[str, Any]] = []
+    for p in message.content:
+        if isinstance(p, TextPart):
+            out.append({"type": "output_text" if assistant else "input_text", "text": p.text})
+        elif isinstance(p, ImagePart):
+            url = p.url or f"data:{p.media_type or 'image/png'};base64,{p.data or ''}"
+            out.append({"type": "input_image", "image_url": url, "detail": "auto"})
+    return out
+
+
+def encode_items(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """Canonical messages -> Responses input items."""
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "tool":
+            items.append({"type": "function_call_output", "call_id": m.tool_call_id or "",
+                          "output": m.text})
+            continue
+        if m.content or not m.tool_calls:
+            items.append({"type": "message", "role": m.role,
+                          "content": _content(m, assistant=m.role == "assistant")})
+        items.extend(
+            {"type": "function_call", "call_id": c.id, "name": c.name,
+             "arguments": c.raw_arguments}
+            for c in m.tool_calls
+        )
+    return items
+
+
+def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[str, Any]:
+    """Canonical request -> Responses request body for ``model.upstream_model``."""
+    body: dict[str, Any] = {
+        "model": model.upstream_model,
+        "input": encode_items(request.messages),
+        "store": False,
+    }
+    if request.tools:
+        body["tools"] = [
+            {"type": "function", "name": t.name, "parameters": t.parameters,
+             "strict": t.strict, **({"description": t.description} if t.description else {})}
+            for t in request.tools
+        ]
+    choice = request.tool_choice
+    if isinstance(choice, ForcedTool):
+        body["tool_choice"] = {"type": "function", "name": choice.name}
+    elif choice is not None:
+        body["tool_choice"] = choice
+    rf = request.response_format
+    if isinstance(rf, JsonSchemaFormat):
+        fmt: dict[str, Any] = {"type": "json_schema", "name": rf.name, "schema": rf.schema,
+                               "strict": rf.strict}
+        if rf.description is not None:
+            fmt["description"] = rf.description
+        body["text"] = {"format": fmt}
+    elif rf is not None:
+        body["text"] = {"format": {"type": rf}}
+    for key, value in (
+        ("max_output_tokens", request.max_tokens),
+        ("temperature", request.temperature),
+        ("top_p", request.top_p),
+        ("parallel_tool_calls", request.parallel_tool_calls),
+        ("user", request.user),
+    ):
+        if value is not None:
+            body[key] = value
+    extra = request.metadata.get(PASSTHROUGH_KEY)
+    if isinstance(extra, Mapping):
+        if extra.get("reasoning_effort") is not None:
+            body["reasoning"] = {"effort": extra["reasoning_effort"]}
+        for key in _SAME_NAME:
+            if extra.get(key) is not None:
+                body[key] = extra[key]
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, Mapping):
+        return Usage()
+    return Usage(int(raw.get("input_tokens") or 0), int(raw.get("output_tokens") or 0))
+
+
+def _finish(data: Mapping[str, Any], has_calls: bool) -> FinishReason:
+    status = data.get("status")
+    if status == "failed":
+        error = data.get("error") or {}
+        message = error.get("message") if isinstance(error, Mapping) else None
+        raise UpstreamError(f"Upstream response failed: {str(message)[:300]}")
+    if status == "incomplete":
+        details = data.get("incomplete_details") or {}
+        return _INCOMPLETE.get(str(details.get("reason")), "length")
+    return "tool_calls" if has_calls else "stop"
+
+
+def _check_arguments(size: int, limit: int | None) -> None:
+    if limit is not None and size > limit:
+        raise OutputTooLarge(f"The model's tool-call arguments exceed the {limit} byte limit.")
+
+
+def decode_response(
+    data: Any, model: ModelConfig, *, max_argument_bytes: int | None = None
+) -> ChatResponse:
+    """A Responses ``response`` object -> canonical response."""
+    try:
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        for item in data["output"]:
+            kind = item.get("type")
+            if kind == "message":
+                for part in item.get("content") or ():
+                    if part.get("type") == "output_text":
+                        texts.append(str(part["text"]))
+                    elif part.get("type") == "refusal":
+                        texts.append(str(part["refusal"]))
+            elif kind == "function_call":
+                call = ToolCall(id=str(item["call_id"]), name=str(item["name"]),
+                                raw_arguments=str(item.get("arguments") or ""))
+                _check_arguments(len(call.raw_arguments), max_argument_bytes)
+                calls.append(call)
+        return ChatResponse(
+            id=str(data.get("id") or ""),
+            model=str(data.get("model") or model.upstream_model),
+            content="".join(texts) if texts else None,
+            tool_calls=tuple(calls),
+            finish_reason=_finish(data, bool(calls)),
+            usage=_usage(data.get("usage")),
+            created=int(data.get("created_at") or time.time()),
+        )
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise UpstreamInvalidResponse(
+            f"Upstream returned an unexpected response shape ({type(exc).__name__})."
+        ) from exc
+
+
+class EventParser:
+    """Responses SSE lines -> canonical events. ``done`` once the response ended."""
+
+    __slots__ = ("_arg_bytes", "_calls", "_secret", "done", "max_argument_bytes")
+
+    def __init__(
+        self, *, max_argument_bytes: int | None = None, secret: str | None = None
+    ) -> None:
+        self.max_argument_bytes = max_argument_bytes
+        self._secret = secret
+        self._calls: dict[int, int] = {}  # output_index -> canonical call index
+        self._arg_bytes: dict[int, int] = {}
+        self.done = False
+
+    def feed_line(self, line: str) -> list[StreamEvent]:
+        if not line.startswith("data:"):
+            return []  # event:, comments, blank separators
+        try:
+            event = orjson.loads(line[5:].strip())
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamInvalidResponse("Upstream sent an invalid stream event.") from exc
+        try:
+            return self.feed_event(event)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise UpstreamInvalidResponse(
+                f"Upstream sent a malformed stream event ({type(exc).__name__})."
+            ) from exc
+
+    def _arguments(self, index: int, text: str) -> list[StreamEvent]:
+        if not text:
+            return []
+        self._arg_bytes[index] = self._arg_bytes.get(index, 0) + len(text)
+        _check_arguments(self._arg_bytes[index], self.max_argument_bytes)
+        return [ToolCallDelta(index, text)]
+
+    def feed_event(self, event: Any) -> list[StreamEvent]:
+        kind = event["type"]
+        if kind == "response.output_text.delta":
+            return [TextDelta(str(event["delta"]))] if event["delta"] else []
+        if kind == "response.output_item.added" and event["item"]["type"] == "function_call":
+            item = event["item"]
+            index = self._calls[int(event["output_index"])] = len(self._calls)
+            start: list[StreamEvent] = [ToolCallStart(index, str(item["call_id"]),
+                                                      str(item["name"]))]
+            return start + self._arguments(index, str(item.get("arguments") or ""))
+        if kind == "response.function_call_arguments.delta":
+            return self._arguments(self._calls[int(event["output_index"])], str(event["delta"]))
+        if kind == "response.function_call_arguments.done":
+            index = self._calls[int(event["output_index"])]
+            if index not in self._arg_bytes:  # a server that sends the arguments only here
+                return self._arguments(index, str(event["arguments"]))
+            return []
+        if kind in ("response.completed", "response.incomplete", "response.failed"):
+            response = event["response"]
+            self.done = True
+            reason = _finish(response, bool(self._calls))
+            return [Finish(reason), UsageReport(_usage(response.get("usage")))]
+        if kind == "error":
+            detail = scrub(str(event.get("message"))[:300], self._secret)
+            raise UpstreamError(f"Upstream stream error: {detail}")
+        return []

@@ -1,0 +1,72 @@
+"""What endpoints share: JSON responses, reading the body, error bodies, the request's context.
+
+Dialect endpoints, routes and the idempotency layer import this module, never the
+middleware that wraps them (``gateway.middleware.envelope``).
+
+Example::
+
+    async def endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+        ctx = request_context(scope)
+        payload = orjson.loads(await read_body(receive))
+        await JsonResponse(json_bytes({"id": ctx.request_id}))(scope, receive, send)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive, Scope
+
+from gateway.context import RequestContext
+from gateway.errors import GatewayError
+from gateway.server.compat import BareResponse
+
+JSON_HEADER = (b"content-type", b"application/json")
+
+
+def request_context(scope: Scope) -> RequestContext:
+    """The context the outer middleware attached to this request."""
+    ctx: RequestContext = scope["state"]["ctx"]
+    return ctx
+
+
+def error_body(exc: GatewayError, request_id: str) -> bytes:
+    """The unified error envelope of ``exc``, as bytes."""
+    return orjson.dumps(exc.envelope(request_id))
+
+
+def json_bytes(payload: Any) -> bytes:
+    return orjson.dumps(payload)
+
+
+async def read_body(receive: Receive) -> bytes:
+    """The whole request body, read straight from ``receive`` (``Request.body()`` without
+    its per-chunk generator). Raises Starlette's ``ClientDisconnect`` if the client goes
+    away first, as ``Request.body()`` does."""
+    message = await receive()
+    if message["type"] != "http.request":
+        raise ClientDisconnect()
+    body: bytes = message.get("body", b"")
+    if not message.get("more_body", False):
+        return body
+    chunks = [body]
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientDisconnect()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+class JsonResponse(BareResponse):
+    """A 200 ``application/json`` response of ready bytes: what ``Response(body,
+    media_type="application/json")`` sends, byte for byte, without its per-call render
+    and header building (the chat endpoints answer with one per request)."""
+
+    media_type = "application/json"
+
+    def __init__(self, body: bytes) -> None:
+        BareResponse.__init__(self, body, [(b"content-length", b"%d" % len(body)), JSON_HEADER])

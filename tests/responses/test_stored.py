@@ -1,0 +1,170 @@
+"""Stored responses: ``store`` (the default) keeps a response for its key;
+``previous_response_id`` continues from it; ``retrieve`` / ``delete`` for that key only;
+another key's id, a deleted one and an unstored one are 404."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.responses.test_create import REFUND
+from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
+from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
+
+GOOD = '{"order_id": "A1", "amount_pence": 1250}'
+
+
+def other_client(gw: GatewayProcess, name: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.create_key(name),
+                         max_retries=0, timeout=20)
+
+
+@pytest.mark.parametrize("model", ["strict-model", "an-strict"])
+def test_continue_a_tool_call_with_previous_response_id(
+    client: openai.OpenAI, upstream: ScriptedUpstream, model: str
+) -> None:
+    upstream.queue(Reply(tool_calls=[Call("create_refund", GOOD, id="call_r1")]),
+                   Reply(content="Refunded 12.50."))
+    first = client.responses.create(model=model, input="Refund A1", instructions="Be kind.",
+                                    tools=[REFUND])  # type: ignore[list-item]
+    [call] = first.output
+    assert call.type == "function_call" and call.call_id == "call_r1"
+    second = client.responses.create(
+        model=model, previous_response_id=first.id, tools=[REFUND],  # type: ignore[list-item]
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "done"}],
+    )
+    assert second.output_text == "Refunded 12.50."
+    assert second.previous_response_id == first.id and second.instructions is None
+    sent = upstream.requests[1].body
+    if model == "strict-model":  # chat completions upstream
+        assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "tool"]
+        assert sent["messages"][1]["tool_calls"][0]["id"] == "call_r1"
+        assert sent["messages"][2] == {"role": "tool", "tool_call_id": "call_r1",
+                                       "content": "done"}
+    else:  # Messages upstream
+        assert "system" not in sent  # instructions are not carried over
+        assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
+        assert sent["messages"][1]["content"][0]["id"] == "call_r1"
+        assert sent["messages"][2]["content"][0]["tool_use_id"] == "call_r1"
+
+
+def test_a_chain_carries_every_earlier_turn(
+    client: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Reply(content="one"), Reply(content="two"), Reply(content="three"))
+    a = client.responses.create(model="strict-model", input="1")
+    b = client.responses.create(model="strict-model", input="2", previous_response_id=a.id)
+    client.responses.create(model="strict-model", input="3", previous_response_id=b.id)
+    sent = upstream.requests[2].body["messages"]
+    assert [(m["role"], m["content"]) for m in sent] == [
+        ("user", "1"), ("assistant", "one"), ("user", "2"), ("assistant", "two"),
+        ("user", "3"),
+    ]
+
+
+def test_retrieve_and_delete_for_the_key_that_made_it(
+    client: openai.OpenAI, gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Reply(content="kept"))
+    made = client.responses.create(model="strict-model", input="keep this",
+                                   metadata={"k": "v"})
+    got = client.responses.retrieve(made.id)
+    assert got.model_dump() == made.model_dump()
+    with other_client(gw, "other-retrieve") as other:
+        with pytest.raises(openai.NotFoundError) as info:
+            other.responses.retrieve(made.id)
+        assert info.value.code == "response_not_found"
+        with pytest.raises(openai.NotFoundError):
+            other.responses.delete(made.id)
+        with pytest.raises(openai.NotFoundError) as info:
+            other.responses.create(model="strict-model", input="x",
+                                   previous_response_id=made.id)
+        assert info.value.param == "previous_response_id"
+    assert client.responses.retrieve(made.id).id == made.id  # untouched by the other key
+    client.responses.delete(made.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(made.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.delete(made.id)
+    assert len(upstream.requests) == 1  # the refused continuation called no model
+
+
+def test_store_false_is_not_kept(client: openai.OpenAI, upstream: ScriptedUpstream) -> None:
+    upstream.queue(Reply(content="gone"))
+    made = client.responses.create(model="strict-model", input="x", store=False)
+    assert made.model_extra is not None and made.model_extra["store"] is False
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(made.id)
+
+
+def test_a_streamed_response_is_stored_before_completed(
+    client: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Reply(content="streamed", fragment=3), Reply(content="next"))
+    with client.responses.stream(model="strict-model", input="go") as stream:
+        for event in stream:
+            if event.type == "response.completed":
+                # Read before the stream ends: already stored.
+                assert client.responses.retrieve(event.response.id).output_text == "streamed"
+        final = stream.get_final_response()
+    client.responses.create(model="strict-model", input="more", previous_response_id=final.id)
+    assert [m["content"] for m in upstream.requests[1].body["messages"]] == [
+        "go", "streamed", "more"]
+
+
+@pytest.fixture(scope="module")
+def short_retention(
+    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    gw = start_gateway(tmp_path_factory.mktemp("retention"),
+                       [model_table("strict-model", scripted_upstream_server.base_url)],
+                       server={"responses_retention_s": 1.0})
+    yield gw
+    gw.stop()
+
+
+def test_an_expired_response_is_not_served(
+    short_retention: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Reply(content="brief"))
+    headers = {"authorization": f"Bearer {short_retention.api_key}"}
+    url = short_retention.base_url + "/v1/responses"
+    made = httpx.post(url, json={"model": "strict-model", "input": "x"}, headers=headers)
+    rid = made.json()["id"]
+    assert httpx.get(f"{url}/{rid}", headers=headers).status_code == 200
+    expires = _row(short_retention, rid, "expires_at")
+    while time.time() <= expires:
+        time.sleep(expires - time.time() + 0.01)
+    gone = httpx.get(f"{url}/{rid}", headers=headers)
+    assert gone.status_code == 404
+    assert gone.json()["error"]["code"] == "response_not_found"
+    again = httpx.post(url, json={"model": "strict-model", "input": "y",
+                                  "previous_response_id": rid}, headers=headers)
+    assert again.status_code == 404 and again.json()["error"]["param"] == "previous_response_id"
+
+
+def _row(gw: GatewayProcess, rid: str, column: str) -> Any:
+    db = Path(gw.env["SYNTIC_DATABASE_URL"].removeprefix("sqlite:///"))
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        [(value,)] = conn.execute(f"SELECT {column} FROM responses WHERE id = ?",
+                                  (rid,)).fetchall()
+    return value
+
+
+def test_stored_rows_are_in_the_responses_table(
+    client: openai.OpenAI, gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Reply(content="row"))
+    made = client.responses.create(model="strict-model", input="x")
+    items, body = _row(gw, made.id, "input_items"), _row(gw, made.id, "response")
+    assert json.loads(items) == [{"type": "message", "role": "user", "content": "x"}]
+    assert json.loads(body)["output"][0]["content"][0]["text"] == "row"

@@ -1,0 +1,105 @@
+"""The scripted upstream's steps rendered in the OpenAI Responses wire format (an upstream
+model with ``api = "responses"``), written from the API reference, not from the gateway's
+encoder. Plugs into ``ScriptedUpstream``'s renderer table under ``/responses``::
+
+    up.renderers["/responses"] = ResponsesRenderer()
+
+Streamed, text and arguments go out in ``fragment``-character deltas; a ``length`` finish
+is ``status: "incomplete"`` with ``incomplete_details.reason = "max_output_tokens"``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from tests.support.scripted_upstream import HttpError, RecordedRequest, Reply, pieces, sse
+
+
+def _status(step: Reply) -> tuple[str, dict[str, str] | None]:
+    if step.finish == "length":
+        return "incomplete", {"reason": "max_output_tokens"}
+    return "completed", None
+
+
+class ResponsesRenderer:
+    """``response`` JSON bodies and Responses SSE streams for scripted ``Reply`` steps."""
+
+    def _items(self, step: Reply, seq: int) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        if step.content:
+            items.append({"type": "message", "id": f"msg_up_{seq}", "role": "assistant",
+                          "status": "completed",
+                          "content": [{"type": "output_text", "text": step.content,
+                                       "annotations": []}]})
+        items.extend(
+            {"type": "function_call", "id": f"fc_up_{seq}_{i}",
+             "call_id": c.id or f"call_up_{seq}_{i}", "name": c.name,
+             "arguments": c.arguments, "status": "completed"}
+            for i, c in enumerate(step.tool_calls)
+        )
+        return items
+
+    def _response(self, step: Reply, request: RecordedRequest, seq: int,
+                  output: list[dict[str, Any]], *, done: bool) -> dict[str, Any]:
+        prompt, completion = step.usage
+        status, incomplete = _status(step) if done else ("in_progress", None)
+        usage = {"input_tokens": prompt, "output_tokens": completion,
+                 "total_tokens": prompt + completion}
+        return {
+            "id": step.id or f"resp_up_{seq}", "object": "response",
+            "created_at": int(time.time()), "status": status,
+            "model": (request.body or {}).get("model", "scripted"), "output": output,
+            "incomplete_details": incomplete, "error": None,
+            "usage": usage if done else None,
+        }
+
+    def render(self, step: Reply, request: RecordedRequest, seq: int) -> bytes:
+        return orjson.dumps(self._response(step, request, seq, self._items(step, seq), done=True))
+
+    def render_stream(self, step: Reply, request: RecordedRequest, seq: int) -> list[bytes]:
+        n = 0
+
+        def event(kind: str, **data: Any) -> bytes:
+            nonlocal n
+            out = sse({"type": kind, "sequence_number": n, **data}, event=kind)
+            n += 1
+            return out
+
+        items = self._items(step, seq)
+        started = self._response(step, request, seq, [], done=False)
+        events = [event("response.created", response=started)]
+        for index, item in enumerate(items):
+            if item["type"] == "message":
+                empty = {**item, "status": "in_progress", "content": []}
+                events.append(event("response.output_item.added", output_index=index,
+                                    item=empty))
+                events.extend(
+                    event("response.output_text.delta", item_id=item["id"],
+                          output_index=index, content_index=0, delta=p, logprobs=[])
+                    for p in pieces(item["content"][0]["text"], step.fragment)
+                )
+            else:
+                empty = {**item, "status": "in_progress", "arguments": ""}
+                events.append(event("response.output_item.added", output_index=index,
+                                    item=empty))
+                events.extend(
+                    event("response.function_call_arguments.delta", item_id=item["id"],
+                          output_index=index, delta=p)
+                    for p in pieces(item["arguments"], step.fragment) if p
+                )
+                events.append(event("response.function_call_arguments.done",
+                                    item_id=item["id"], output_index=index,
+                                    arguments=item["arguments"]))
+            events.append(event("response.output_item.done", output_index=index, item=item))
+        kind = "response.completed" if _status(step)[0] == "completed" else "response.incomplete"
+        events.append(event(kind, response=self._response(step, request, seq, items, done=True)))
+        return events
+
+    def error_body(self, step: HttpError) -> bytes:
+        if step.body is not None:
+            return step.body if isinstance(step.body, bytes) else orjson.dumps(step.body)
+        return orjson.dumps({"error": {"message": f"scripted error {step.status}",
+                                       "type": "server_error", "param": None, "code": None}})
