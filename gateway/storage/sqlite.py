@@ -83,6 +83,8 @@ class SQLiteDatabase:
         def call() -> T:
             try:
                 return fn(self._connection())
+            except OverflowError as exc:  # sqlite3's refusal of an int past 64 bits
+                raise StorageDataError(f"sqlite: {exc}") from exc
             except sqlite3.Error as exc:
                 code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
                 if code in _UNAVAILABLE:
@@ -106,7 +108,7 @@ class SQLiteDatabase:
             try:
                 conn.executemany(sql, [tuple(r) for r in rows])
             except BaseException:
-                conn.execute("ROLLBACK")
+                _rollback(conn)
                 raise
             conn.execute("COMMIT")
 
@@ -140,7 +142,7 @@ class SQLiteDatabase:
                         )
                         applied.append(version)
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    _rollback(conn)
                     raise
                 conn.execute("COMMIT")
             return applied
@@ -160,3 +162,10 @@ class SQLiteDatabase:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._pool, close)
         self._pool.shutdown(wait=True)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    # Some errors (SQLITE_FULL, SQLITE_IOERR) end the transaction themselves; a ROLLBACK
+    # then would fail and hide the error that matters.
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")

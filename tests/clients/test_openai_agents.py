@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import openai
@@ -41,14 +42,21 @@ def no_tracing() -> Iterator[None]:
 
 
 def run(gw: GatewayProcess, model: str) -> str:
-    client = openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0)
-    agent = Agent(
-        name="finder",
-        instructions="Find places.",
-        tools=[search],
-        model=OpenAIChatCompletionsModel(model=model, openai_client=client),
-    )
-    return str(Runner.run_sync(agent, "Pizza in Turin").final_output)
+    # Runner.run on a loop of its own: run_sync keeps the thread's default loop after
+    # shutting down its async generators, so the next run there (any library's) warns.
+    return asyncio.run(_run(gw, model))
+
+
+async def _run(gw: GatewayProcess, model: str) -> str:
+    async with openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key,
+                                  max_retries=0) as client:
+        agent = Agent(
+            name="finder",
+            instructions="Find places.",
+            tools=[search],
+            model=OpenAIChatCompletionsModel(model=model, openai_client=client),
+        )
+        return str((await Runner.run(agent, "Pizza in Turin")).final_output)
 
 
 def test_function_tool_with_a_default(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:

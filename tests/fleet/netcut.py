@@ -91,8 +91,16 @@ class NetCut:
 
     def close(self) -> None:
         self._call(self._cut())
+        self._call(self._cancel_pipes())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        self._loop.close()
+
+    async def _cancel_pipes(self) -> None:
+        pipes = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in pipes:
+            task.cancel()
+        await asyncio.gather(*pipes, return_exceptions=True)
 
     def __enter__(self) -> NetCut:
         return self.start()

@@ -40,6 +40,7 @@ BAD_HEADERS: dict[str, tuple[Any, Any]] = {
 
 
 AFTER_BODY: list[str] = []
+SLOW_BODY = threading.Event()  # /slow sends its body only once the test has seen the head
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -94,7 +95,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await chunk(b"abc")
     elif path == "/slow":  # the head must go out before the body is ready
         await start(200, [(b"content-type", b"text/event-stream")])
-        await asyncio.sleep(0.3)
+        await asyncio.to_thread(SLOW_BODY.wait, 10)
         await chunk(b"late")
     elif path == "/nocontent":
         await start(204, [])
@@ -261,16 +262,18 @@ def test_date_header_is_current() -> None:
 
 def test_head_is_written_before_a_late_body(servers: tuple[Served, Served]) -> None:
     _, ours = servers
-    with socket.create_connection(("127.0.0.1", ours.port), timeout=3) as sock:
-        sock.sendall(req("/slow", close=True))
-        started = time.monotonic()
-        first = sock.recv(65536)
-        took = time.monotonic() - started
-        rest = b""
-        while part := sock.recv(65536):
-            rest += part
+    SLOW_BODY.clear()
+    try:
+        with socket.create_connection(("127.0.0.1", ours.port), timeout=5) as sock:
+            sock.sendall(req("/slow", close=True))
+            first = sock.recv(65536)  # the body waits for SLOW_BODY: a held head times out
+            SLOW_BODY.set()
+            rest = b""
+            while part := sock.recv(65536):
+                rest += part
+    finally:
+        SLOW_BODY.set()
     assert first.startswith(b"HTTP/1.1 200 OK\r\n") and first.endswith(b"\r\n\r\n")
-    assert took < 0.25  # not held until the body (0.3 s later)
     assert rest == b"4\r\nlate\r\n0\r\n\r\n"
 
 
@@ -365,28 +368,24 @@ def test_a_receive_after_the_body_waits_for_the_disconnect() -> None:
         served.stop()
 
 
-def _closed_after(sock: socket.socket, limit: float) -> float:
-    """Seconds until the server closes ``sock`` (reading and discarding what comes)."""
-    started = time.monotonic()
-    sock.settimeout(limit)
-    while sock.recv(65536):
-        pass
-    return time.monotonic() - started
+def _closed_silently(sock: socket.socket, hang_guard: float) -> bool:
+    """Whether the server closes ``sock`` without writing anything (within the guard)."""
+    sock.settimeout(hang_guard)
+    return sock.recv(65536) == b""
 
 
 def test_keep_alive_deadline_moves_with_each_request() -> None:
     """One deadline per connection, not a timer per request: a connection in use stays
-    open well past the keep-alive timeout, and is closed (silently) that long after its
-    last response, as uvicorn does."""
-    served = Served(EdgeProtocol, date_header=False, timeout_keep_alive=0.5)
+    open well past the keep-alive timeout, and is closed (silently) once idle, as uvicorn
+    does."""
+    served = Served(EdgeProtocol, date_header=False, timeout_keep_alive=1.0)
     try:
-        with socket.create_connection(("127.0.0.1", served.port), timeout=3) as sock:
-            for _ in range(6):  # 1.8 s of use, a request every 0.3 s
+        with socket.create_connection(("127.0.0.1", served.port), timeout=5) as sock:
+            for _ in range(10):  # 2 s of use, twice the keep-alive timeout
                 sock.sendall(req("/fixed"))
                 assert sock.recv(65536).endswith(b"\r\n\r\nhello")
-                time.sleep(0.3)
-            idle = _closed_after(sock, 3)
-        assert 0.1 <= idle <= 0.6  # 0.5 s after the last answer (0.3 s of it slept)
+                time.sleep(0.2)
+            assert _closed_silently(sock, hang_guard=10)
     finally:
         served.stop()
 
@@ -395,19 +394,18 @@ def test_keep_alive_deadline_moves_with_each_request() -> None:
 def test_headers_that_do_not_arrive_in_time_get_408(after_a_request: bool) -> None:
     served = Served(EdgeProtocol, date_header=False, timeout_keep_alive=0.5)
     try:
-        with socket.create_connection(("127.0.0.1", served.port), timeout=3) as sock:
+        with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
             if after_a_request:
                 sock.sendall(req("/fixed"))
                 assert sock.recv(65536).endswith(b"hello")
             sock.sendall(b"POST /fixed HTTP/1.1\r\nhost: t\r\n")  # and no more
-            started = time.monotonic()
             out = b""
-            while part := sock.recv(65536):
+            while part := sock.recv(65536):  # the socket timeout is only a hang guard
                 out += part
-            took = time.monotonic() - started
+        # the answer is the header deadline's own: nothing else would answer a request
+        # whose headers never ended
         assert out.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
         assert b'"code":"request_timeout"' in out
-        assert 0.3 <= took <= 1.5
     finally:
         served.stop()
 

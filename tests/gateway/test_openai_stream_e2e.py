@@ -375,10 +375,9 @@ def test_client_disconnect_cancels_correction_in_flight(
         Reply(content="Hi.", tool_calls=[Call("create_refund", BAD_ARGS)]),
         Reply(tool_calls=[Call("create_refund", GOOD_ARGS)], delay=10),
     )
-    started = time.monotonic()
     rid = _disconnect_after_first_chunk(gw, lambda: upstream.wait_for_requests(2, timeout=5))
-    assert upstream.wait_for_disconnect(1, timeout=5)  # the correction request was abandoned
-    assert time.monotonic() - started < 5  # long before its 10 s delay
+    # abandoned: within 5 s, long before its 10 s delay would have ended it
+    assert upstream.wait_for_disconnect(1, timeout=5)
     row = ledger_row(gw, rid)
     # a correction cancelled before it answered is not counted (no usage came back)
     assert (row["status"], row["error_code"], row["streamed"]) == (499, "client_disconnected", 1)

@@ -51,6 +51,24 @@ def gw(
         gateway.stop()
 
 
+class _Counted:
+    """Frames for ``raw_http`` that count how many were never sent (it stops sending once
+    the server has closed): proof that the server cut the client off mid-send."""
+
+    def __init__(self, frames: list[bytes]) -> None:
+        self.frames = frames
+        self.sent = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for frame in self.frames:
+            self.sent += 1
+            yield frame
+
+    @property
+    def unsent(self) -> int:
+        return len(self.frames) - self.sent
+
+
 def _head(gw: GatewayProcess, extra: str = "", length: int | None = None) -> bytes:
     lines = [
         "POST /v1/chat/completions HTTP/1.1",
@@ -66,11 +84,11 @@ def _head(gw: GatewayProcess, extra: str = "", length: int | None = None) -> byt
 
 
 def test_declared_oversize_is_refused_before_the_body_is_sent(gw: GatewayProcess) -> None:
-    raw, took = raw_http(gw.port, [_head(gw, length=50 * 1024 * 1024)], read_timeout=5)
+    # the 50 MiB never come: waiting for them would end in the body timeout's 408
+    raw, _ = raw_http(gw.port, [_head(gw, length=50 * 1024 * 1024)], read_timeout=10)
     status, headers, body = parse_response(raw)
     assert (status, body["error"]["code"]) == (413, "request_too_large")
     assert headers["x-request-id"] == body["request_id"]
-    assert took < 2.0  # answered without waiting for 50 MiB that never came
 
 
 def test_chunked_oversize_is_refused_while_streaming_in(gw: GatewayProcess) -> None:
@@ -100,18 +118,20 @@ def test_an_oversize_body_that_arrived_whole_is_refused(gw: GatewayProcess) -> N
     "declared, sent, pause",
     [
         (1000, [b'{"model": "m"'], 0.0),  # lying content-length: fewer bytes than declared
-        (400, [b" "] * 40, 0.1),  # slowloris: bytes keep trickling in, never enough
+        (400, [b" "] * 200, 0.1),  # slowloris: bytes keep trickling in, never enough
     ],
     ids=["lying-content-length", "slowloris-body"],
 )
 def test_slow_or_short_body_gets_408_and_the_connection_closes(
     gw: GatewayProcess, declared: int, sent: list[bytes], pause: float
 ) -> None:
-    raw, took = raw_http(gw.port, [_head(gw, length=declared), *sent], pause=pause)
+    frames = _Counted([_head(gw, length=declared), *sent])
+    raw, _ = raw_http(gw.port, frames, pause=pause)
     status, headers, body = parse_response(raw)
     assert (status, body["error"]["code"]) == (408, "request_timeout")
     assert headers.get("connection") == "close"
-    assert took < 6.0  # body_timeout_s = 1 (plus the trickle that was already queued)
+    if pause:  # the trickle is cut off while the client is still sending (body_timeout_s)
+        assert frames.unsent > 0
     row = ledger_rows(gw, [body["request_id"]])[body["request_id"]]
     assert (row["status"], row["error_code"]) == (408, "request_timeout")
 
@@ -133,18 +153,18 @@ def test_client_gone_mid_body_is_a_499_not_an_internal_error(gw: GatewayProcess)
 
 def test_slow_headers_get_408_and_the_connection_closes(gw: GatewayProcess) -> None:
     head = _head(gw, length=2)
-    trickle = [head[:20], *[bytes([b]) for b in head[20:60]]]
-    raw, took = raw_http(gw.port, trickle, pause=0.1)
+    trickle = [head[:20], *[bytes([b]) for b in head[20:-2]]]  # never complete
+    frames = _Counted(trickle)
+    raw, _ = raw_http(gw.port, frames, pause=0.1)
     status, _, body = parse_response(raw)
     assert (status, body["error"]["code"]) == (408, "request_timeout")
-    assert took < 4.0  # header timeout (keepalive_timeout_s) is 1 s
+    assert frames.unsent > 0  # cut off mid-trickle by the header timeout (keepalive_timeout_s)
 
 
 def test_a_silent_connection_is_closed(gw: GatewayProcess) -> None:
-    raw, took = raw_http(gw.port, [])
+    raw, _ = raw_http(gw.port, [])  # its read timeout is only a hang guard
     status, _, body = parse_response(raw)
     assert (status, body["error"]["code"]) == (408, "request_timeout")
-    assert took < 4.0
 
 
 def test_oversized_headers_get_431(gw: GatewayProcess) -> None:
@@ -156,13 +176,14 @@ def test_oversized_headers_get_431(gw: GatewayProcess) -> None:
 def test_in_flight_bound_refuses_with_503_and_retry_after(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(*[Reply(content="slow", delay=1.0) for _ in range(3)])
+    upstream.queue(*[Reply(content="slow", delay=1.5) for _ in range(3)])
     body = orjson.dumps(chat_body(tools=[]))
     refusals = ("syntic_inflight_refused_total", ())
     before = scrape(gw.base_url).get(refusals, 0)
 
     def post(i: int) -> httpx.Response:
-        time.sleep(0.3 * (i >= 3))  # the first three are in flight first
+        if i >= 3:  # the first three are in flight first
+            upstream.wait_for_requests(3, timeout=10)
         return httpx.post(gw.base_url + "/v1/chat/completions", content=body, timeout=10,
                           headers={"authorization": f"Bearer {gw.api_key}"})
 
@@ -183,12 +204,11 @@ def test_request_deadline_bounds_a_hanging_upstream(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
     upstream.queue(Reply(content="too late", delay=20))
-    started = time.monotonic()
     r = httpx.post(gw.base_url + "/v1/chat/completions", json=chat_body(tools=[]),
                    headers={"authorization": f"Bearer {gw.api_key}"}, timeout=15)
-    took = time.monotonic() - started
     assert (r.status_code, r.json()["error"]["code"]) == (504, "upstream_timeout")
-    assert 2.5 < took < 5.0  # request_timeout_s = 3
+    # the request deadline's own error (request_timeout_s = 3), not the upstream's timeout
+    assert "within its 3s deadline" in r.json()["error"]["message"]
     rid = r.headers["x-request-id"]
     assert ledger_rows(gw, [rid])[rid]["status"] == 504
 
@@ -222,10 +242,9 @@ def test_hostile_model_output_is_a_clean_error(
     code: str,
 ) -> None:
     upstream.queue(*steps)
-    started = time.monotonic()
+    # handled within the 3 s request deadline, else the answer would be its 504
     r = httpx.post(gw.base_url + "/v1/chat/completions", json=chat_body(stream=stream),
                    headers={"authorization": f"Bearer {gw.api_key}"}, timeout=15)
-    assert time.monotonic() - started < 2.5
     if r.status_code == 200 and stream:  # committed stream: the error is in-band
         events = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
         error = orjson.loads(events[-1])["error"]

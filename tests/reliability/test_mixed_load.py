@@ -198,4 +198,3 @@ def test_mixed_load(load_gw: GatewayProcess, upstream: ScriptedUpstream) -> None
     mismatched = [rid for _, s, rid, _ in results if rows[rid]["status"] != s]
     assert mismatched == [], f"{len(mismatched)} ledger statuses differ from the client's"
     print(f"ledger: {len(rows)} rows for {TOTAL} requests, 0 lost, 0 duplicates")
-    assert elapsed < 60

@@ -111,9 +111,7 @@ def test_redis_outage_is_served_with_local_limits_and_counted(
             limited = gw.create_key("limited", "--rpm", "5")
             assert _post(gw, limited).status_code == 200
             redis.stop()
-            started = time.monotonic()
             statuses = [_post(gw, limited).status_code for _ in range(8)]
-            assert time.monotonic() - started < 10  # no per-request stall on a dead Redis
             # served, and limited locally: the key's 5 rpm still holds in this process
             assert statuses[:4] == [200] * 4 and statuses[-1] == 429, statuses
             metrics = httpx.get(gw.base_url + "/metrics", timeout=5).text

