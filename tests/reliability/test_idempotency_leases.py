@@ -158,7 +158,8 @@ def test_a_waiter_does_not_hold_up_shutdown(
         owner = pool.submit(_post, brief, brief.api_key, key)
         upstream.wait_for_requests(1)
         waiter = pool.submit(_post, patient, brief.api_key, key, 30)
-        _until(lambda: _inflight(patient) >= 1)
+        # The scrape counts itself: 2 means the waiter is in flight on the patient replica.
+        _until(lambda: _inflight(patient) >= 2)
         patient.proc.send_signal(signal.SIGTERM)
         response = waiter.result()
         assert response.status_code == 409, response.text
