@@ -38,6 +38,8 @@ from collections.abc import AsyncIterator, Mapping
 
 import aiohttp
 from aiohttp.http_exceptions import ContentEncodingError
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
 
 from gateway.canonical.record import record
 from gateway.upstream.connection import Connections, Route
@@ -50,7 +52,7 @@ from gateway.upstream.errors import (
 )
 from gateway.upstream.lines import sse_lines
 
-__all__ = ["ERROR_BODY_BYTES", "Reply", "StreamAnswer", "UpstreamHttp"]
+__all__ = ["ERROR_BODY_BYTES", "Reply", "StreamAnswer", "Target", "UpstreamHttp"]
 
 logger = logging.getLogger("syntic.upstream")
 
@@ -66,6 +68,20 @@ class Reply:
     status_code: int
     headers: Mapping[str, str]
     body: bytes
+
+
+@record
+class Target:
+    """What is the same on every call to one model's endpoint, built once: aiohttp
+    re-parses a ``str`` URL and copies a plain dict into a multidict on every call."""
+
+    url: URL
+    headers: CIMultiDictProxy[str]
+    route: Route
+
+    @classmethod
+    def build(cls, url: str, headers: Mapping[str, str], route: Route) -> Target:
+        return cls(URL(url), CIMultiDictProxy(CIMultiDict(headers)), route)
 
 
 @functools.lru_cache(maxsize=64)
@@ -230,7 +246,7 @@ class UpstreamHttp:
 
     async def post(
         self,
-        url: str,
+        url: str | URL,
         body: bytes,
         headers: Mapping[str, str],
         route: Route,
@@ -259,7 +275,7 @@ class UpstreamHttp:
     @contextlib.asynccontextmanager
     async def stream(
         self,
-        url: str,
+        url: str | URL,
         body: bytes,
         headers: Mapping[str, str],
         route: Route,
