@@ -39,7 +39,7 @@ from gateway.upstream.anthropic_codec import (
 from gateway.upstream.errors import UpstreamInvalidResponse, UpstreamStatusError
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import parse_retry_after
-from gateway.upstream.transport import Target, UpstreamHttp
+from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicUpstream", "create", "decode_response"]
 
@@ -168,28 +168,22 @@ class AnthropicUpstream:
         self._env = env
         self.max_body_bytes = max_body_bytes
         self._version = anthropic_version
-        # (model, streamed) -> its endpoint, headers and route
-        self._targets: dict[tuple[ModelConfig, bool], Target] = {}
+        self._targets = Targets(self._build_target)
 
-    def _target(self, model: ModelConfig, stream: bool) -> Target:
-        found = self._targets.get((model, stream))
-        if found is None:
-            base = model.base_url.rstrip("/")
-            url = f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
-            headers = {"anthropic-version": self._version, "content-type": "application/json"}
-            key = model.api_key(self._env)
-            if key:
-                headers["x-api-key"] = key
-            if stream:
-                headers["accept"] = "text/event-stream"
-            found = self._targets[(model, stream)] = Target.build(
-                url, headers, self.http.connections.route(model)
-            )
-        return found
+    def _build_target(self, model: ModelConfig, stream: bool) -> Target:
+        base = model.base_url.rstrip("/")
+        url = f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+        headers = {"anthropic-version": self._version, "content-type": "application/json"}
+        key = model.api_key(self._env)
+        if key:
+            headers["x-api-key"] = key
+        if stream:
+            headers["accept"] = "text/event-stream"
+        return Target.build(url, headers, self.http.connections.route(model))
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         payload = encode_request(request, model, stream=False)
-        target = self._target(model, False)
+        target = self._targets.get(model)
         reply = await self.http.post(
             target.url, orjson.dumps(payload), target.headers, target.route,
             timeout_s=model.timeout_s,
@@ -205,7 +199,7 @@ class AnthropicUpstream:
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         payload = encode_request(request, model, stream=True)
-        target = self._target(model, True)
+        target = self._targets.get(model, stream=True)
         async with self.http.stream(
             target.url, orjson.dumps(payload), target.headers, target.route,
             timeout_s=model.timeout_s,

@@ -50,7 +50,7 @@ from gateway.upstream.errors import (
 )
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import parse_retry_after
-from gateway.upstream.transport import Target, UpstreamHttp
+from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
 # Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
 PASSTHROUGH_KEY = "openai.passthrough"
@@ -241,26 +241,23 @@ class OpenAIUpstream:
         self.env = env
         self.max_argument_bytes = max_argument_bytes
         self.max_body_bytes = max_body_bytes
-        self._targets: dict[ModelConfig, Target] = {}
+        self._targets = Targets(self._build_target)
 
-    def _target(self, model: ModelConfig) -> Target:
-        found = self._targets.get(model)
-        if found is None:
-            path = "/responses" if model.api == "responses" else "/chat/completions"
-            headers = {"content-type": "application/json"}
-            key = model.api_key(self.env)
-            if key:
-                headers["authorization"] = f"Bearer {key}"
-            found = self._targets[model] = Target.build(
-                model.base_url.rstrip("/") + path, headers, self.http.connections.route(model)
-            )
-        return found
+    def _build_target(self, model: ModelConfig, _stream: bool) -> Target:
+        path = "/responses" if model.api == "responses" else "/chat/completions"
+        headers = {"content-type": "application/json"}
+        key = model.api_key(self.env)
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        return Target.build(
+            model.base_url.rstrip("/") + path, headers, self.http.connections.route(model)
+        )
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         responses = model.api == "responses"
         encode = openai_responses.encode_request if responses else encode_request
         body = orjson.dumps(encode(request, model, stream=False))
-        target = self._target(model)
+        target = self._targets.get(model)
         reply = await self.http.post(
             target.url, body, target.headers, target.route,
             timeout_s=model.timeout_s, limit=self.max_body_bytes,
@@ -280,7 +277,7 @@ class OpenAIUpstream:
         responses = model.api == "responses"
         encode = openai_responses.encode_request if responses else encode_request
         body = orjson.dumps(encode(request, model, stream=True))
-        target = self._target(model)
+        target = self._targets.get(model)
         async with self.http.stream(
             target.url, body, target.headers, target.route,
             timeout_s=model.timeout_s,
