@@ -147,25 +147,28 @@ class RequestContext:
         )
 
     def usage_record(self) -> UsageRecord:
+        """The request's final row (positional, as ``interrupted_record``: once per
+        request)."""
         tally = self.tally or Tally()
-        now = time.time()
+        first = tally.first_usage
+        fix = tally.correction_usage
         return UsageRecord(
-            request_id=self.request_id,
-            key_id=self.principal.key_id if self.principal else None,
-            model=self.model,
-            endpoint=self.endpoint,
-            status=self.status,
-            error_code=self.error_code,
-            streamed=self.streamed,
-            prompt_tokens=tally.first_usage.prompt_tokens,
-            completion_tokens=tally.first_usage.completion_tokens,
-            correction_prompt_tokens=tally.correction_usage.prompt_tokens,
-            correction_completion_tokens=tally.correction_usage.completion_tokens,
-            schema_retries=tally.retries,
-            upstream_calls=tally.upstream_calls,
-            latency_ms=(time.perf_counter() - self.started_mono) * 1000.0,
-            started_at=self.started_at,
-            finished_at=now,
-            estimated=self.estimated,
-            strict_refused=self.strict_refused,
+            self.request_id,
+            self.principal.key_id if self.principal else None,
+            self.model,
+            self.endpoint,
+            self.status,
+            self.error_code,
+            self.streamed,
+            first.prompt_tokens,
+            first.completion_tokens,
+            fix.prompt_tokens,
+            fix.completion_tokens,
+            tally.retries,
+            tally.upstream_calls,
+            (time.perf_counter() - self.started_mono) * 1000.0,
+            self.started_at,
+            time.time(),
+            self.estimated,
+            self.strict_refused,
         )

@@ -39,7 +39,7 @@ from gateway.upstream.anthropic_codec import (
 from gateway.upstream.errors import UpstreamInvalidResponse, UpstreamStatusError
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import parse_retry_after
-from gateway.upstream.transport import UpstreamHttp
+from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicUpstream", "create", "decode_response"]
 
@@ -168,24 +168,25 @@ class AnthropicUpstream:
         self._env = env
         self.max_body_bytes = max_body_bytes
         self._version = anthropic_version
+        self._targets = Targets(self._build_target)
 
-    def _url(self, model: ModelConfig) -> str:
+    def _build_target(self, model: ModelConfig, stream: bool) -> Target:
         base = model.base_url.rstrip("/")
-        return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
-
-    def _headers(self, model: ModelConfig) -> dict[str, str]:
+        url = f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
         headers = {"anthropic-version": self._version, "content-type": "application/json"}
         key = model.api_key(self._env)
         if key:
             headers["x-api-key"] = key
-        return headers
+        if stream:
+            headers["accept"] = "text/event-stream"
+        return Target.build(url, headers, self.http.connections.route(model))
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         payload = encode_request(request, model, stream=False)
-        http = self.http
-        reply = await http.post(
-            self._url(model), orjson.dumps(payload), self._headers(model),
-            http.connections.route(model), timeout_s=model.timeout_s,
+        target = self._targets.get(model)
+        reply = await self.http.post(
+            target.url, orjson.dumps(payload), target.headers, target.route,
+            timeout_s=model.timeout_s,
             limit=self.max_body_bytes,
         )
         if reply.status_code >= 400:
@@ -198,10 +199,9 @@ class AnthropicUpstream:
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         payload = encode_request(request, model, stream=True)
-        headers = {**self._headers(model), "accept": "text/event-stream"}
-        http = self.http
-        async with http.stream(
-            self._url(model), orjson.dumps(payload), headers, http.connections.route(model),
+        target = self._targets.get(model, stream=True)
+        async with self.http.stream(
+            target.url, orjson.dumps(payload), target.headers, target.route,
             timeout_s=model.timeout_s,
         ) as response:
             if response.status_code >= 400:

@@ -50,7 +50,7 @@ from gateway.upstream.errors import (
 )
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import parse_retry_after
-from gateway.upstream.transport import UpstreamHttp
+from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
 # Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
 PASSTHROUGH_KEY = "openai.passthrough"
@@ -241,25 +241,25 @@ class OpenAIUpstream:
         self.env = env
         self.max_argument_bytes = max_argument_bytes
         self.max_body_bytes = max_body_bytes
+        self._targets = Targets(self._build_target)
 
-    def _url(self, model: ModelConfig) -> str:
+    def _build_target(self, model: ModelConfig, _stream: bool) -> Target:
         path = "/responses" if model.api == "responses" else "/chat/completions"
-        return model.base_url.rstrip("/") + path
-
-    def _headers(self, model: ModelConfig) -> dict[str, str]:
         headers = {"content-type": "application/json"}
         key = model.api_key(self.env)
         if key:
             headers["authorization"] = f"Bearer {key}"
-        return headers
+        return Target.build(
+            model.base_url.rstrip("/") + path, headers, self.http.connections.route(model)
+        )
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         responses = model.api == "responses"
         encode = openai_responses.encode_request if responses else encode_request
         body = orjson.dumps(encode(request, model, stream=False))
-        http = self.http
-        reply = await http.post(
-            self._url(model), body, self._headers(model), http.connections.route(model),
+        target = self._targets.get(model)
+        reply = await self.http.post(
+            target.url, body, target.headers, target.route,
             timeout_s=model.timeout_s, limit=self.max_body_bytes,
         )
         if reply.status_code >= 400:
@@ -277,9 +277,9 @@ class OpenAIUpstream:
         responses = model.api == "responses"
         encode = openai_responses.encode_request if responses else encode_request
         body = orjson.dumps(encode(request, model, stream=True))
-        http = self.http
-        async with http.stream(
-            self._url(model), body, self._headers(model), http.connections.route(model),
+        target = self._targets.get(model)
+        async with self.http.stream(
+            target.url, body, target.headers, target.route,
             timeout_s=model.timeout_s,
         ) as resp:
             if resp.status_code >= 400:

@@ -34,12 +34,15 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 import aiohttp
 from aiohttp.http_exceptions import ContentEncodingError
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
 
 from gateway.canonical.record import record
+from gateway.settings import ModelConfig
 from gateway.upstream.connection import Connections, Route
 from gateway.upstream.errors import (
     OutputTooLarge,
@@ -50,7 +53,7 @@ from gateway.upstream.errors import (
 )
 from gateway.upstream.lines import sse_lines
 
-__all__ = ["ERROR_BODY_BYTES", "Reply", "StreamAnswer", "UpstreamHttp"]
+__all__ = ["ERROR_BODY_BYTES", "Reply", "StreamAnswer", "Target", "Targets", "UpstreamHttp"]
 
 logger = logging.getLogger("syntic.upstream")
 
@@ -66,6 +69,44 @@ class Reply:
     status_code: int
     headers: Mapping[str, str]
     body: bytes
+
+
+@record
+class Target:
+    """What is the same on every call to one model's endpoint, built once: aiohttp
+    re-parses a ``str`` URL and copies a plain dict into a multidict on every call."""
+
+    url: URL
+    headers: CIMultiDictProxy[str]
+    route: Route
+
+    @classmethod
+    def build(cls, url: str, headers: Mapping[str, str], route: Route) -> Target:
+        return cls(URL(url), CIMultiDictProxy(CIMultiDict(headers)), route)
+
+
+class Targets:
+    """An adapter's ``Target`` per model (and streamed or not), built on first use.
+
+    Found by the model's identity: a frozen dataclass hashes all its fields on every
+    lookup. An entry holds its model, so an id is never reused while cached; bounded,
+    since a correction may run on a per-call copy of its model."""
+
+    MAX_ENTRIES = 256
+
+    def __init__(self, build: Callable[[ModelConfig, bool], Target]) -> None:
+        self._build = build
+        self._held: dict[tuple[int, bool], tuple[ModelConfig, Target]] = {}
+
+    def get(self, model: ModelConfig, stream: bool = False) -> Target:
+        held = self._held.get((id(model), stream))
+        if held is not None and held[0] is model:
+            return held[1]
+        target = self._build(model, stream)
+        if len(self._held) >= self.MAX_ENTRIES:
+            self._held.clear()
+        self._held[(id(model), stream)] = (model, target)
+        return target
 
 
 @functools.lru_cache(maxsize=64)
@@ -230,7 +271,7 @@ class UpstreamHttp:
 
     async def post(
         self,
-        url: str,
+        url: str | URL,
         body: bytes,
         headers: Mapping[str, str],
         route: Route,
@@ -259,7 +300,7 @@ class UpstreamHttp:
     @contextlib.asynccontextmanager
     async def stream(
         self,
-        url: str,
+        url: str | URL,
         body: bytes,
         headers: Mapping[str, str],
         route: Route,

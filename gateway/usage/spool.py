@@ -129,10 +129,11 @@ class Spool:
     def _write(self, data: bytes) -> None:
         try:
             segment = self.active if self.active is not None else self._open()
-            view = memoryview(data)
-            while view:
-                n = os.write(segment.fd, view)
-                view = view[n:]
+            written = os.write(segment.fd, data)
+            if written < len(data):  # a short write (a full disk, a signal): the rest
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[os.write(segment.fd, view):]
             segment.size += len(data)
             self._unsynced = True
         except OSError as exc:
