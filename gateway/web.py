@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope
 
 from gateway.context import RequestContext
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, InvalidRequest
 from gateway.server.compat import BareResponse
 
 JSON_HEADER = (b"content-type", b"application/json")
@@ -39,6 +39,16 @@ def error_body(exc: GatewayError, request_id: str) -> bytes:
 
 def json_bytes(payload: Any) -> bytes:
     return orjson.dumps(payload)
+
+
+def parse_json_body(body: bytes) -> Any:
+    """A dialect request body as JSON, or 400 ``invalid_json`` saying why."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(
+            f"The request body is not valid JSON: {exc}.", code="invalid_json"
+        ) from exc
 
 
 async def read_body(receive: Receive) -> bytes:

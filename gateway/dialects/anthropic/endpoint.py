@@ -20,9 +20,8 @@ from gateway.dialects.anthropic.encode import encode_response
 from gateway.dialects.anthropic.stream_endpoint import stream_messages
 from gateway.dialects.strictify_header import with_strictify_header
 from gateway.enforcement import ParamPaths, strict_requested
-from gateway.errors import InvalidRequest
 from gateway.service import ChatService
-from gateway.web import JsonResponse, read_body, request_context
+from gateway.web import JsonResponse, parse_json_body, read_body, request_context
 
 __all__ = ["anthropic_paths", "messages"]
 
@@ -41,12 +40,7 @@ def anthropic_paths(decoded: DecodedRequest) -> ParamPaths:
 async def messages(request: Request) -> Response:
     ctx = request_context(request.scope)
     body = await read_body(request.receive)
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(
-            f"The request body is not valid JSON: {exc}.", code="invalid_json"
-        ) from exc
+    data = parse_json_body(body)
     decoded = decode_request(data)
     chat = with_strictify_header(request, decoded.request)
     ctx.model = chat.model

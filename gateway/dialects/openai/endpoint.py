@@ -11,19 +11,14 @@ from gateway.dialects.openai.encode import encode_chat_choices, encode_chat_resp
 from gateway.dialects.openai.stream_endpoint import stream_chat_completions
 from gateway.dialects.strictify_header import with_strictify_header
 from gateway.enforcement import OPENAI_PATHS, strict_requested
-from gateway.errors import InvalidRequest
 from gateway.service import ChatService
-from gateway.web import JsonResponse, read_body, request_context
+from gateway.web import JsonResponse, parse_json_body, read_body, request_context
 
 
 async def chat_completions(request: Request) -> Response:
     ctx = request_context(request.scope)
     body = await read_body(request.receive)
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(f"The request body is not valid JSON: {exc}.",
-                             code="invalid_json") from exc
+    data = parse_json_body(body)
     chat = with_strictify_header(request, decode_chat_request(data))
     ctx.model = chat.model
     ctx.enforced = strict_requested(chat)

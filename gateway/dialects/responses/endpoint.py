@@ -28,7 +28,7 @@ from gateway.enforcement import ParamPaths, strict_requested
 from gateway.errors import InvalidRequest
 from gateway.service import ChatService
 from gateway.stored import ResponseStore
-from gateway.web import JsonResponse, read_body, request_context
+from gateway.web import JsonResponse, parse_json_body, read_body, request_context
 
 __all__ = ["RESPONSES_PATHS", "create_response", "response_by_id"]
 
@@ -49,12 +49,7 @@ def _store(request: Request) -> ResponseStore:
 async def create_response(request: Request) -> Response:
     ctx = request_context(request.scope)
     body = await read_body(request.receive)
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(
-            f"The request body is not valid JSON: {exc}.", code="invalid_json"
-        ) from exc
+    data = parse_json_body(body)
     decoded = decode_request(data)
     ctx.model = decoded.model
     store = _store(request)
