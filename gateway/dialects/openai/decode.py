@@ -26,6 +26,8 @@ from gateway.canonical import (
     ToolChoice,
     ToolSpec,
 )
+from gateway.dialects.fields import bool_field as _bool
+from gateway.dialects.fields import int_field as _int
 from gateway.errors import InvalidRequest
 from gateway.upstream.openai import PASSTHROUGH_KEY
 
@@ -66,22 +68,6 @@ def _str(value: Any, param: str, *, required: bool = True) -> str | None:
         return None
     if not isinstance(value, str):
         raise _bad(f"{param} must be a string.", param)
-    return value
-
-
-def _bool(value: Any, param: str) -> bool | None:
-    if value is None:
-        return None
-    if not isinstance(value, bool):
-        raise _bad(f"{param} must be a boolean.", param)
-    return value
-
-
-def _int(value: Any, param: str, minimum: int) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise _bad(f"{param} must be an integer >= {minimum}.", param)
     return value
 
 

@@ -30,6 +30,8 @@ from gateway.canonical import (
     ToolSpec,
 )
 from gateway.canonical.record import record
+from gateway.dialects.fields import bool_field as _bool
+from gateway.dialects.fields import int_field as _int
 from gateway.errors import InvalidRequest
 from gateway.upstream.openai import PASSTHROUGH_KEY
 
@@ -129,22 +131,6 @@ def _str(value: Any, param: str) -> str:
 
 def _opt_str(value: Any, param: str) -> str | None:
     return None if value is None else _str(value, param)
-
-
-def _bool(value: Any, param: str) -> bool | None:
-    if value is None:
-        return None
-    if not isinstance(value, bool):
-        raise _bad(f"{param} must be a boolean.", param)
-    return value
-
-
-def _int(value: Any, param: str, minimum: int) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise _bad(f"{param} must be an integer >= {minimum}.", param)
-    return value
 
 
 def _number(value: Any, param: str, low: float, high: float) -> float | None:
