@@ -30,6 +30,10 @@ _MIGRATIONS_TABLE = (
     " version TEXT PRIMARY KEY, name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
 )
 
+_BUSY_TIMEOUT_MS = 10_000
+_BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_WAL_RETRY_S = 0.005
+
 # Primary result codes meaning "the file can't be used right now", not "the SQL is wrong".
 _UNAVAILABLE = frozenset(
     {
@@ -70,8 +74,8 @@ class SQLiteDatabase:
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA busy_timeout = 10000")
-            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            _enable_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             self._conn = conn
         return self._conn
@@ -162,6 +166,22 @@ class SQLiteDatabase:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._pool, close)
         self._pool.shutdown(wait=True)
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    # Switching the journal mode returns SQLITE_BUSY at once, without the busy handler,
+    # while another connection opens or migrates the same file (several workers starting
+    # together); retry it for as long as the busy timeout would have waited.
+    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code not in _BUSY or time.monotonic() >= deadline:
+                raise
+            time.sleep(_WAL_RETRY_S)
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

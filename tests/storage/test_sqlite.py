@@ -149,3 +149,24 @@ async def test_concurrent_migrators_apply_each_version_once(tmp_path: Path) -> N
     finally:
         for h in handles:
             await h.aclose()
+
+
+async def test_opening_a_new_file_waits_out_another_workers_write(tmp_path: Path) -> None:
+    # Switching a new file to WAL fails at once, busy timeout or not, while another
+    # connection (a worker starting beside this one) holds the write lock.
+    path = tmp_path / "fresh.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE other (x INTEGER)")
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO other VALUES (1)")
+    db = SQLiteDatabase(path)
+    try:
+        migrating = asyncio.ensure_future(db.migrate(MIGRATIONS))
+        await asyncio.sleep(0.3)  # long enough for the first switch to be tried
+        assert not migrating.done()  # still waiting for the lock, not failed
+        holder.execute("COMMIT")
+        assert await migrating == ["0001", "0002"]
+        assert await db.fetch("PRAGMA journal_mode") == [("wal",)]
+    finally:
+        holder.close()
+        await db.aclose()
