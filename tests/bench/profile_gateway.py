@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/bench/profile_gateway.py [--duration 8] [--conns 32]
         [--model bench|bench-fix] [--stream] [--top 40] [--no-profile] [--log FILE]
-        [--dump FILE] [--opcodes]
+        [--dump FILE] [--opcodes] [--target syntic|baseline]
 
 The app runs in this process (uvicorn, uvloop + httptools, the production app from
 ``create_app`` with Redis limits, a real key and the SQLite ledger) under ``cProfile`` with a
@@ -10,6 +10,9 @@ CPU-time clock (``time.thread_time``: the event loop thread only, so time spent 
 for a core on a busy machine is not charged), while ``wrk`` drives it from core 1 against
 the mock upstream. Prints the top functions by own time and by cumulative time, and
 the CPU per request measured without the profiler's overhead when ``--no-profile``.
+``--opcodes`` counts the bytecodes executed instead, by module and by function;
+``--target baseline`` runs the reference pass-through of the CPU target
+(``baseline_passthrough.py``, on uvicorn's own protocol) the same way, to compare the two.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from gateway.observability.logs import configure_logging  # noqa: E402
 from gateway.server.process import freeze_startup_heap  # noqa: E402
 from gateway.server.protocol import serve_options  # noqa: E402
 from gateway.settings import load_settings  # noqa: E402
+from tests.bench.baseline_passthrough import create_app as baseline_app  # noqa: E402
 from tests.bench.gateway_bench import Mock, _headers, _models, body  # noqa: E402
 from tests.bench.loadgen import WrkResult, run_wrk, wrk_script  # noqa: E402
 from tests.support.gateway_proc import toml_config  # noqa: E402
@@ -73,11 +77,31 @@ def _opcode_counter(counts: collections.Counter[types.CodeType]) -> Any:
     return tracer
 
 
+def _module_group(filename: str) -> str:
+    """A bytecode's owner: the gateway's subpackage, or the library's top package."""
+    where = filename.replace(str(ROOT) + "/", "")
+    if "site-packages/" in where:
+        return where.split("site-packages/")[-1].split("/")[0].removesuffix(".py")
+    if where.startswith(("gateway/", "tests/")):
+        parts = where.split("/")
+        return "/".join(parts[:2]) if len(parts) > 2 else parts[0]
+    if where.startswith("<"):
+        return where  # generated code: dataclass methods, the validator's compiled checks
+    return "stdlib" if "/lib/python" in where else where.split("/")[0]
+
+
 def _print_opcodes(counts: collections.Counter[types.CodeType], requests: int, top: int) -> None:
     per = max(requests, 1)
     total = sum(counts.values())
     print(f"bytecodes on the event loop thread: {total / per:,.0f} per request "
           f"({requests} requests, warm-up included)")
+    groups: collections.Counter[str] = collections.Counter()
+    for code, n in counts.items():
+        groups[_module_group(code.co_filename)] += n
+    print("by module:")
+    for group, n in groups.most_common():
+        print(f"  {n / per:8.1f}  {group}")
+    print("by function:")
     for code, n in counts.most_common(top):
         where = code.co_filename.replace(str(ROOT) + "/", "").split("site-packages/")[-1]
         print(f"  {n / per:8.1f}  {where}:{code.co_firstlineno}({code.co_name})")
@@ -98,6 +122,8 @@ def main() -> int:
     parser.add_argument("--dump", metavar="FILE", default="",
                         help="also save the raw cProfile stats (pstats) to FILE")
     parser.add_argument("--redis-db", type=int, default=0)
+    parser.add_argument("--target", choices=("syntic", "baseline"), default="syntic",
+                        help="baseline: the reference pass-through of the CPU target")
     parser.add_argument("--no-limits", action="store_true",
                         help="a key without rpm/tpm: no rate-limit check (ablation)")
     parser.add_argument("--log", metavar="FILE", default="",
@@ -119,12 +145,13 @@ def main() -> int:
         limits = () if ns.no_limits else ("--rpm", "1000000000", "--tpm", "2000000000")
         key = _syntic(config, env, "keys", "create", "--name", "prof", *limits)
         settings = load_settings(config, env)
-        app = create_app(settings)
+        app: Any = (baseline_app(mock.url) if ns.target == "baseline"
+                    else create_app(settings))
         # As ``syntic serve`` runs it (gateway.commands.serve).
         server = uvicorn.Server(uvicorn.Config(
             app, host="127.0.0.1", port=0, loop="uvloop", log_level="warning",
             access_log=False, lifespan="on", server_header=False, proxy_headers=False,
-            **serve_options(settings)))
+            **({} if ns.target == "baseline" else serve_options(settings))))
         result: list[WrkResult] = []
         cpu: list[float] = []
         main_tid = threading.get_native_id()
@@ -133,7 +160,8 @@ def main() -> int:
             while not server.started:
                 time.sleep(0.05)
             port = server.servers[0].sockets[0].getsockname()[1]
-            script = wrk_script(_headers(key), body(ns.model, stream=ns.stream))
+            model = "mock-good" if ns.target == "baseline" else ns.model  # it routes nothing
+            script = wrk_script(_headers(key), body(model, stream=ns.stream))
             url = f"http://127.0.0.1:{port}/v1/chat/completions"
             run_wrk(url, script, connections=ns.conns, duration_s=1, cpu=1)  # warm up
             before, loop_before = time.process_time(), _thread_cpu(main_tid)
