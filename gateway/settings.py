@@ -285,31 +285,86 @@ def load_settings(
         raise ConfigError("models: duplicate model name")
     for model in models:
         _check_header_values(model, env)
-    server = data.get("server", {})
+    unknown = sorted(set(data) - {"models", "server"})
+    if unknown:
+        raise ConfigError(f"unknown table(s) or key(s) {unknown}: expected [server], [[models]]")
+    server = _server_table(data.get("server", {}))
     return Settings(
         models=models,
         database_url=env.get(
-            "SYNTIC_DATABASE_URL", server.get("database_url", _DEFAULTS.database_url)
+            "SYNTIC_DATABASE_URL", _text(server, "database_url", _DEFAULTS.database_url)
         ),
-        redis_url=env.get("SYNTIC_REDIS_URL", server.get("redis_url")) or None,
-        host=server.get("host", _DEFAULTS.host),
-        port=int(server.get("port", _DEFAULTS.port)),
-        max_body_bytes=int(server.get("max_body_bytes", _DEFAULTS.max_body_bytes)),
-        stream_keepalive_s=float(
-            server.get("stream_keepalive_s", _DEFAULTS.stream_keepalive_s)
-        ),
+        redis_url=env.get("SYNTIC_REDIS_URL", _optional_text(server, "redis_url")) or None,
+        host=_text(server, "host", _DEFAULTS.host),
+        port=_integer(server, "port", _DEFAULTS.port, 0, 65535),
+        max_body_bytes=_integer(server, "max_body_bytes", _DEFAULTS.max_body_bytes, 1, 1 << 40),
+        stream_keepalive_s=_number(server, "stream_keepalive_s", _DEFAULTS.stream_keepalive_s),
         key_hash_secret=env.get(
-            "SYNTIC_KEY_SECRET", server.get("key_hash_secret", _DEFAULTS.key_hash_secret)
+            "SYNTIC_KEY_SECRET", _text(server, "key_hash_secret", _DEFAULTS.key_hash_secret)
         ),
-        key_cache_ttl_s=float(
-            env.get(
-                "SYNTIC_KEY_CACHE_TTL_S", server.get("key_cache_ttl_s", _DEFAULTS.key_cache_ttl_s)
-            )
+        key_cache_ttl_s=_number(
+            {"key_cache_ttl_s": env.get("SYNTIC_KEY_CACHE_TTL_S", server.get("key_cache_ttl_s"))},
+            "key_cache_ttl_s",
+            _DEFAULTS.key_cache_ttl_s,
         ),
-        data_dir=env.get("SYNTIC_DATA_DIR", server.get("data_dir")) or None,
+        data_dir=env.get("SYNTIC_DATA_DIR", _optional_text(server, "data_dir")) or None,
         env=env,
         **_tunables(server, env),
     )
+
+
+# [server] keys read directly (not through _TUNABLES).
+_SERVER_KEYS = frozenset(
+    {"database_url", "redis_url", "host", "port", "max_body_bytes", "stream_keepalive_s",
+     "key_hash_secret", "key_cache_ttl_s", "data_dir"}
+)  # fmt: skip
+
+
+def _server_table(server: Any) -> Mapping[str, Any]:
+    if not isinstance(server, dict):
+        raise ConfigError("server: expected a table ([server])")
+    unknown = sorted(set(server) - SERVER_KEYS)
+    if unknown:  # a misspelt key would otherwise leave its default silently in force
+        raise ConfigError(f"server: unknown key(s) {unknown}")
+    return server
+
+
+def _optional_text(server: Mapping[str, Any], name: str) -> str | None:
+    value = server.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"server.{name}: expected a string, got {value!r}")
+    return value
+
+
+def _text(server: Mapping[str, Any], name: str, default: str) -> str:
+    value = _optional_text(server, name)
+    return default if value is None else value
+
+
+def _number(server: Mapping[str, Any], name: str, default: float) -> float:
+    raw = server.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"server.{name}: expected a number, got {raw!r}") from exc
+    if not 0 <= value < float("inf"):
+        raise ConfigError(f"server.{name} must be a finite number, not negative")
+    return value
+
+
+def _integer(server: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
+    raw = server.get(name, default)
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        raise ConfigError(f"server.{name}: expected an integer, got {raw!r}")
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"server.{name}: expected an integer, got {raw!r}") from exc
+    if not low <= value <= high:
+        raise ConfigError(f"server.{name} must be between {low} and {high}")
+    return value
 
 
 # Numeric [server] settings that the environment may override as SYNTIC_<NAME upper>.
@@ -343,6 +398,10 @@ _RANGES: dict[str, tuple[float, float]] = {
     "idempotency_wait_s": (0.0, 300.0),
     "responses_retention_s": (1.0, 366 * 86400.0),
 }
+
+
+# Every key a [server] table may hold.
+SERVER_KEYS = _SERVER_KEYS | frozenset(_TUNABLES)
 
 
 def _tunables(server: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
