@@ -1,10 +1,11 @@
-"""Candidate upstream HTTP clients, measured side by side: aiohttp, httpx, pyreqwest, httpr.
+"""Candidate upstream HTTP clients, measured side by side: aiohttp, httpx, pyreqwest, httpr, rnet.
 
 Not a test (pytest does not collect it) and not run by the gateway's venv: pyreqwest and
 httpr are never project dependencies, so this runs from a separate venv::
 
     python3 -m venv /work/clients-venv
-    /work/clients-venv/bin/pip install aiohttp httpx pyreqwest httpr orjson trustme uvloop sniffio
+    /work/clients-venv/bin/pip install aiohttp httpx pyreqwest httpr rnet orjson trustme \
+        uvloop sniffio
     /work/clients-venv/bin/python tests/bench/client_candidates.py
 
 Two parts, every upstream in another process (loopback only):
@@ -19,7 +20,10 @@ Two parts, every upstream in another process (loopback only):
 - **Behaviour** against ``tests/support/hostile_upstream.py``: per library and mode, what
   the library answers or raises, the peak RSS growth of the process while reading (body
   read incrementally, stopped at 16 MiB of decompressed bytes), and the worst event-loop
-  stall seen by a task ticking every 10 ms. Every case runs in its own process with a
+  stall seen by a task ticking every 10 ms; and (``cancel-wait``) whether cancelling the
+  task that awaits an answer that never comes closes the connection (the upstream sees
+  the disconnect and stops generating), against a silent server in the case's own
+  process. Every case runs in its own process with a
   library timeout, an asyncio guard and a watchdog thread, so the script always ends.
 
 Each library is used as its documentation recommends for a long-lived async client: one
@@ -55,12 +59,12 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 MOCK = REPO / "tests" / "bench" / "mock_upstream.py"
-LIBRARIES = ("aiohttp", "httpx", "pyreqwest", "httpr")
+LIBRARIES = ("aiohttp", "httpx", "pyreqwest", "httpr", "rnet")
 SCENARIOS = ("json", "sse", "tls-json")
 CAP = 16 << 20  # decompressed bytes read before a behaviour case stops
 MODES = (
     "interim-103", "switch-101", "gzip-bomb", "trickle",
-    "endless-line", "endless-line:lines", "invalid-utf8", "invalid-utf8:lines",
+    "endless-line", "endless-line:lines", "invalid-utf8", "invalid-utf8:lines", "cancel-wait",
 )
 HEADERS = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
 SSE_EVENTS = 20  # mock model "...-text17": role, 17 deltas, finish, usage (then [DONE])
@@ -269,8 +273,44 @@ class HttprCandidate(Candidate):
         return self._lines(url, body)
 
 
+class RnetCandidate(Candidate):
+    """One ``rnet.Client`` (wreq/hyper on a tokio runtime; timeouts in whole seconds)."""
+
+    name = "rnet"
+
+    async def open(self) -> None:
+        import rnet  # type: ignore[import-not-found,unused-ignore]
+
+        self.client = rnet.Client(
+            timeout=max(1, round(self.timeout_s)), no_proxy=True, gzip=True,
+            pool_max_size=512, pool_idle_timeout=90,
+            verify=Path(self.ca_file) if self.ca_file else True)
+
+    async def aclose(self) -> None:
+        return None  # the client has no close; its pool goes with the object
+
+    async def post_whole(self, url: str, body: bytes) -> tuple[int, bytes]:
+        resp = await self.client.post(url, body=body, headers=HEADERS)
+        return int(resp.status), bytes(await resp.bytes())
+
+    @contextlib.asynccontextmanager
+    async def chunks(self, url: str, body: bytes) -> AsyncIterator[
+            tuple[int, AsyncIterator[bytes]]]:
+        resp = await self.client.post(url, body=body, headers=HEADERS)
+
+        async def each() -> AsyncIterator[bytes]:
+            async for chunk in resp.stream():
+                yield bytes(chunk)
+
+        try:
+            yield int(resp.status), each()
+        finally:
+            await resp.close()
+
+
 CANDIDATES: dict[str, type[Candidate]] = {
-    c.name: c for c in (AiohttpCandidate, HttpxCandidate, PyreqwestCandidate, HttprCandidate)
+    c.name: c for c in (AiohttpCandidate, HttpxCandidate, PyreqwestCandidate, HttprCandidate,
+                        RnetCandidate)
 }
 
 
@@ -430,11 +470,40 @@ async def read_case(cand: Candidate, mode: str, url: str) -> str:
     return f"HTTP {status}: {total} B read"
 
 
+async def cancel_case(cand: Candidate) -> str:
+    """Cancel a call whose answer never comes; did the upstream see its connection close?"""
+    closed = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.read(65536):
+            pass  # the request, then nothing: an upstream still generating
+        closed.set()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    call = asyncio.ensure_future(
+        cand.post_whole(f"http://127.0.0.1:{port}/v1/chat/completions", request_body(False)))
+    await asyncio.sleep(0.5)  # the request is out, the head awaited
+    call.cancel()
+    with contextlib.suppress(BaseException):
+        await call
+    cancelled = time.perf_counter()
+    try:
+        await asyncio.wait_for(closed.wait(), 3.0)
+        outcome = (f"connection closed {1000 * (time.perf_counter() - cancelled):.0f} ms "
+                   "after the cancel")
+    except TimeoutError:
+        outcome = "connection still open 3 s after the cancel (the upstream keeps generating)"
+    server.close()
+    return outcome
+
+
 async def behaviour_case(lib: str, mode: str, url: str) -> dict[str, Any]:
     timeout_s = 2.0 if mode == "trickle" else 10.0
     cand = CANDIDATES[lib](None, timeout_s)
     await cand.open()
-    warm = url.replace(f"/{mode.partition(':')[0]}/", "/ok/")
+    warm = url.replace(f"/{mode.partition(':')[0]}/", "/ok/")  # cancel-wait: any path
     status, _ = await cand.post_whole(warm, request_body(False))  # the pool and lazy imports
     if status != 200:
         raise RuntimeError(f"{lib}: warm-up answered {status}")
@@ -461,7 +530,8 @@ async def behaviour_case(lib: str, mode: str, url: str) -> dict[str, Any]:
     threading.Thread(target=watchdog, daemon=True).start()
     try:
         async with asyncio.timeout(timeout_s + 4):
-            outcome = await read_case(cand, mode, url)
+            outcome = await (cancel_case(cand) if mode == "cancel-wait"
+                             else read_case(cand, mode, url))
     except TimeoutError as exc:
         outcome = (f"no end and no library timeout: asyncio guard at {timeout_s + 4:g} s"
                    if time.perf_counter() - started >= timeout_s + 3.9 else _describe(exc))
