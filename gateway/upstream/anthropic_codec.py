@@ -28,6 +28,7 @@ from gateway.canonical import (
 )
 from gateway.errors import UpstreamError
 from gateway.settings import ModelConfig
+from gateway.upstream.anthropic_schema import for_strict_mode
 from gateway.upstream.errors import UpstreamInvalidResponse
 from gateway.upstream.redact import scrub
 
@@ -137,7 +138,10 @@ def _messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict[str,
 
 def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[str, Any]:
     """The Messages API body for a canonical request. ``strict`` is sent only to a
-    ``constrained`` model; otherwise the gateway enforces it."""
+    ``constrained`` model; otherwise the gateway enforces it. What Anthropic constrains
+    (strict tools, ``output_config``) gets the schema its strict mode accepts
+    (``anthropic_schema.for_strict_mode``); the answer is still checked against the
+    client's."""
     system, messages = _messages(request.messages)
     body: dict[str, Any] = {
         "model": model.upstream_model,
@@ -149,10 +153,12 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     if request.tools:
         tools = []
         for tool in request.tools:
-            wire: dict[str, Any] = {"name": tool.name, "input_schema": tool.parameters}
+            constrained = tool.strict and model.constrained
+            schema = for_strict_mode(tool.parameters) if constrained else tool.parameters
+            wire: dict[str, Any] = {"name": tool.name, "input_schema": schema}
             if tool.description is not None:
                 wire["description"] = tool.description
-            if tool.strict and model.constrained:
+            if constrained:
                 wire["strict"] = True
             tools.append(wire)
         body["tools"] = tools
@@ -168,7 +174,10 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
         body["tool_choice"] = wire_choice
     if isinstance(request.response_format, JsonSchemaFormat):
         body["output_config"] = {
-            "format": {"type": "json_schema", "schema": request.response_format.schema}
+            "format": {
+                "type": "json_schema",
+                "schema": for_strict_mode(request.response_format.schema),
+            }
         }
     if request.temperature is not None:
         body["temperature"] = request.temperature

@@ -221,7 +221,12 @@ def test_constrained_anthropic_upstream_gets_strict_and_is_still_validated(
         Reply(tool_calls=[Call("create_refund", GOOD_ARGS)]),
     )
     msg, headers = create(gw, "sync", model="an-constrained", tools=[refund_tool()])
-    assert upstream.requests[0].body["tools"][0]["strict"] is True
+    sent = upstream.requests[0].body["tools"][0]
+    assert sent["strict"] is True
+    # The scripted upstream refuses, as Anthropic does, the bounds its strict mode lacks:
+    # they travel in the description, and the gateway still checks them.
+    amount = sent["input_schema"]["properties"]["amount_pence"]
+    assert amount == {"type": "integer", "description": "{minimum: 1}"}
     assert headers["x-syntic-schema-retries"] == "1"
     assert msg.content[0].type == "tool_use" and msg.content[0].input == GOOD
 
@@ -325,6 +330,27 @@ def test_json_output_valid_corrected_and_422(
         create(gw, "sync", model=model, **FORMATS[spelling])
     error = info.value.response.json()["error"]
     assert (error["code"], error["param"]) == ("json_output_invalid", "/answer")
+
+
+BOUNDED_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "integer", "minimum": 1, "description": "A count"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+
+
+def test_json_output_bounds_go_to_anthropic_as_it_accepts_them_and_still_hold(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Reply(content='{"answer": 0}'), Reply(content='{"answer": 3}'))
+    output_config = {"format": {"type": "json_schema", "schema": BOUNDED_SCHEMA}}
+    msg, headers = create(gw, "sync", model="an-strict", output_config=output_config)
+    assert msg.content[0].type == "text" and json.loads(msg.content[0].text) == {"answer": 3}
+    assert headers["x-syntic-schema-retries"] == "1"  # 0 broke the client's minimum
+    sent = upstream.requests[0].body["output_config"]["format"]["schema"]
+    assert sent["properties"]["answer"] == {"type": "integer",
+                                            "description": "A count\n\n{minimum: 1}"}
 
 
 class Answer(pydantic.BaseModel):

@@ -147,6 +147,33 @@ def test_encode_strict_only_to_constrained(model: ModelConfig, strict_sent: bool
     assert wire["tools"][1] == {"name": "g", "input_schema": {"type": "object"}}
 
 
+BOUNDED = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "minimum": 1}},
+    "required": ["n"],
+    "additionalProperties": False,
+}
+PROJECTED = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "description": "{minimum: 1}"}},
+    "required": ["n"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(("model", "sent"), [(MODEL, BOUNDED), (CONSTRAINED, PROJECTED)])
+def test_only_what_anthropic_constrains_gets_its_subset(
+    model: ModelConfig, sent: dict[str, Any]
+) -> None:
+    tools = (ToolSpec("f", BOUNDED, strict=True), ToolSpec("g", BOUNDED))
+    wire = encode_request(
+        req(tools=tools, response_format=JsonSchemaFormat(schema=BOUNDED, strict=True)),
+        model, stream=False)
+    assert wire["tools"][0]["input_schema"] == sent  # strict, constrained: the subset
+    assert wire["tools"][1]["input_schema"] == BOUNDED  # not constrained: as written
+    assert wire["output_config"]["format"]["schema"] == PROJECTED  # always constrained
+
+
 def test_encode_sampling_and_output_format() -> None:
     wire = encode_request(
         req(

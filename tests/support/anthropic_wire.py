@@ -28,6 +28,35 @@ from tests.support.scripted_upstream import (
 
 _STOP = {"tool_calls": "tool_use", "stop": "end_turn", "length": "max_tokens"}
 
+# What Anthropic's constrained decoding refuses with a 400, by instance type (its
+# documented JSON Schema limits; e.g. "For 'integer' type, properties maximum, minimum
+# are not supported").
+_UNSUPPORTED = {
+    "integer": ("exclusiveMaximum", "exclusiveMinimum", "maximum", "minimum", "multipleOf"),
+    "number": ("exclusiveMaximum", "exclusiveMinimum", "maximum", "minimum", "multipleOf"),
+    "string": ("maxLength", "minLength"),
+    "array": ("maxItems",),
+}
+
+
+def _strict_refusal(schema: Any) -> str | None:
+    """Anthropic's message for the first keyword its strict mode refuses, or None."""
+    if isinstance(schema, list):
+        return next((m for m in map(_strict_refusal, schema) if m is not None), None)
+    if not isinstance(schema, dict):
+        return None
+    types = schema.get("type")
+    for kind in types if isinstance(types, list) else [types]:
+        found = sorted(k for k in _UNSUPPORTED.get(str(kind), ()) if k in schema)
+        if kind == "array" and schema.get("minItems", 0) not in (0, 1):
+            found = sorted([*found, "minItems"])
+        if found:
+            noun = "property" if len(found) == 1 else "properties"
+            verb = "is" if len(found) == 1 else "are"
+            return f"For '{kind}' type, {noun} {', '.join(found)} {verb} not supported"
+    # Subschemas, and maps of them (properties, $defs): a map has no "type" of its own.
+    return _strict_refusal(list(schema.values()))
+
 
 def stop_reason(step: Reply) -> str:
     return _STOP.get(step.finish, step.finish)
@@ -139,6 +168,25 @@ class AnthropicRenderer:
         )
         events.append(sse({"type": "message_stop"}, "message_stop"))
         return events
+
+    def refusal(self, request: RecordedRequest) -> bytes | None:
+        """As Anthropic: a strict tool or an ``output_config`` schema outside the subset
+        its constrained decoding takes is a 400 for the whole request."""
+        body = request.body if isinstance(request.body, dict) else {}
+        places: list[tuple[str, Any]] = [
+            (f"tools.{i}.custom", tool.get("input_schema"))
+            for i, tool in enumerate(body.get("tools") or [])
+            if isinstance(tool, dict) and tool.get("strict") is True
+        ]
+        output = (body.get("output_config") or {}).get("format")
+        if isinstance(output, dict):
+            places.append(("output_config.format.schema", output.get("schema")))
+        for where, schema in places:
+            message = _strict_refusal(schema)
+            if message is not None:
+                return orjson.dumps({"type": "error", "error": {
+                    "type": "invalid_request_error", "message": f"{where}: {message}"}})
+        return None
 
     def error_body(self, step: HttpError) -> bytes:
         if step.body is not None:

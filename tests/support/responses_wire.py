@@ -98,6 +98,9 @@ class ResponsesRenderer:
         events.append(event(kind, response=self._response(step, request, seq, items, done=True)))
         return events
 
+    def refusal(self, request: RecordedRequest) -> bytes | None:
+        return None
+
     def error_body(self, step: HttpError) -> bytes:
         if step.body is not None:
             return step.body if isinstance(step.body, bytes) else orjson.dumps(step.body)

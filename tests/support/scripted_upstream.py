@@ -144,6 +144,9 @@ class Renderer(Protocol):
     def render(self, step: Reply, request: RecordedRequest, seq: int) -> bytes: ...
     def render_stream(self, step: Reply, request: RecordedRequest, seq: int) -> list[bytes]: ...
     def error_body(self, step: HttpError) -> bytes: ...
+    # A provider's own 400 for a request it refuses whatever the script says (the body), or
+    # None; a refused request is recorded but takes no step.
+    def refusal(self, request: RecordedRequest) -> bytes | None: ...
 
 
 def pieces(text: str, size: int) -> list[str]:
@@ -229,6 +232,9 @@ class OpenAIRenderer:
             }))
         events.append(b"data: [DONE]\n\n")
         return events
+
+    def refusal(self, request: RecordedRequest) -> bytes | None:
+        return None
 
     def error_body(self, step: HttpError) -> bytes:
         if step.body is not None:
@@ -380,8 +386,14 @@ class ScriptedUpstream:
     async def _respond(
         self, request: RecordedRequest, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
-        step, seq = self._next(request)
         renderer = self._renderer(request.path)
+        refused = renderer.refusal(request) if renderer is not None else None
+        if refused is not None:
+            with self._lock:
+                self.requests.append(request)
+            await _send(writer, 400, "application/json", refused)
+            return True
+        step, seq = self._next(request)
         if step is None or renderer is None:
             what = "script exhausted" if step is None else f"no renderer for {request.path}"
             body = orjson.dumps({"error": {"message": f"scripted upstream: {what}",
