@@ -298,13 +298,15 @@ def load_settings(
         host=_text(server, "host", _DEFAULTS.host),
         port=_integer(server, "port", _DEFAULTS.port, 0, 65535),
         max_body_bytes=_integer(server, "max_body_bytes", _DEFAULTS.max_body_bytes, 1, 1 << 40),
-        stream_keepalive_s=_number(server, "stream_keepalive_s", _DEFAULTS.stream_keepalive_s),
+        stream_keepalive_s=_number(
+            "stream_keepalive_s", server.get("stream_keepalive_s"), _DEFAULTS.stream_keepalive_s
+        ),
         key_hash_secret=env.get(
             "SYNTIC_KEY_SECRET", _text(server, "key_hash_secret", _DEFAULTS.key_hash_secret)
         ),
         key_cache_ttl_s=_number(
-            {"key_cache_ttl_s": env.get("SYNTIC_KEY_CACHE_TTL_S", server.get("key_cache_ttl_s"))},
             "key_cache_ttl_s",
+            env.get("SYNTIC_KEY_CACHE_TTL_S", server.get("key_cache_ttl_s")),
             _DEFAULTS.key_cache_ttl_s,
         ),
         data_dir=env.get("SYNTIC_DATA_DIR", _optional_text(server, "data_dir")) or None,
@@ -341,8 +343,7 @@ def _text(server: Mapping[str, Any], name: str, default: str) -> str:
     return default if value is None else value
 
 
-def _number(server: Mapping[str, Any], name: str, default: float) -> float:
-    raw = server.get(name)
+def _number(name: str, raw: Any, default: float) -> float:
     if raw is None:
         return default
     try:
