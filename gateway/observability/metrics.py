@@ -14,8 +14,9 @@ Values owned by other components (the validator's schema cache, the ledger's que
 rate limiter's and the lint cache's counters, the request observer's in-flight count) are
 *fed*: read and copied into their metric before each scrape, and in multiprocess mode
 every ``FEED_INTERVAL_S`` too, so a scrape answered by another worker shows them at most
-that old. The request path updates labelled children resolved once and kept (``labels()``
-per request would cost more than the update).
+that old. The request path's own series are kept in plain counts rendered at scrape time
+in one process (``tallies``) and as prometheus_client metrics under ``--workers``
+(``direct``, in the shared files at once); ``GatewayMetrics.path`` is the one in use.
 
 Example::
 
@@ -31,13 +32,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar, cast
+from typing import Literal, Protocol
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
-    Histogram,
     disable_created_metrics,
     generate_latest,
 )
@@ -45,6 +45,9 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from gateway.observability import multiprocess
+from gateway.observability.direct import Direct
+from gateway.observability.series import LATENCY_BUCKETS, RequestPathMetrics
+from gateway.observability.tallies import Tallies
 
 __all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "CacheStatsLike", "GatewayMetrics"]
 
@@ -52,17 +55,11 @@ _log = logging.getLogger("syntic.metrics")
 
 CONTENT_TYPE: str = CONTENT_TYPE_PLAIN_0_0_4  # what generate_latest writes
 
-# Seconds; covers a fast local model (ms) to a slow hosted one (a minute).
-LATENCY_BUCKETS: tuple[float, ...] = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-)
-
 # How stale another worker's fed values may be in a scrape under --workers N.
 FEED_INTERVAL_S = 1.0
 
 GaugeMode = Literal["livesum", "livemin"]
 Read = Callable[[], float]
-_M = TypeVar("_M", Counter, Histogram)
 
 
 class CacheStatsLike(Protocol):
@@ -139,18 +136,8 @@ class GatewayMetrics:
 
     registry: CollectorRegistry
     multiprocess_dir: str | None
-    requests: Counter
-    upstream_latency: Histogram
-    upstream_calls: Counter
-    upstream_retries: Counter
-    inflight_refused: Counter
-    schema_corrections: Counter
-    tool_arguments_invalid: Counter
-    ratelimit_decisions: Counter
+    path: RequestPathMetrics  # the request path's series (module docstring)
     _feeds: dict[str, _Feed] = field(default_factory=dict)
-    # Labelled children by label values, resolved once: ``labels()`` costs more per call.
-    _requests: dict[tuple[str, int, str | None], Counter] = field(default_factory=dict)
-    _children: dict[tuple[object, ...], Any] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -166,53 +153,14 @@ class GatewayMetrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         stats = cache_stats or _validator_cache_stats
         r = CollectorRegistry(auto_describe=False)
-        m = cls(
-            registry=r,
-            multiprocess_dir=multiprocess_dir,
-            requests=Counter(
-                "syntic_requests_total",
-                "HTTP requests by route template, status and error code ('' on success).",
-                ("route", "status", "code"), registry=r,
-            ),
-            upstream_latency=Histogram(
-                "syntic_upstream_latency_seconds",
-                "Duration of one upstream model call (streams: until the last event).",
-                ("model",), buckets=LATENCY_BUCKETS, registry=r,
-            ),
-            upstream_calls=Counter(
-                "syntic_upstream_calls_total",
-                "Upstream model calls (attempts): kind=first, correction (schema "
-                "correction calls) or retry (attempts that failed safely and were retried).",
-                ("model", "kind"), registry=r,
-            ),
-            upstream_retries=Counter(
-                "syntic_upstream_retries_total",
-                "Upstream attempts retried after a safe failure; reason=connect or the "
-                "upstream status (429, 502, 503, 529).",
-                ("model", "reason"), registry=r,
-            ),
-            inflight_refused=Counter(
-                "syntic_inflight_refused_total",
-                "Requests refused with 503 overloaded: max_inflight already in flight.",
-                registry=r,
-            ),
-            schema_corrections=Counter(
-                "syntic_schema_corrections_total",
-                "Correction calls made because strict tool arguments or JSON output "
-                "did not match the schema.",
-                registry=r,
-            ),
-            tool_arguments_invalid=Counter(
-                "syntic_tool_arguments_invalid_total",
-                "422 responses: output still invalid after one correction.",
-                ("code",), registry=r,
-            ),
-            ratelimit_decisions=Counter(
-                "syntic_ratelimit_decisions_total",
-                "Rate limit checks by decision (allowed|limited).",
-                ("decision",), registry=r,
-            ),
-        )
+        path: RequestPathMetrics
+        if multiprocess_dir is None:
+            tallies = Tallies()
+            r.register(tallies)
+            path = tallies
+        else:
+            path = Direct(r)
+        m = cls(registry=r, multiprocess_dir=multiprocess_dir, path=path)
         m.fed_counter("syntic_ratelimit_fail_open_total",
                       "Rate limit checks decided locally because Redis was unreachable.")
         m.fed_counter("syntic_ratelimit_redis_trips_total",
@@ -322,20 +270,14 @@ class GatewayMetrics:
         MultiProcessCollector(merged, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
         return generate_latest(merged)
 
-    # -- the request path ---------------------------------------------------------------
+    # -- the request path (``path``, through these for callers that hold the metrics) --
     def count_request(self, route: str, status: int, code: str | None) -> None:
         """One finished HTTP request. ``route`` is the route template, never a raw path."""
-        key = (route, status, code)
-        child = self._requests.get(key)
-        if child is None:
-            child = self._requests[key] = self.requests.labels(route, str(status), code or "")
-        child.inc()
-        if status == 422:
-            self._child(self.tool_arguments_invalid, code or "").inc()
+        self.path.count_request(route, status, code)
 
     def observe_upstream(self, model: str, seconds: float) -> None:
         """One upstream call's duration."""
-        self._child(self.upstream_latency, model).observe(seconds)
+        self.path.observe_upstream(model, seconds)
 
     def count_upstream_calls(
         self,
@@ -347,22 +289,10 @@ class GatewayMetrics:
         """Upstream calls of one finished request (from its tally): ``first`` and
         ``corrections`` are final attempts, ``retried`` maps a retry reason to the number
         of attempts retried for it."""
-        if first:
-            self._child(self.upstream_calls, model, "first").inc(first)
-        if corrections:
-            self._child(self.upstream_calls, model, "correction").inc(corrections)
-            self.schema_corrections.inc(corrections)
-        if retried:
-            for reason, n in retried.items():
-                self._child(self.upstream_calls, model, "retry").inc(n)
-                self._child(self.upstream_retries, model, reason).inc(n)
+        self.path.count_upstream_calls(model, first, corrections, retried)
 
     def count_rate_decision(self, allowed: bool) -> None:
-        self._child(self.ratelimit_decisions, "allowed" if allowed else "limited").inc()
+        self.path.count_rate_decision(allowed)
 
-    def _child(self, metric: _M, *values: str) -> _M:
-        key = (metric, *values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*values)
-        return cast(_M, child)
+    def count_inflight_refused(self) -> None:
+        self.path.count_inflight_refused()
