@@ -130,6 +130,9 @@ class Settings:
     ledger_spool_segment_bytes: int = 4 * 1024 * 1024  # a new spool file past this size
     # A stored response (POST /v1/responses with store) is kept this long, as the API does.
     responses_retention_s: float = 30 * 86400.0
+    # A continued conversation is stored again with every turn: past this size (its stored
+    # JSON) previous_response_id is refused, so one chain can't grow rows without end.
+    responses_max_history_bytes: int = 16 * 1024 * 1024
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -389,6 +392,7 @@ _TUNABLES: tuple[str, ...] = (
     "ledger_flush_interval_s",
     "ledger_spool_segment_bytes",
     "responses_retention_s",
+    "responses_max_history_bytes",
 )
 _AT_LEAST_ONE = frozenset({"schema_cache_max_bytes"})
 # Settings that only make sense within a range (a zero flush interval would spin).
@@ -398,6 +402,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "idempotency_lease_s": (1.0, 60.0),
     "idempotency_wait_s": (0.0, 300.0),
     "responses_retention_s": (1.0, 366 * 86400.0),
+    "responses_max_history_bytes": (1024, 1024**3),
 }
 
 

@@ -41,6 +41,7 @@ class StoredResponse:
     expires_at: float
     input_items: list[Any]
     response: dict[str, Any]
+    stored_bytes: int = 0  # as read back: the JSON text of both, what a continuation loads
 
 
 class ResponseStore(Protocol):
@@ -116,6 +117,7 @@ class DbResponseStore:
             expires_at=float(expires),
             input_items=orjson.loads(items),
             response=orjson.loads(body),
+            stored_bytes=len(items) + len(body),
         )
 
     async def delete(self, response_id: str, key_id: str) -> bool:

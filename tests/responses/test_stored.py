@@ -168,3 +168,39 @@ def test_stored_rows_are_in_the_responses_table(
     items, body = _row(gw, made.id, "input_items"), _row(gw, made.id, "response")
     assert json.loads(items) == [{"type": "message", "role": "user", "content": "x"}]
     assert json.loads(body)["output"][0]["content"][0]["text"] == "row"
+
+
+@pytest.fixture(scope="module")
+def small_history(
+    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    gw = start_gateway(tmp_path_factory.mktemp("history"),
+                       [model_table("strict-model", scripted_upstream_server.base_url)],
+                       server={"responses_max_history_bytes": 4096})
+    yield gw
+    gw.stop()
+
+
+def test_a_conversation_past_its_size_limit_is_not_continued(
+    small_history: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    client = openai.OpenAI(base_url=small_history.base_url + "/v1",
+                           api_key=small_history.api_key, max_retries=0, timeout=20)
+    turn = "x" * 1000
+    upstream.queue(*(Reply(content=turn) for _ in range(3)))
+    first = client.responses.create(model="strict-model", input=turn)
+    second = client.responses.create(model="strict-model", input=turn,
+                                     previous_response_id=first.id)  # ~3 KB stored before
+    assert second.output_text == turn
+    assert _row(small_history, second.id, "input_items").count(turn) == 3
+    calls = len(upstream.requests)
+    with pytest.raises(openai.BadRequestError) as refused:  # ~5 KB stored before
+        client.responses.create(model="strict-model", input="more",
+                                previous_response_id=second.id)
+    error = refused.value.body
+    assert isinstance(error, dict)
+    assert (error["code"], error["param"]) == ("conversation_too_large", "previous_response_id")
+    assert "4096" in error["message"] and second.id in error["message"]
+    assert len(upstream.requests) == calls  # refused before any upstream call
+    fresh = client.responses.create(model="strict-model", input="a new start")
+    assert fresh.output_text == turn

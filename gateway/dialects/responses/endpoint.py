@@ -53,11 +53,11 @@ async def create_response(request: Request) -> Response:
     decoded = decode_request(data)
     ctx.model = decoded.model
     store = _store(request)
-    past = await history(store, decoded, ctx)
-    chat = with_strictify_header(request, decoded.chat(past))
-    ctx.enforced = strict_requested(chat)
     service: ChatService = request.app.state.service
     settings = service.settings
+    past = await history(store, decoded, ctx, settings.responses_max_history_bytes)
+    chat = with_strictify_header(request, decoded.chat(past))
+    ctx.enforced = strict_requested(chat)
     estimate = (len(body) + (len(orjson.dumps(past)) if past else 0)) // 4
     shape = ResponseShape(
         decoded, response_id=response_id(ctx.request_id), created_at=int(time.time())

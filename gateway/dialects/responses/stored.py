@@ -9,7 +9,7 @@ from typing import Any
 
 from gateway.context import RequestContext
 from gateway.dialects.responses.decode import ResponsesRequest
-from gateway.errors import GatewayError, NotFound
+from gateway.errors import GatewayError, InvalidRequest, NotFound
 from gateway.stored import ResponseStore, StoredResponse
 
 log = logging.getLogger("syntic.responses")
@@ -28,16 +28,25 @@ def not_found(response_id: str, param: str | None = None) -> NotFound:
 
 
 async def history(
-    store: ResponseStore, decoded: ResponsesRequest, ctx: RequestContext
+    store: ResponseStore, decoded: ResponsesRequest, ctx: RequestContext, max_bytes: int
 ) -> list[Any]:
     """The items ``previous_response_id`` continues from: that response's own input
-    history and input, then its output (404 when unknown, expired or another key's)."""
+    history and input, then its output (404 when unknown, expired or another key's; 400
+    when that conversation is over ``max_bytes``, since every turn stores it again)."""
     previous = decoded.previous_response_id
     if previous is None:
         return []
     found = await store.get(previous, key_id(ctx))
     if found is None:
         raise not_found(previous, "previous_response_id")
+    if found.stored_bytes > max_bytes:
+        raise InvalidRequest(
+            f"The stored conversation that {previous!r} ends is {found.stored_bytes} bytes, "
+            f"over this gateway's limit of {max_bytes} (responses_max_history_bytes). Start "
+            "a new response and send what it needs as input.",
+            code="conversation_too_large",
+            param="previous_response_id",
+        )
     output = found.response.get("output") or []
     return [*found.input_items, *output]
 
