@@ -293,6 +293,3 @@ class GatewayMetrics:
 
     def count_rate_decision(self, allowed: bool) -> None:
         self.path.count_rate_decision(allowed)
-
-    def count_inflight_refused(self) -> None:
-        self.path.count_inflight_refused()

@@ -41,7 +41,8 @@ class StoredResponse:
     expires_at: float
     input_items: list[Any]
     response: dict[str, Any]
-    stored_bytes: int = 0  # as read back: the JSON text of both, what a continuation loads
+    # As read back: the length of both JSON texts (bytes for ASCII), what a continuation loads.
+    stored_bytes: int = 0
 
 
 class ResponseStore(Protocol):

@@ -121,15 +121,22 @@ def test_a_streamed_response_is_stored_before_completed(
         "go", "streamed", "more"]
 
 
+def _gateway_with(
+    name: str, server: dict[str, Any], upstream: ScriptedUpstream,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[GatewayProcess]:
+    gw = start_gateway(tmp_path_factory.mktemp(name),
+                       [model_table("strict-model", upstream.base_url)], server=server)
+    yield gw
+    gw.stop()
+
+
 @pytest.fixture(scope="module")
 def short_retention(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    gw = start_gateway(tmp_path_factory.mktemp("retention"),
-                       [model_table("strict-model", scripted_upstream_server.base_url)],
-                       server={"responses_retention_s": 1.0})
-    yield gw
-    gw.stop()
+    yield from _gateway_with("retention", {"responses_retention_s": 1.0},
+                             scripted_upstream_server, tmp_path_factory)
 
 
 def test_an_expired_response_is_not_served(
@@ -174,11 +181,8 @@ def test_stored_rows_are_in_the_responses_table(
 def small_history(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    gw = start_gateway(tmp_path_factory.mktemp("history"),
-                       [model_table("strict-model", scripted_upstream_server.base_url)],
-                       server={"responses_max_history_bytes": 4096})
-    yield gw
-    gw.stop()
+    yield from _gateway_with("history", {"responses_max_history_bytes": 4096},
+                             scripted_upstream_server, tmp_path_factory)
 
 
 def test_a_conversation_past_its_size_limit_is_not_continued(
