@@ -41,7 +41,7 @@ class StoredResponse:
     expires_at: float
     input_items: list[Any]
     response: dict[str, Any]
-    # As read back: the length of both JSON texts (bytes for ASCII), what a continuation loads.
+    # As read back: the UTF-8 size of both JSON texts, what a continuation loads.
     stored_bytes: int = 0
 
 
@@ -49,6 +49,11 @@ class ResponseStore(Protocol):
     async def save(self, stored: StoredResponse) -> None: ...
     async def get(self, response_id: str, key_id: str) -> StoredResponse | None: ...
     async def delete(self, response_id: str, key_id: str) -> bool: ...
+
+
+def _utf8_size(text: str | bytes) -> int:
+    # A driver hands TEXT back as str: its length counts characters, not bytes.
+    return len(text.encode()) if isinstance(text, str) else len(text)
 
 
 def _unavailable() -> Overloaded:
@@ -118,7 +123,7 @@ class DbResponseStore:
             expires_at=float(expires),
             input_items=orjson.loads(items),
             response=orjson.loads(body),
-            stored_bytes=len(items) + len(body),
+            stored_bytes=_utf8_size(items) + _utf8_size(body),
         )
 
     async def delete(self, response_id: str, key_id: str) -> bool:

@@ -208,3 +208,21 @@ def test_a_conversation_past_its_size_limit_is_not_continued(
     assert len(upstream.requests) == calls  # refused before any upstream call
     fresh = client.responses.create(model="strict-model", input="a new start")
     assert fresh.output_text == turn
+
+
+def test_the_size_limit_counts_bytes_not_characters(
+    small_history: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    client = openai.OpenAI(base_url=small_history.base_url + "/v1",
+                           api_key=small_history.api_key, max_retries=0, timeout=20)
+    turn = "é" * 1000  # two bytes each in UTF-8: ~2.6 k characters stored, ~4.6 KB
+    upstream.queue(Reply(content=turn))
+    first = client.responses.create(model="strict-model", input=turn)
+    stored = _row(small_history, first.id, "input_items") + _row(
+        small_history, first.id, "response")
+    assert len(stored) < 4096 < len(stored.encode())
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="strict-model", input="more",
+                                previous_response_id=first.id)
+    error = refused.value.body
+    assert isinstance(error, dict) and error["code"] == "conversation_too_large"
