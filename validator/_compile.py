@@ -51,6 +51,7 @@ __all__ = [
     "CacheStats",
     "CompiledSchema",
     "cache_stats",
+    "canonical_json",
     "canonical_key",
     "compile",
     "compile_async",
@@ -74,19 +75,29 @@ def _default(value: Any) -> Any:
     raise TypeError(f"not JSON: {type(value).__name__}")
 
 
-def _canonical(schema: Any) -> tuple[str, bytes]:
+def canonical_json(schema: Mapping[str, Any] | bool) -> bytes:
+    """The canonical JSON of ``schema`` (sorted keys, no spaces) that ``canonical_key``
+    hashes: equal for equal schemas in any key order, so itself a cache key.
+
+    >>> canonical_json({"type": "string", "maxLength": 3})
+    b'{"maxLength":3,"type":"string"}'
+    """
     try:
-        text = orjson.dumps(schema, default=_default, option=orjson.OPT_SORT_KEYS)
+        return orjson.dumps(schema, default=_default, option=orjson.OPT_SORT_KEYS)
     except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
         # orjson refuses integers beyond 64 bits (and nesting past 254); the stdlib does not.
         try:
-            text = json.dumps(
+            return json.dumps(
                 schema, default=_default, sort_keys=True, separators=(",", ":"),
                 ensure_ascii=False, allow_nan=False,
             ).encode()  # fmt: skip
         except (TypeError, ValueError, RecursionError) as exc:
             issue = Issue("invalid_tool_schema", "", f"schema is not JSON: {str(exc)[:120]}")
             raise SchemaError([issue]) from exc
+
+
+def _canonical(schema: Any) -> tuple[str, bytes]:
+    text = canonical_json(schema)
     return hashlib.sha256(text).hexdigest(), text
 
 
@@ -179,6 +190,11 @@ class CompiledSchema:
         """The size of the schema's canonical JSON: what the shared cache's byte bound
         counts (the compiled forms take ~10-20x this in memory)."""
         return len(self._canonical)
+
+    @property
+    def canonical_json(self) -> bytes:
+        """The schema's canonical JSON (``canonical_json``), held by this object anyway."""
+        return self._canonical
 
     @property
     def schema(self) -> Any:

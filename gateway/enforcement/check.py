@@ -87,11 +87,16 @@ class StrictPlan:
 EMPTY_PLAN = StrictPlan()
 
 
+_Key = tuple[bytes, str, str]  # (canonical schema JSON, param prefix, dialect or "projection")
+
+
 class LintCache:
-    """Lint verdicts keyed by (canonical schema key, param prefix); bounded LRU.
+    """Lint verdicts keyed by (canonical schema JSON, param prefix); bounded LRU.
 
     A clean verdict also keeps the compiled schema, so a repeated schema costs one
-    canonical hash per request (no re-lint, no second cache lookup in the validator).
+    canonical serialisation per request (no digest, no re-lint, no second cache lookup in
+    the validator). The key is the JSON itself: a dict hashes it far cheaper than SHA-256,
+    and equal keys are equal schemas, not just equal digests.
     """
 
     __slots__ = ("_entries", "bytes", "hits", "max_bytes", "maxsize", "misses")
@@ -103,36 +108,46 @@ class LintCache:
     def __init__(
         self, maxsize: int = 1024, max_bytes: int = validator.DEFAULT_CACHE_MAX_BYTES
     ) -> None:
-        self._entries: OrderedDict[tuple[str, str, str], _Verdict] = OrderedDict()
+        # key -> (verdict, the bytes it counts against max_bytes)
+        self._entries: OrderedDict[_Key, tuple[_Verdict, int]] = OrderedDict()
         self.maxsize = maxsize
         self.max_bytes = max_bytes
         self.bytes = 0
         self.hits = 0
         self.misses = 0
 
-    def _get(self, key: tuple[str, str, str]) -> _Verdict | None:
+    def _get(self, key: _Key) -> _Verdict | None:
         found = self._entries.get(key)
-        if found is not None:
-            self.hits += 1
-            self._entries.move_to_end(key)
-        return found
+        if found is None:
+            return None
+        self.hits += 1
+        self._entries.move_to_end(key)
+        return found[0]
 
-    def _put(self, key: tuple[str, str, str], verdict: _Verdict) -> None:
+    def _put(self, key: _Key, verdict: _Verdict) -> None:
         entries = self._entries
         old = entries.pop(key, None)
         if old is not None:
-            self.bytes -= old.size
-        entries[key] = verdict
-        self.bytes += verdict.size
+            self.bytes -= old[1]
+        text = key[0]
+        compiled = verdict.compiled
+        if compiled is not None and compiled.canonical_json == text:
+            # The compiled schema holds the same JSON: key on its copy, counted once.
+            key = (compiled.canonical_json, key[1], key[2])
+            weight = verdict.size
+        else:  # a rejected schema, or a projection's source: the key is held on its own
+            weight = verdict.size + len(text)
+        entries[key] = (verdict, weight)
+        self.bytes += weight
         while len(entries) > self.maxsize or (self.bytes > self.max_bytes and len(entries) > 1):
-            _key, dropped = entries.popitem(last=False)
-            self.bytes -= dropped.size
+            _key, (_dropped, dropped_weight) = entries.popitem(last=False)
+            self.bytes -= dropped_weight
 
     def lint(
         self, schema: Any, path: str, dialect: validator.Dialect = "openai"
     ) -> tuple[validator.Issue, ...]:
         """The lint issues of ``schema`` with params under ``path`` (cached)."""
-        key = (validator.canonical_key(schema), path, dialect)
+        key = (validator.canonical_json(schema), path, dialect)
         found = self._get(key)
         if found is not None:
             return found.issues
@@ -162,7 +177,7 @@ class LintCache:
 
     async def projection(self, schema: dict[str, Any], path: str) -> Projection | None:
         """``project(schema)``, cached beside the verdicts (off the event loop on a miss)."""
-        key = (validator.canonical_key(schema), path, "projection")
+        key = (validator.canonical_json(schema), path, "projection")
         found = self._get(key)
         if found is None:
             self.misses += 1
@@ -175,7 +190,7 @@ class LintCache:
         return found.projection
 
     async def _verdict(self, schema: Any, path: str, dialect: validator.Dialect) -> _Verdict:
-        key = (validator.canonical_key(schema), path, dialect)
+        key = (validator.canonical_json(schema), path, dialect)
         found = self._get(key)
         if found is None:
             self.misses += 1

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+import validator
 from gateway.canonical import ChatRequest, JsonSchemaFormat, Message, TextPart, ToolSpec
 from gateway.enforcement import (
     OPENAI_PATHS,
@@ -129,3 +130,16 @@ async def test_lint_cache_is_bounded_by_schema_bytes() -> None:
     await cache.resolve(_strict_object("s0", 40), "p")  # the oldest: evicted, a miss
     assert (cache.hits, cache.misses) == (1, 7)
     assert cache.bytes <= cache.max_bytes
+
+
+def test_lint_cache_counts_the_keys_it_holds_alone() -> None:
+    """A verdict without a compiled schema (a lint, a rejection) keeps only its key, the
+    schema's canonical JSON: that counts against the byte bound too, or 1,024 large
+    rejected schemas would stay held."""
+    schemas = [_strict_object(f"r{i}", 40) for i in range(6)]
+    size = len(validator.canonical_json(schemas[0]))
+    assert all(len(validator.canonical_json(s)) == size for s in schemas)
+    cache = LintCache(maxsize=1024, max_bytes=3 * size + size // 2)
+    for schema in schemas:
+        cache.lint(schema, "p")
+    assert (len(cache._entries), cache.bytes, cache.misses) == (3, 3 * size, 6)

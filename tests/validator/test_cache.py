@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
 import time
 import uuid
@@ -52,6 +53,16 @@ def _restore_size() -> Iterator[None]:
 def test_canonical_key(a: dict[str, Any], b: dict[str, Any], same: bool) -> None:
     assert (validator.canonical_key(a) == validator.canonical_key(b)) is same
     assert validator.compile(a).key == validator.canonical_key(a)
+    assert (validator.canonical_json(a) == validator.canonical_json(b)) is same
+    assert validator.compile(a).canonical_json == validator.canonical_json(a)
+
+
+def test_canonical_json_is_what_the_key_digests() -> None:
+    big = {"type": "integer", "maximum": 2**70}  # past orjson's 64 bits: the stdlib path
+    for schema in ({"type": "string", "maxLength": 3}, big):
+        text = validator.canonical_json(schema)
+        assert validator.canonical_key(schema) == hashlib.sha256(text).hexdigest()
+    assert validator.canonical_json(big) == b'{"maximum":1180591620717411303424,"type":"integer"}'
 
 
 def test_key_order_hits_the_same_entry() -> None:
