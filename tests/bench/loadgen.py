@@ -3,7 +3,8 @@
 ``run_wrk`` drives one target with ``wrk`` (Debian package ``wrk``) for a bounded time,
 pinned to a CPU, with a generated Lua script (POST body, headers, optional per-request
 body variation) whose ``done`` hook prints the figures as one parseable line.
-``ProcStats`` reads utime+stime and RSS of a process tree from ``/proc``. The host:
+``cpu_seconds`` and ``rss_mb`` read utime+stime and RSS of a process tree from ``/proc``,
+``thread_times`` one process's threads. The host:
 ``steal_counters``/``steal_share`` (CPU time the hypervisor took) and ``calibrate`` (a
 fixed pure-Python loop, to compare machines).
 """
@@ -143,6 +144,22 @@ def cpu_seconds(pid: int) -> float:
             continue
         total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
     return total / _TICK
+
+
+def thread_times(pid: int) -> dict[int, tuple[float, float]]:
+    """Each live thread of ``pid`` (by thread id): its user and system CPU seconds so far."""
+    out: dict[int, tuple[float, float]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[int(tid)] = (int(fields[11]) / _TICK, int(fields[12]) / _TICK)
+    return out
 
 
 def rss_mb(pid: int) -> float:

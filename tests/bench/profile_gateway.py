@@ -44,7 +44,7 @@ from gateway.server.protocol import serve_options  # noqa: E402
 from gateway.settings import load_settings  # noqa: E402
 from tests.bench.baseline_passthrough import create_app as baseline_app  # noqa: E402
 from tests.bench.gateway_bench import Mock, _headers, _models, body  # noqa: E402
-from tests.bench.loadgen import WrkResult, run_wrk, wrk_script  # noqa: E402
+from tests.bench.loadgen import WrkResult, run_wrk, thread_times, wrk_script  # noqa: E402
 from tests.support.gateway_proc import toml_config  # noqa: E402
 
 
@@ -57,9 +57,7 @@ def _syntic(config: Path, env: dict[str, str], *args: str) -> str:
 
 def _thread_cpu(tid: int) -> tuple[float, float]:
     """The thread's user and system CPU seconds so far."""
-    fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
+    return thread_times(os.getpid())[tid]
 
 
 def _opcode_counter(counts: collections.Counter[types.CodeType]) -> Any:

@@ -15,8 +15,6 @@ Redis on 127.0.0.1:6379.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -26,32 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench.gateway_bench import Mock, _headers, _models, body  # noqa: E402
-from tests.bench.loadgen import run_wrk, wrk_script  # noqa: E402
+from tests.bench.loadgen import pin, run_wrk, thread_times, wrk_script  # noqa: E402
 from tests.bench.peers import baseline_passthrough  # noqa: E402
 from tests.support.gateway_proc import start_gateway  # noqa: E402
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-# thread id -> (user seconds, system seconds)
-Times = dict[str, tuple[float, float]]
-
-
-def thread_times(pid: int) -> Times:
-    """Every live thread's user and system CPU seconds so far."""
-    out: Times = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-        except OSError:  # the thread ended meanwhile
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        out[tid] = (int(fields[11]) / _TICK, int(fields[12]) / _TICK)
-    return out
 
 
 def measure(pid: int, url: str, script: str, duration: float, conns: int) -> list[str]:
     """One warm-up run, then one measured run: a line per thread that used CPU."""
-    subprocess.run(["taskset", "-acp", "0", str(pid)], capture_output=True, check=False)
+    pin(pid, 0)
     run_wrk(url, script, connections=conns, duration_s=2, cpu=1)
     before = thread_times(pid)
     result = run_wrk(url, script, connections=conns, duration_s=duration, cpu=1)
@@ -65,7 +45,7 @@ def measure(pid: int, url: str, script: str, duration: float, conns: int) -> lis
         total_user += du
         total_sys += ds
         if du + ds > 0:
-            role = "main" if tid == str(pid) else "thread"
+            role = "main" if tid == pid else "thread"
             lines.append((du + ds, f"    {role:6} {tid:>8}: user {du:6.1f}  sys {ds:5.1f} us/req"))
     head = (f"  {result.requests} requests: user {total_user:6.1f}  sys {total_sys:5.1f}  "
             f"total {total_user + total_sys:6.1f} us/req")
