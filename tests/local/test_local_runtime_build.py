@@ -1,8 +1,7 @@
 """The llama.cpp runtime that ``scripts/build-local-runtime`` installs is built for a fixed
 x86-64 level, not for the build machine: a ``-march=native`` build on a CPU that advertises
-AMX compiles ggml's AMX kernels, which crash the process (SIGSEGV in the first decode) on
-VMs that advertise AMX without granting it, and a cached wheel must run on the next
-machine too."""
+AMX compiles ggml's AMX kernels, which crashed the process (SIGSEGV in the first decode)
+on this project's Intel VMs, and a cached wheel must run on the next machine too."""
 
 from __future__ import annotations
 
