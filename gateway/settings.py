@@ -130,9 +130,11 @@ class Settings:
     ledger_spool_segment_bytes: int = 4 * 1024 * 1024  # a new spool file past this size
     # A stored response (POST /v1/responses with store) is kept this long, as the API does.
     responses_retention_s: float = 30 * 86400.0
-    # A continued conversation is stored again with every turn: past this size (its stored
-    # JSON) previous_response_id is refused, so one chain can't grow rows without end.
+    # The largest stored conversation previous_response_id continues (the JSON of every
+    # response in its chain): a continuation loads it whole.
     responses_max_history_bytes: int = 16 * 1024 * 1024
+    # What one key may keep in stored responses (their JSON); past it store is refused.
+    responses_max_bytes_per_key: int = 1024**3
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -393,6 +395,7 @@ _TUNABLES: tuple[str, ...] = (
     "ledger_spool_segment_bytes",
     "responses_retention_s",
     "responses_max_history_bytes",
+    "responses_max_bytes_per_key",
 )
 _AT_LEAST_ONE = frozenset({"schema_cache_max_bytes"})
 # Settings that only make sense within a range (a zero flush interval would spin).
@@ -403,6 +406,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "idempotency_wait_s": (0.0, 300.0),
     "responses_retention_s": (1.0, 366 * 86400.0),
     "responses_max_history_bytes": (1024, 1024**3),
+    "responses_max_bytes_per_key": (1024, 1024**4),
 }
 
 

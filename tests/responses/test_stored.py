@@ -196,7 +196,8 @@ def test_a_conversation_past_its_size_limit_is_not_continued(
     second = client.responses.create(model="strict-model", input=turn,
                                      previous_response_id=first.id)  # ~3 KB stored before
     assert second.output_text == turn
-    assert _row(small_history, second.id, "input_items").count(turn) == 3
+    assert _row(small_history, second.id, "input_items").count(turn) == 1  # its own input
+    assert _row(small_history, second.id, "previous_id") == first.id
     calls = len(upstream.requests)
     with pytest.raises(openai.BadRequestError) as refused:  # ~5 KB stored before
         client.responses.create(model="strict-model", input="more",
@@ -226,3 +227,71 @@ def test_the_size_limit_counts_bytes_not_characters(
                                 previous_response_id=first.id)
     error = refused.value.body
     assert isinstance(error, dict) and error["code"] == "conversation_too_large"
+
+
+def test_a_continuation_stores_only_what_is_new(
+    client: openai.OpenAI, gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    turn = "y" * 2000
+    upstream.queue(*(Reply(content=turn) for _ in range(6)))
+    ids = [client.responses.create(model="strict-model", input=turn).id]
+    for _ in range(5):
+        ids.append(client.responses.create(model="strict-model", input=turn,
+                                           previous_response_id=ids[-1]).id)
+    sizes = [_row(gw, rid, "size_bytes") for rid in ids]
+    # A copy of the conversation per turn would grow each row by ~4 KB a turn.
+    assert max(sizes) < 1.2 * min(sizes) and min(sizes) > 4000
+    assert [_row(gw, rid, "previous_id") for rid in ids] == [None, *ids[:-1]]
+    sent = upstream.requests[-1].body["messages"]
+    assert len(sent) == 11 and all(m["content"] == turn for m in sent)
+
+
+def test_a_deleted_earlier_turn_still_carries_the_later_ones(
+    client: openai.OpenAI, gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Reply(content="one"), Reply(content="two"), Reply(content="three"))
+    a = client.responses.create(model="strict-model", input="1")
+    b = client.responses.create(model="strict-model", input="2", previous_response_id=a.id)
+    client.responses.delete(a.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(a.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="strict-model", input="x", previous_response_id=a.id)
+    client.responses.create(model="strict-model", input="3", previous_response_id=b.id)
+    sent = upstream.requests[-1].body["messages"]
+    assert [m["content"] for m in sent] == ["1", "one", "2", "two", "3"]
+
+
+@pytest.fixture(scope="module")
+def small_quota(
+    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    yield from _gateway_with("quota", {"responses_max_bytes_per_key": 4096},
+                             scripted_upstream_server, tmp_path_factory)
+
+
+def test_a_key_past_its_stored_bytes_quota_cannot_store_more(
+    small_quota: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    client = openai.OpenAI(base_url=small_quota.base_url + "/v1",
+                           api_key=small_quota.api_key, max_retries=0, timeout=20)
+    turn = "z" * 3000
+    upstream.queue(Reply(content=turn), Reply(content="not kept"))
+    first = client.responses.create(model="strict-model", input=turn)  # ~6 KB kept
+    calls = len(upstream.requests)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="strict-model", input="more")
+    error = refused.value.body
+    assert isinstance(error, dict)
+    assert (error["code"], error["param"]) == ("stored_responses_quota_exceeded", "store")
+    assert "4096" in error["message"]
+    assert len(upstream.requests) == calls  # refused before any upstream call
+    unkept = client.responses.create(model="strict-model", input="more", store=False,
+                                     previous_response_id=first.id)
+    assert unkept.output_text == "not kept"
+    with other_client(small_quota, "quota-other") as other:  # the quota is per key
+        upstream.queue(Reply(content="theirs"))
+        assert other.responses.create(model="strict-model", input="x").output_text == "theirs"
+    client.responses.delete(first.id)
+    upstream.queue(Reply(content="room again"))
+    assert client.responses.create(model="strict-model", input="x").output_text == "room again"

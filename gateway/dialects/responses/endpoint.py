@@ -21,7 +21,7 @@ from starlette.responses import Response
 
 from gateway.dialects.responses.decode import decode_request
 from gateway.dialects.responses.encode import ResponseShape, response_id
-from gateway.dialects.responses.stored import history, keep, key_id, not_found
+from gateway.dialects.responses.stored import check_quota, history, keep, key_id, not_found
 from gateway.dialects.responses.stream_endpoint import stream_response
 from gateway.dialects.strictify_header import with_strictify_header
 from gateway.enforcement import ParamPaths, strict_requested
@@ -55,6 +55,8 @@ async def create_response(request: Request) -> Response:
     store = _store(request)
     service: ChatService = request.app.state.service
     settings = service.settings
+    if decoded.store:
+        await check_quota(store, ctx, settings.responses_max_bytes_per_key)
     past = await history(store, decoded, ctx, settings.responses_max_history_bytes)
     chat = with_strictify_header(request, decoded.chat(past))
     ctx.enforced = strict_requested(chat)
@@ -62,18 +64,17 @@ async def create_response(request: Request) -> Response:
     shape = ResponseShape(
         decoded, response_id=response_id(ctx.request_id), created_at=int(time.time())
     )
-    items = [*past, *decoded.items]
     if chat.stream:
         return await stream_response(
             chat, shape, ctx, service, RESPONSES_PATHS,
-            store=store if decoded.store else None, items=items,
+            store=store if decoded.store else None, decoded=decoded,
             estimated_tokens=estimate,
         )  # fmt: skip
     result = await service.complete(chat, ctx, RESPONSES_PATHS, estimated_tokens=estimate)
     retries = ctx.tally.retries if ctx.tally else 0
     payload = shape.complete(result, schema_retries=retries, completed_at=int(time.time()))
     if decoded.store:
-        await keep(store, ctx, settings.responses_retention_s, items, payload)
+        await keep(store, ctx, settings.responses_retention_s, decoded, payload)
     return JsonResponse(orjson.dumps(payload))
 
 

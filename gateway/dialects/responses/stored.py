@@ -30,45 +30,73 @@ def not_found(response_id: str, param: str | None = None) -> NotFound:
 async def history(
     store: ResponseStore, decoded: ResponsesRequest, ctx: RequestContext, max_bytes: int
 ) -> list[Any]:
-    """The items ``previous_response_id`` continues from: that response's own input
-    history and input, then its output (404 when unknown, expired or another key's; 400
-    when that conversation is over ``max_bytes``, since every turn stores it again)."""
+    """The items ``previous_response_id`` continues from: every earlier response of its
+    chain, oldest first, each one's input then its output (404 when unknown, expired or
+    another key's; 400 when the conversation is over ``max_bytes``, since a continuation
+    loads it whole)."""
     previous = decoded.previous_response_id
     if previous is None:
         return []
-    found = await store.get(previous, key_id(ctx))
-    if found is None:
+    owner = key_id(ctx)
+    links = await store.chain(previous, owner)
+    if not links:
         raise not_found(previous, "previous_response_id")
-    if found.stored_bytes > max_bytes:
+    size = sum(link_size for _, link_size in links)
+    if size > max_bytes:
         raise InvalidRequest(
-            f"The stored conversation that {previous!r} ends is {found.stored_bytes} bytes, "
-            f"over this gateway's limit of {max_bytes} (responses_max_history_bytes). Start "
-            "a new response and send what it needs as input.",
+            f"The stored conversation that {previous!r} ends is {size} bytes, over this "
+            f"gateway's limit of {max_bytes} (responses_max_history_bytes). Start a new "
+            "response and send what it needs as input.",
             code="conversation_too_large",
             param="previous_response_id",
         )
-    output = found.response.get("output") or []
-    return [*found.input_items, *output]
+    rows = await store.load([rid for rid, _ in reversed(links)], owner)
+    if len(rows) != len(links):  # a link was deleted between the two reads
+        raise not_found(previous, "previous_response_id")
+    items: list[Any] = []
+    for row in rows:
+        items.extend(row.input_items)
+        items.extend(row.response.get("output") or [])
+    return items
+
+
+async def check_quota(store: ResponseStore, ctx: RequestContext, max_bytes: int) -> None:
+    """Refuse to store one more response for a key already holding ``max_bytes``. A store
+    that cannot answer refuses nothing here: the save will fail and be logged, as ``keep``
+    says, and the answer still goes out."""
+    try:
+        used = await store.bytes_used(key_id(ctx))
+    except GatewayError:
+        return
+    if used >= max_bytes:
+        raise InvalidRequest(
+            f"This API key already keeps {used} bytes of stored responses, this gateway's "
+            f"limit (responses_max_bytes_per_key is {max_bytes}). Delete stored responses "
+            "or send store: false.",
+            code="stored_responses_quota_exceeded",
+            param="store",
+        )
 
 
 async def keep(
     store: ResponseStore,
     ctx: RequestContext,
     retention_s: float,
-    items: list[Any],
+    decoded: ResponsesRequest,
     response: dict[str, Any],
 ) -> None:
-    """Store ``response`` with the items that led to it. A database that cannot take it
-    does not fail the request (its answer is already paid for): the id is then not found
-    later, and the log says why."""
+    """Store ``response`` with the request's own input and a link to the response it
+    continues. A database that cannot take it does not fail the request (its answer is
+    already paid for): the id is then not found later, and the log says why."""
     now = time.time()
     stored = StoredResponse(
         id=str(response["id"]),
         key_id=key_id(ctx),
         created_at=now,
         expires_at=now + retention_s,
-        input_items=items,
+        input_items=list(decoded.items),
         response=response,
+        previous_id=decoded.previous_response_id,
     )
     try:
         await store.save(stored)

@@ -19,12 +19,11 @@ The stream machinery is the one both other dialects use (``gateway.dialects.sse`
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.responses import Response
 
 from gateway.canonical import ChatRequest
 from gateway.context import RequestContext
+from gateway.dialects.responses.decode import ResponsesRequest
 from gateway.dialects.responses.encode import ResponseShape
 from gateway.dialects.responses.stored import keep
 from gateway.dialects.responses.stream import KEEPALIVE, ResponseStreamEncoder
@@ -46,7 +45,7 @@ async def stream_response(
     paths: ParamPaths,
     *,
     store: ResponseStore | None,
-    items: list[Any],
+    decoded: ResponsesRequest,
     estimated_tokens: int,
 ) -> Response:
     """Run the pre-stream part (errors are HTTP errors) and return the SSE response."""
@@ -55,7 +54,7 @@ async def stream_response(
         opened, ResponseStreamEncoder(shape), ctx, service,
         estimated_tokens=estimated_tokens,
         keepalive_s=service.settings.stream_keepalive_s,
-        store=store, items=items,
+        store=store, decoded=decoded,
     )  # fmt: skip
 
 
@@ -72,14 +71,14 @@ class ResponsesSSEResponse(HeldSSEResponse[ResponseStreamEncoder]):
         estimated_tokens: int,
         keepalive_s: float,
         store: ResponseStore | None,
-        items: list[Any],
+        decoded: ResponsesRequest,
     ) -> None:
         super().__init__(
             opened, encoder, ctx, service,
             estimated_tokens=estimated_tokens, keepalive_s=keepalive_s,
         )  # fmt: skip
         self._store = store
-        self._items = items
+        self._decoded = decoded
         self._request_ctx = ctx
         self._retention_s = service.settings.responses_retention_s
 
@@ -93,7 +92,7 @@ class ResponsesSSEResponse(HeldSSEResponse[ResponseStreamEncoder]):
         out = self.encoder.finish()
         if self._store is not None and self.encoder.final is not None:
             await keep(
-                self._store, self._request_ctx, self._retention_s, self._items,
+                self._store, self._request_ctx, self._retention_s, self._decoded,
                 self.encoder.final,
             )  # fmt: skip
         return out
