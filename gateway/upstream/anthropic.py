@@ -36,8 +36,11 @@ from gateway.upstream.anthropic_codec import (
     iter_sse,
     usage_of,
 )
-from gateway.upstream.errors import UpstreamInvalidResponse, UpstreamStatusError
-from gateway.upstream.redact import scrub
+from gateway.upstream.errors import (
+    UpstreamInvalidResponse,
+    UpstreamStatusError,
+    status_error,
+)
 from gateway.upstream.retry import parse_retry_after
 from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
@@ -122,29 +125,12 @@ class _Answer(Protocol):
     def headers(self) -> Mapping[str, str]: ...
 
 
-def _text(body: bytes) -> str:
-    return body.decode("utf-8", "replace")
-
-
-def _error_message(response: _Answer, text: str, secret: str | None = None) -> str:
-    detail = text[:500]
-    try:
-        body = orjson.loads(text)
-        if isinstance(body, dict) and isinstance(body.get("error"), dict):
-            detail = str(body["error"].get("message", detail))
-    except orjson.JSONDecodeError:
-        pass  # not JSON: keep the raw text (truncated) as the detail
-    # upstreams echo credentials in their error text
-    return scrub(f"Upstream returned HTTP {response.status_code}: {detail}", secret)
-
-
 def _status_error(
-    response: _Answer, text: str, secret: str | None = None
+    response: _Answer, body: bytes, secret: str | None = None
 ) -> UpstreamStatusError:
-    # status-aware, so 429/529/502/503 are retried (gateway.upstream.retry)
-    return UpstreamStatusError(
-        _error_message(response, text, secret),
-        upstream_status=response.status_code,
+    # status-aware: a 4xx keeps its status, 429/529/502/503 are retried (upstream.retry)
+    return status_error(
+        response.status_code, body, secret=secret, wire="anthropic",
         retry_after_s=parse_retry_after(response.headers.get("retry-after")),
     )
 
@@ -190,7 +176,7 @@ class AnthropicUpstream:
             limit=self.max_body_bytes,
         )
         if reply.status_code >= 400:
-            raise _status_error(reply, _text(reply.body), model.api_key(self._env))
+            raise _status_error(reply, reply.body, model.api_key(self._env))
         try:
             body: Any = orjson.loads(reply.body)
         except orjson.JSONDecodeError as exc:
@@ -205,8 +191,8 @@ class AnthropicUpstream:
             timeout_s=model.timeout_s,
         ) as response:
             if response.status_code >= 400:
-                text = _text(await response.read_error())
-                raise _status_error(response, text, model.api_key(self._env))
+                body = await response.read_error()
+                raise _status_error(response, body, model.api_key(self._env))
             decoder = StreamDecoder(model.api_key(self._env))
             async for name, data in iter_sse(response.lines()):
                 for event in decoder.feed(name, data):

@@ -46,7 +46,7 @@ from gateway.upstream.errors import (
     OutputTooLarge,
     UpstreamError,
     UpstreamInvalidResponse,
-    UpstreamStatusError,
+    status_error,
 )
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import parse_retry_after
@@ -218,10 +218,8 @@ def decode_response(
 def _error_from_status(
     status: int, body: bytes, headers: Mapping[str, str], secret: str | None = None
 ) -> UpstreamError:
-    snippet = scrub(body[:300].decode("utf-8", "replace"), secret)
-    return UpstreamStatusError(
-        f"Upstream returned HTTP {status}: {snippet}",
-        upstream_status=status,
+    return status_error(
+        status, body, secret=secret, wire="openai",
         retry_after_s=parse_retry_after(headers.get("retry-after")),
     )
 
