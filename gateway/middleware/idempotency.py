@@ -66,7 +66,9 @@ from gateway.web import error_body, read_body, request_context
 
 log = logging.getLogger("syntic.idempotency")
 
-PATHS = frozenset({"/v1/chat/completions", "/v1/messages", "/v1/responses"})
+PATHS = frozenset({
+    "/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/responses",
+})
 HEADER = b"idempotency-key"
 MAX_KEY_LENGTH = 255
 _KEEP_HEADERS = frozenset({"content-type", "x-syntic-schema-retries"})

@@ -36,6 +36,7 @@ from gateway.upstream.anthropic_codec import (
     iter_sse,
     usage_of,
 )
+from gateway.upstream.base import TokenCount
 from gateway.upstream.errors import (
     UpstreamInvalidResponse,
     UpstreamStatusError,
@@ -125,6 +126,9 @@ class _Answer(Protocol):
     def headers(self) -> Mapping[str, str]: ...
 
 
+COUNT_BODY_BYTES = 64 * 1024  # {"input_tokens": N} is a few bytes
+
+
 def _status_error(
     response: _Answer, body: bytes, secret: str | None = None
 ) -> UpstreamStatusError:
@@ -199,6 +203,28 @@ class AnthropicUpstream:
                     yield event
             for event in decoder.end():
                 yield event
+
+    async def count_tokens(
+        self, request: ChatRequest, body: Mapping[str, Any], model: ModelConfig
+    ) -> TokenCount:
+        """The provider's own count: the client's body (with the upstream's model name) to
+        its ``/v1/messages/count_tokens``, with the same headers as a message."""
+        target = self._targets.get(model)
+        url = str(target.url) + "/count_tokens"
+        reply = await self.http.post(
+            url, orjson.dumps({**body, "model": model.upstream_model}), target.headers,
+            target.route, timeout_s=model.timeout_s, limit=COUNT_BODY_BYTES,
+        )
+        if reply.status_code >= 400:
+            raise _status_error(reply, reply.body, model.api_key(self._env))
+        try:
+            answer: Any = orjson.loads(reply.body)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamInvalidResponse("The upstream returned a body that is not JSON.") from exc
+        tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
+        if type(tokens) is not int or tokens < 0:
+            raise UpstreamInvalidResponse("The upstream's token count has no input_tokens.")
+        return TokenCount(tokens, "upstream")
 
     async def aclose(self) -> None:
         # The HTTP client belongs to the app (shared by every adapter); it closes it.

@@ -42,6 +42,7 @@ from gateway.canonical import (
 )
 from gateway.settings import ConstrainedField, ModelConfig, Settings
 from gateway.upstream import openai_responses
+from gateway.upstream.base import TokenCount
 from gateway.upstream.errors import (
     OutputTooLarge,
     UpstreamError,
@@ -50,6 +51,7 @@ from gateway.upstream.errors import (
 )
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import parse_retry_after
+from gateway.upstream.tokens import count_openai_tokens
 from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
 # Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
@@ -301,6 +303,15 @@ class OpenAIUpstream:
                     break
             if not parser.done and not (isinstance(parser, ChunkParser) and parser.finished):
                 raise UpstreamError("Upstream stream ended before it finished.")
+
+    async def count_tokens(
+        self, request: ChatRequest, body: Mapping[str, Any], model: ModelConfig
+    ) -> TokenCount:
+        """OpenAI has no counting endpoint: the model's encoding, an estimate
+        (``gateway.upstream.tokens``)."""
+        return TokenCount(
+            await count_openai_tokens(request, model.upstream_model), "estimate"
+        )
 
     async def aclose(self) -> None:
         # The HTTP client belongs to the app (shared by every adapter); it closes it.
