@@ -172,6 +172,16 @@ def rate_headers(decision: RateDecision) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in rate_header_pairs(decision)}
 
 
+def _token_counter(adapter: object) -> TokenCounter | None:
+    """The adapter itself or the one a wrapper holds (``inner``): a count is not a model
+    call, so the wrappers that time or journal model calls are skipped."""
+    while not isinstance(adapter, TokenCounter):
+        adapter = getattr(adapter, "inner", None)
+        if adapter is None:
+            return None
+    return adapter
+
+
 class ChatService:
     """One per app: owns the lint cache, reads the model catalogue and the registry."""
 
@@ -248,13 +258,13 @@ class ChatService:
         failures retried as a message would be."""
         model = self.model(request.model)
         await self.admit(ctx, 0)
-        adapter = self.registry.get(model)
-        if not isinstance(adapter, TokenCounter):
+        counter = _token_counter(self.registry.get(model))
+        if counter is None:
             return TokenCount(estimate_tokens(body_bytes), "estimate")
         attempt = 0
         while True:
             try:
-                return await adapter.count_tokens(request, body, model)
+                return await counter.count_tokens(request, body, model)
             except UpstreamError as exc:
                 wait = self.retry_policy.delay(attempt, exc, ctx.remaining_s())
                 if wait is None:
