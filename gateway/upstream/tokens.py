@@ -27,7 +27,7 @@ __all__ = ["count_openai_tokens", "estimate_tokens"]
 _PER_MESSAGE = 3  # <|start|>role ... <|end|>, as OpenAI's cookbook counts them
 _REPLY_PRIMING = 3  # every reply is primed with <|start|>assistant<|message|>
 _FALLBACK = "o200k_base"
-_lock = threading.Lock()  # the first load builds the encoding (about 2 s): once
+_lock = threading.Lock()  # loading an encoding takes about a second: one build at a time
 
 
 @functools.cache
