@@ -25,6 +25,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from gateway.admin import AdminAuthMiddleware, admin_routes, console_routes
+from gateway.dialects.anthropic.count_tokens import count_tokens
 from gateway.dialects.anthropic.endpoint import messages
 from gateway.dialects.openai import chat_completions
 from gateway.dialects.responses import create_response, response_by_id
@@ -147,6 +148,7 @@ def create_app(
         # The hot routes first: the router tries routes in order.
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),
         Route("/v1/responses/{response_id}", response_by_id, methods=["GET", "DELETE"]),
         *ops_routes(),  # /healthz /readyz /metrics (no auth)

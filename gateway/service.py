@@ -32,13 +32,14 @@ from gateway.enforcement import (
     check_request,
     enforce_response,
 )
-from gateway.errors import GatewayError, NotFound, RateLimited
+from gateway.errors import GatewayError, NotFound, RateLimited, UpstreamError
 from gateway.ratelimit.base import RateDecision, RateLimiter
 from gateway.settings import ModelConfig, Settings
-from gateway.upstream.base import Upstream
+from gateway.upstream.base import TokenCount, TokenCounter, Upstream
 from gateway.upstream.journal import JournaledUpstream
 from gateway.upstream.registry import UpstreamRegistry
 from gateway.upstream.retry import RetryingUpstream, RetryPolicy
+from gateway.upstream.tokens import estimate_tokens
 
 
 @record
@@ -171,6 +172,16 @@ def rate_headers(decision: RateDecision) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in rate_header_pairs(decision)}
 
 
+def _token_counter(adapter: object) -> TokenCounter | None:
+    """The adapter itself or the one a wrapper holds (``inner``): a count is not a model
+    call, so the wrappers that time or journal model calls are skipped."""
+    while not isinstance(adapter, TokenCounter):
+        adapter = getattr(adapter, "inner", None)
+        if adapter is None:
+            return None
+    return adapter
+
+
 class ChatService:
     """One per app: owns the lint cache, reads the model catalogue and the registry."""
 
@@ -237,6 +248,29 @@ class ChatService:
             raise RateLimited("Rate limit exceeded for this API key.", headers=headers)
         if decision.limit_requests is not None or decision.limit_tokens is not None:
             ctx.add_raw_headers(rate_header_pairs(decision))
+
+    async def count_tokens(
+        self, request: ChatRequest, body: Mapping[str, Any], ctx: RequestContext,
+        *, body_bytes: int,
+    ) -> TokenCount:
+        """A prompt's input tokens from the model's upstream when it can count
+        (``TokenCounter``), else bytes / 4. Admitted as one request with no tokens; safe
+        failures retried as a message would be."""
+        model = self.model(request.model)
+        await self.admit(ctx, 0)
+        counter = _token_counter(self.registry.get(model))
+        if counter is None:
+            return TokenCount(estimate_tokens(body_bytes), "estimate")
+        attempt = 0
+        while True:
+            try:
+                return await counter.count_tokens(request, body, model)
+            except UpstreamError as exc:
+                wait = self.retry_policy.delay(attempt, exc, ctx.remaining_s())
+                if wait is None:
+                    raise
+            attempt += 1
+            await asyncio.sleep(wait)
 
     async def settle(self, ctx: RequestContext, estimated_tokens: int) -> None:
         """Once usage is known, charge actual minus estimated tokens (may be negative)."""

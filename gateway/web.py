@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope
 
 from gateway.context import RequestContext
-from gateway.errors import GatewayError, InvalidRequest
+from gateway.errors import Dialect, GatewayError, InvalidRequest
 from gateway.server.compat import BareResponse
 
 JSON_HEADER = (b"content-type", b"application/json")
@@ -32,9 +32,9 @@ def request_context(scope: Scope) -> RequestContext:
     return ctx
 
 
-def error_body(exc: GatewayError, request_id: str) -> bytes:
-    """The unified error envelope of ``exc``, as bytes."""
-    return orjson.dumps(exc.envelope(request_id))
+def error_body(exc: GatewayError, request_id: str, dialect: Dialect = "openai") -> bytes:
+    """The unified error envelope of ``exc`` in ``dialect``'s vocabulary, as bytes."""
+    return orjson.dumps(exc.envelope(request_id, dialect))
 
 
 def json_bytes(payload: Any) -> bytes:

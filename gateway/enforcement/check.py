@@ -19,7 +19,7 @@ import validator
 from gateway.canonical import ChatRequest, JsonSchemaFormat
 from gateway.canonical.record import record
 from gateway.enforcement.projection import Projection, project
-from gateway.errors import InvalidRequest
+from gateway.errors import Dialect, InvalidRequest
 from gateway.settings import ModelConfig
 
 
@@ -53,8 +53,8 @@ class SchemaRejected(InvalidRequest):
         super().__init__(first.message, code=first.code, param=first.param)
         self.issues = issues
 
-    def envelope(self, request_id: str) -> dict[str, Any]:
-        body = super().envelope(request_id)
+    def envelope(self, request_id: str, dialect: Dialect = "openai") -> dict[str, Any]:
+        body = super().envelope(request_id, dialect)
         body["error"]["issues"] = [
             {"code": i.code, "param": i.param, "message": i.message} for i in self.issues
         ]

@@ -48,7 +48,7 @@ from gateway.canonical.record import record
 from gateway.context import Tally
 from gateway.enforcement.check import StrictPlan
 from gateway.enforcement.projection import canonical_call, projected_violations
-from gateway.errors import GatewayError, UnprocessableOutput
+from gateway.errors import Dialect, GatewayError, UnprocessableOutput
 from gateway.settings import ModelConfig
 from gateway.upstream.base import Upstream
 
@@ -80,8 +80,8 @@ class OutputRejected(UnprocessableOutput):
         super().__init__(message, code=code, param=violations[0].pointer if violations else "")
         self.violations = violations
 
-    def envelope(self, request_id: str) -> dict[str, Any]:
-        body = super().envelope(request_id)
+    def envelope(self, request_id: str, dialect: Dialect = "openai") -> dict[str, Any]:
+        body = super().envelope(request_id, dialect)
         body["error"]["errors"] = [
             {"pointer": v.pointer, "message": v.message} for v in self.violations
         ]

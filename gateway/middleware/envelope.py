@@ -6,8 +6,9 @@
   ``request_id``, echoed as ``x-request-id`` on every response, errors included;
 - refuses a body over ``max_body_bytes`` with 413 *before* buffering it (Content-Length
   checked up front; chunked bodies counted as they arrive);
-- turns any ``GatewayError`` into the unified envelope, and any other exception into a
-  logged 500 envelope (never a traceback to the client);
+- turns any ``GatewayError`` into the unified envelope in the path's dialect vocabulary
+  (``errors.dialect_of``) with ``x-should-retry`` where a retry cannot help, and any other
+  exception into a logged 500 envelope (never a traceback to the client);
 - records one ``UsageRecord`` per metered request (``POST /v1/...``) whatever the outcome:
   into the ledger's local spool just before the response's last body message goes out (so
   no answered request can lose its row to a crash), or after the request ends when no
@@ -36,7 +37,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.context import RequestContext
-from gateway.errors import GatewayError, PayloadTooLarge, UpstreamTimeout
+from gateway.errors import GatewayError, PayloadTooLarge, UpstreamTimeout, dialect_of
 from gateway.middleware.limits import EdgeLimits, InflightGate
 from gateway.server.deadlines import Deadlines, TaskDeadline, body_deadline
 from gateway.server.protocol import complete_body_size
@@ -273,12 +274,14 @@ class GatewayMiddleware:
 
     @staticmethod
     async def _send_error(exc: GatewayError, ctx: RequestContext, send: Send) -> None:
-        body = error_body(exc, ctx.request_id)
+        body = error_body(exc, ctx.request_id, dialect_of(ctx.endpoint))
         headers: list[tuple[bytes, bytes]] = [
             JSON_HEADER,
             (b"content-length", str(len(body)).encode()),
         ]
-        headers.extend((k.lower().encode(), v.encode()) for k, v in exc.headers.items())
+        headers.extend(
+            (k.lower().encode(), v.encode()) for k, v in exc.response_headers().items()
+        )
         await send({"type": "http.response.start", "status": exc.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 

@@ -52,14 +52,23 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.context import RequestContext
-from gateway.errors import Conflict, GatewayError, InvalidRequest, Overloaded, UnprocessableOutput
+from gateway.errors import (
+    Conflict,
+    GatewayError,
+    InvalidRequest,
+    Overloaded,
+    UnprocessableOutput,
+    dialect_of,
+)
 from gateway.server.draining import Draining
 from gateway.settings import Settings
 from gateway.web import error_body, read_body, request_context
 
 log = logging.getLogger("syntic.idempotency")
 
-PATHS = frozenset({"/v1/chat/completions", "/v1/messages", "/v1/responses"})
+PATHS = frozenset({
+    "/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/responses",
+})
 HEADER = b"idempotency-key"
 MAX_KEY_LENGTH = 255
 _KEEP_HEADERS = frozenset({"content-type", "x-syntic-schema-retries"})
@@ -403,10 +412,11 @@ class IdempotencyMiddleware:
             if status == 0 and exc.status < 500 and exc.status not in _NOT_STORED:
                 ctx = request_context(scope)
                 envelope_headers = [("content-type", "application/json")]
+                envelope_headers.extend(exc.response_headers().items())
                 envelope_headers.extend(_context_headers(scope))
                 stored = StoredResponse(
                     fingerprint, exc.status, tuple(envelope_headers),
-                    error_body(exc, ctx.request_id),
+                    error_body(exc, ctx.request_id, dialect_of(ctx.endpoint)),
                 )
             raise
         finally:

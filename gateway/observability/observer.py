@@ -29,7 +29,8 @@ QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 ROUTE_PATHS = frozenset(
     {
         "/healthz", "/readyz", "/metrics", "/openapi.json", "/v1/models",
-        "/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/schemas/check",
+        "/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/responses",
+        "/v1/schemas/check",
         "/admin/keys", "/admin/usage", "/admin/requests", "/admin/schemas/check", "/console",
     }
 )  # fmt: skip

@@ -119,6 +119,11 @@ def openapi_document() -> dict[str, Any]:
             "createMessage", "Anthropic Messages with strict tool input",
             "MessagesRequest", _completion_ok("Message"), _MODEL_ERRORS,
         ),
+        "/v1/messages/count_tokens": _post(
+            "countMessageTokens", "Anthropic token counting (x-syntic-token-count: who counted)",
+            "CountTokensRequest", _json(_ref("TokenCount"), "The prompt's input tokens."),
+            (400, 401, 404, 413, 429, 502, 503, 504),
+        ),
         "/v1/responses": _post(
             "createResponse", "OpenAI Responses with strict function tools (strict by default)",
             "ResponsesRequest", _completion_ok("Response"), _MODEL_ERRORS,

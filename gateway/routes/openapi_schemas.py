@@ -187,6 +187,22 @@ SCHEMAS: dict[str, Any] = {
             "stream": {"type": "boolean"},
         },
     },
+    "CountTokensRequest": {
+        "type": "object",
+        "required": ["model", "messages"],
+        "properties": {
+            "model": {"type": "string"},
+            "system": {"type": ["string", "array"]},
+            "messages": {"type": "array", "items": {"type": "object"}},
+            "tools": {"type": "array", "maxItems": 128, "items": ref("AnthropicTool")},
+            "tool_choice": {"type": "object"},
+        },
+    },
+    "TokenCount": {
+        "type": "object",
+        "required": ["input_tokens"],
+        "properties": {"input_tokens": {"type": "integer", "minimum": 0}},
+    },
     "Message": {
         "type": "object",
         "required": ["id", "type", "role", "model", "content", "stop_reason", "usage"],

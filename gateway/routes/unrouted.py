@@ -25,7 +25,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Match, Router
 from starlette.types import Receive, Scope, Send
 
-from gateway.errors import GatewayError, NotFound
+from gateway.errors import GatewayError, NotFound, dialect_of
 from gateway.web import error_body, request_context
 
 
@@ -56,13 +56,12 @@ async def http_exception(request: Request, exc: Exception) -> Response:
             code="method_not_allowed",
         )
         err.status = exc.status_code
-        err.type = "invalid_request"
     ctx.error_code = err.code
     return Response(
-        error_body(err, ctx.request_id),
+        error_body(err, ctx.request_id, dialect_of(ctx.endpoint)),
         status_code=err.status,
         media_type="application/json",
-        headers=headers,
+        headers={**err.response_headers(), **headers},
     )
 
 

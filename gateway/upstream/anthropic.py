@@ -36,8 +36,12 @@ from gateway.upstream.anthropic_codec import (
     iter_sse,
     usage_of,
 )
-from gateway.upstream.errors import UpstreamInvalidResponse, UpstreamStatusError
-from gateway.upstream.redact import scrub
+from gateway.upstream.base import TokenCount
+from gateway.upstream.errors import (
+    UpstreamInvalidResponse,
+    UpstreamStatusError,
+    status_error,
+)
 from gateway.upstream.retry import parse_retry_after
 from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
@@ -122,29 +126,15 @@ class _Answer(Protocol):
     def headers(self) -> Mapping[str, str]: ...
 
 
-def _text(body: bytes) -> str:
-    return body.decode("utf-8", "replace")
-
-
-def _error_message(response: _Answer, text: str, secret: str | None = None) -> str:
-    detail = text[:500]
-    try:
-        body = orjson.loads(text)
-        if isinstance(body, dict) and isinstance(body.get("error"), dict):
-            detail = str(body["error"].get("message", detail))
-    except orjson.JSONDecodeError:
-        pass  # not JSON: keep the raw text (truncated) as the detail
-    # upstreams echo credentials in their error text
-    return scrub(f"Upstream returned HTTP {response.status_code}: {detail}", secret)
+COUNT_BODY_BYTES = 64 * 1024  # {"input_tokens": N} is a few bytes
 
 
 def _status_error(
-    response: _Answer, text: str, secret: str | None = None
+    response: _Answer, body: bytes, secret: str | None = None
 ) -> UpstreamStatusError:
-    # status-aware, so 429/529/502/503 are retried (gateway.upstream.retry)
-    return UpstreamStatusError(
-        _error_message(response, text, secret),
-        upstream_status=response.status_code,
+    # status-aware: a 4xx keeps its status, 429/529/502/503 are retried (upstream.retry)
+    return status_error(
+        response.status_code, body, secret=secret, wire="anthropic",
         retry_after_s=parse_retry_after(response.headers.get("retry-after")),
     )
 
@@ -190,7 +180,7 @@ class AnthropicUpstream:
             limit=self.max_body_bytes,
         )
         if reply.status_code >= 400:
-            raise _status_error(reply, _text(reply.body), model.api_key(self._env))
+            raise _status_error(reply, reply.body, model.api_key(self._env))
         try:
             body: Any = orjson.loads(reply.body)
         except orjson.JSONDecodeError as exc:
@@ -205,14 +195,36 @@ class AnthropicUpstream:
             timeout_s=model.timeout_s,
         ) as response:
             if response.status_code >= 400:
-                text = _text(await response.read_error())
-                raise _status_error(response, text, model.api_key(self._env))
+                body = await response.read_error()
+                raise _status_error(response, body, model.api_key(self._env))
             decoder = StreamDecoder(model.api_key(self._env))
             async for name, data in iter_sse(response.lines()):
                 for event in decoder.feed(name, data):
                     yield event
             for event in decoder.end():
                 yield event
+
+    async def count_tokens(
+        self, request: ChatRequest, body: Mapping[str, Any], model: ModelConfig
+    ) -> TokenCount:
+        """The provider's own count: the client's body (with the upstream's model name) to
+        its ``/v1/messages/count_tokens``, with the same headers as a message."""
+        target = self._targets.get(model)
+        url = str(target.url) + "/count_tokens"
+        reply = await self.http.post(
+            url, orjson.dumps({**body, "model": model.upstream_model}), target.headers,
+            target.route, timeout_s=model.timeout_s, limit=COUNT_BODY_BYTES,
+        )
+        if reply.status_code >= 400:
+            raise _status_error(reply, reply.body, model.api_key(self._env))
+        try:
+            answer: Any = orjson.loads(reply.body)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamInvalidResponse("The upstream returned a body that is not JSON.") from exc
+        tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
+        if type(tokens) is not int or tokens < 0:
+            raise UpstreamInvalidResponse("The upstream's token count has no input_tokens.")
+        return TokenCount(tokens, "upstream")
 
     async def aclose(self) -> None:
         # The HTTP client belongs to the app (shared by every adapter); it closes it.

@@ -14,8 +14,9 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Protocol
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from gateway.canonical import ChatRequest, ChatResponse, StreamEvent
 from gateway.settings import ModelConfig
@@ -33,3 +34,26 @@ class Upstream(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+TokenSource = Literal["upstream", "tokenizer", "estimate"]
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCount:
+    """What ``count_tokens`` answers: the prompt's input tokens, and how they were found:
+    ``upstream`` (the provider counted), ``tokenizer`` (the model's own tokenizer, exact
+    for the rendered prompt) or ``estimate`` (another tokenizer, or bytes / 4)."""
+
+    input_tokens: int
+    source: TokenSource
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """An adapter that can size a prompt without generating (``/v1/messages/count_tokens``).
+    ``body`` is the client's Anthropic request, as sent (minus ``max_tokens``)."""
+
+    async def count_tokens(
+        self, request: ChatRequest, body: Mapping[str, Any], model: ModelConfig
+    ) -> TokenCount: ...

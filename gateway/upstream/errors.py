@@ -1,12 +1,27 @@
 """The upstream failures an adapter or the transport raises, each with its client-facing code.
 
 Only ``UpstreamConnectError`` (nothing was sent) and ``UpstreamStatusError`` with a retryable
-status are retried (``gateway.upstream.retry``); the others end the request with 502/504.
+status are retried (``gateway.upstream.retry``); the others end the request.
+
+An upstream's error status keeps its meaning (``status_error``): a 4xx is the client's
+request refused by the vendor, so it reaches the client with the same status, code
+``upstream_rejected``, the vendor's message and ``param`` (scrubbed of credentials and
+capped: the body is hostile input), never as a 502 the SDKs would retry. Two exceptions:
+401/403 (and a proxy's 407) refuse the *operator's* upstream key, which the client can
+neither see nor fix, so they become 502 ``upstream_credentials_rejected`` with
+``x-should-retry: false``; a 5xx is the upstream failing, 502 ``upstream_error``.
 """
 
 from __future__ import annotations
 
-from gateway.errors import UpstreamError, UpstreamTimeout
+import math
+import re
+from typing import Any
+
+import orjson
+
+from gateway.errors import Dialect, UpstreamError, UpstreamTimeout
+from gateway.upstream.redact import scrub
 
 __all__ = [
     "OutputTooLarge",
@@ -15,7 +30,14 @@ __all__ = [
     "UpstreamInvalidResponse",
     "UpstreamStatusError",
     "UpstreamTimeout",
+    "status_error",
 ]
+
+MAX_MESSAGE_CHARS = 1000  # of the vendor's message quoted to the client
+MAX_PARAM_CHARS = 200
+_PARSED_BYTES = 64 * 1024  # a longer error body is not parsed, only quoted (capped)
+_CREDENTIAL_STATUSES = frozenset({401, 403, 407})
+_TYPE_RE = re.compile(r"[a-z][a-z_]{0,63}")  # a vendor's type worth keeping verbatim
 
 
 class UpstreamConnectError(UpstreamError):
@@ -25,15 +47,38 @@ class UpstreamConnectError(UpstreamError):
 
 
 class UpstreamStatusError(UpstreamError):
-    """The upstream answered with an error status (``upstream_status``); 429/502/503 are
-    retried, after ``retry_after_s`` when the upstream said so."""
+    """The upstream answered with an error status (``upstream_status``); 429/502/503/529 are
+    retried, after ``retry_after_s`` when the upstream said so. ``status`` is what the
+    client gets (see the module docstring); ``upstream_type`` the vendor's ``error.type``,
+    kept when the client speaks the same vendor's dialect (``wire``)."""
 
     def __init__(
-        self, message: str, *, upstream_status: int, retry_after_s: float | None = None
+        self,
+        message: str,
+        *,
+        upstream_status: int,
+        retry_after_s: float | None = None,
+        status: int = 502,
+        code: str | None = None,
+        param: str | None = None,
+        upstream_type: str | None = None,
+        wire: Dialect = "openai",
+        headers: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, code=code, param=param, headers=headers)
+        self.status = status
         self.upstream_status = upstream_status
         self.retry_after_s = retry_after_s
+        self.upstream_type = upstream_type
+        self.wire = wire
+        if upstream_status in _CREDENTIAL_STATUSES:
+            self.retryable = False  # the operator's key: the same request fails again
+
+    def error_type(self, dialect: Dialect = "openai") -> str:
+        kept = self.upstream_type
+        if kept is not None and dialect == self.wire and self.status == self.upstream_status:
+            return kept
+        return super().error_type(dialect)
 
 
 class UpstreamInvalidResponse(UpstreamError):
@@ -48,3 +93,67 @@ class OutputTooLarge(UpstreamError):
     passed its cap; reading stopped there."""
 
     default_code = "upstream_output_too_large"
+
+
+def _cap(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _vendor_error(body: bytes) -> tuple[str, Any, Any]:
+    """(message, type, param) from an OpenAI (``{"error": {...}}``) or Anthropic
+    (``{"type": "error", "error": {...}}``) error body; the raw text when it is neither."""
+    text = body[:_PARSED_BYTES].decode("utf-8", "replace")
+    if len(body) <= _PARSED_BYTES:
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            data = None
+        if isinstance(data, dict):
+            error = data.get("error")
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                return error["message"], error.get("type"), error.get("param")
+            if isinstance(error, str):
+                return error, None, None
+    return text.strip() or "(empty body)", None, None
+
+
+def status_error(
+    status: int,
+    body: bytes,
+    *,
+    secret: str | None,
+    wire: Dialect,
+    retry_after_s: float | None = None,
+) -> UpstreamStatusError:
+    """The ``UpstreamStatusError`` for an upstream's error answer (module docstring)."""
+    message, vendor_type, vendor_param = _vendor_error(body)
+    message = _cap(scrub(message, secret), MAX_MESSAGE_CHARS)
+    if 400 <= status < 500 and status not in _CREDENTIAL_STATUSES:
+        param = (
+            _cap(scrub(vendor_param, secret), MAX_PARAM_CHARS)
+            if isinstance(vendor_param, str) and vendor_param
+            else None
+        )
+        kept = (
+            vendor_type
+            if isinstance(vendor_type, str) and _TYPE_RE.fullmatch(vendor_type)
+            else None
+        )
+        extra: dict[str, str] = {}
+        if status == 429 and retry_after_s is not None:
+            extra["retry-after"] = str(math.ceil(retry_after_s))  # parsed, not echoed
+        return UpstreamStatusError(
+            message, upstream_status=status, retry_after_s=retry_after_s, status=status,
+            code="upstream_rejected", param=param, upstream_type=kept, wire=wire,
+            headers=extra,
+        )
+    if status in _CREDENTIAL_STATUSES:
+        return UpstreamStatusError(
+            f"The upstream refused the gateway's credentials for this model (HTTP {status}): "
+            f"{message}",
+            upstream_status=status, code="upstream_credentials_rejected", wire=wire,
+        )
+    return UpstreamStatusError(
+        f"Upstream returned HTTP {status}: {message}",
+        upstream_status=status, retry_after_s=retry_after_s, wire=wire,
+    )

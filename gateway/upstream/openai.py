@@ -42,14 +42,16 @@ from gateway.canonical import (
 )
 from gateway.settings import ConstrainedField, ModelConfig, Settings
 from gateway.upstream import openai_responses
+from gateway.upstream.base import TokenCount
 from gateway.upstream.errors import (
     OutputTooLarge,
     UpstreamError,
     UpstreamInvalidResponse,
-    UpstreamStatusError,
+    status_error,
 )
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import parse_retry_after
+from gateway.upstream.tokens import count_openai_tokens
 from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
 # Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
@@ -218,10 +220,8 @@ def decode_response(
 def _error_from_status(
     status: int, body: bytes, headers: Mapping[str, str], secret: str | None = None
 ) -> UpstreamError:
-    snippet = scrub(body[:300].decode("utf-8", "replace"), secret)
-    return UpstreamStatusError(
-        f"Upstream returned HTTP {status}: {snippet}",
-        upstream_status=status,
+    return status_error(
+        status, body, secret=secret, wire="openai",
         retry_after_s=parse_retry_after(headers.get("retry-after")),
     )
 
@@ -303,6 +303,15 @@ class OpenAIUpstream:
                     break
             if not parser.done and not (isinstance(parser, ChunkParser) and parser.finished):
                 raise UpstreamError("Upstream stream ended before it finished.")
+
+    async def count_tokens(
+        self, request: ChatRequest, body: Mapping[str, Any], model: ModelConfig
+    ) -> TokenCount:
+        """OpenAI has no counting endpoint: the model's encoding, an estimate
+        (``gateway.upstream.tokens``)."""
+        return TokenCount(
+            await count_openai_tokens(request, model.upstream_model), "estimate"
+        )
 
     async def aclose(self) -> None:
         # The HTTP client belongs to the app (shared by every adapter); it closes it.

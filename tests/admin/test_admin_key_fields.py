@@ -42,7 +42,7 @@ def assert_400(res: httpx.Response, param: str) -> None:
     assert res.status_code == 400, res.text
     envelope = res.json()
     assert envelope["error"]["param"] == param, envelope
-    assert envelope["error"]["type"] == "invalid_request"
+    assert envelope["error"]["type"] == "invalid_request_error"
     assert envelope["request_id"] == res.headers["x-request-id"]
 
 

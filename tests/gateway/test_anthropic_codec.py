@@ -382,7 +382,7 @@ def test_encode_error_is_unified_envelope() -> None:
     assert out == {
         "type": "error",
         "error": {
-            "type": "invalid_request",
+            "type": "invalid_request_error",
             "code": "tool_arguments_invalid",
             "message": "Arguments for f did not match",
             "param": "/n",

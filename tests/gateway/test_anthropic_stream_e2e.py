@@ -252,7 +252,7 @@ def test_upstream_dropped_mid_stream(
     assert events[0][0] == "message_start"
     name, data = events[-1]
     assert name == "error"
-    assert data["error"]["type"] == "upstream_error"
+    assert data["error"]["type"] == "api_error"
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

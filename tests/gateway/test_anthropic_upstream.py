@@ -167,7 +167,7 @@ async def test_stream_events(
                 },
             ),
             UpstreamError,
-            "HTTP 401: bad key",
+            "refused the gateway's credentials for this model (HTTP 401): bad key",
         ),
         (HttpError(502, body=b"<html>proxy</html>"), UpstreamError, "<html>proxy</html>"),
         (Drop(), UpstreamError, "connection"),

@@ -137,7 +137,7 @@ def test_an_unknown_route_does_not_run_its_body_as_a_request(
     conn.send(head("POST", path, upgrade + f"content-length: {len(SMUGGLED)}\r\n",
                    gateway.api_key))
     status, _, body = conn.response("POST")  # answered before the body is read
-    assert status == 404 and orjson.loads(body)["error"]["type"] == "not_found"
+    assert status == 404 and orjson.loads(body)["error"]["type"] == "invalid_request_error"
     conn.send(SMUGGLED)  # the body, in a later packet, then the next request
     conn.send(NEXT)
     status, _, body = conn.response()

@@ -112,7 +112,7 @@ async def test_unhandled_exception_is_500_envelope(
 ) -> None:
     r = await client.post("/v1/boom", headers=AUTH)
     assert r.status_code == 500
-    assert r.json() == {"error": {"type": "api_error", "code": "internal_error",
+    assert r.json() == {"error": {"type": "server_error", "code": "internal_error",
                                   "message": "Internal server error.", "param": None},
                         "request_id": r.headers["x-request-id"]}
     assert "secret internal detail" not in r.text and "Traceback" not in r.text

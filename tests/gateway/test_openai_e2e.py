@@ -77,7 +77,7 @@ def test_invalid_twice_is_422(chat: Chat, upstream: ScriptedUpstream) -> None:
         chat(tools=[refund_tool()])
     body = envelope(info.value)
     assert body["error"]["code"] == "tool_arguments_invalid"
-    assert body["error"]["type"] == "invalid_request"
+    assert body["error"]["type"] == "invalid_request_error"
     assert body["error"]["param"] == "/amount_pence"
     assert body["error"]["message"] == (
         "Arguments for create_refund did not match the schema: /amount_pence must be integer.")

@@ -115,7 +115,10 @@ def test_bad_key_is_401(gateway: GatewayProcess, key: str) -> None:
     with pytest.raises(openai.AuthenticationError) as info:
         client.chat.completions.create(model="strict-model", messages=MESSAGES)
     body = envelope(info.value)
-    assert body["error"]["type"] == "authentication_error"
+    # OpenAI's own 401 says invalid_request_error (code invalid_api_key)
+    assert (body["error"]["type"], body["error"]["code"]) == (
+        "invalid_request_error", "invalid_api_key")
+    assert info.value.response.headers["x-should-retry"] == "false"
     assert body["request_id"] == info.value.response.headers["x-request-id"]
 
 
@@ -189,7 +192,7 @@ def test_unknown_route_is_enveloped(gateway: GatewayProcess) -> None:
     r = httpx.get(gateway.base_url + "/v1/nope",
                   headers={"authorization": f"Bearer {gateway.api_key}"})
     assert r.status_code == 404
-    assert r.json()["error"]["type"] == "not_found"
+    assert r.json()["error"]["type"] == "invalid_request_error"
     assert r.headers["x-request-id"] == r.json()["request_id"]
 
 
@@ -197,7 +200,7 @@ def test_unknown_route_is_enveloped(gateway: GatewayProcess) -> None:
     ("step", "model", "exc", "status", "code"),
     [
         (HttpError(500), "strict-model", openai.InternalServerError, 502, "upstream_error"),
-        (HttpError(429), "strict-model", openai.InternalServerError, 502, "upstream_error"),
+        ([HttpError(429)] * 3, "strict-model", openai.RateLimitError, 429, "upstream_rejected"),
         (Drop(), "strict-model", openai.InternalServerError, 502, "upstream_error"),
         (Reply(content="late", delay=2.0), "slow-model", openai.InternalServerError, 504,
          "upstream_timeout"),
@@ -208,7 +211,7 @@ def test_upstream_failures(
     chat: Chat, upstream: ScriptedUpstream, step: Any, model: str, exc: type[Exception],
     status: int, code: str,
 ) -> None:
-    upstream.queue(step)
+    upstream.queue(*(step if isinstance(step, list) else [step]))
     with pytest.raises(openai.APIStatusError) as info:
         chat(model=model)
     assert isinstance(info.value, exc)

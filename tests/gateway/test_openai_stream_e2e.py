@@ -207,7 +207,7 @@ def test_invalid_twice_is_an_in_band_error(
     out = sdk_stream(kind, gw)
     assert out.error is not None
     assert (out.error.code, out.error.param, out.error.type) == (
-        "tool_arguments_invalid", "/amount_pence", "invalid_request")
+        "tool_arguments_invalid", "/amount_pence", "invalid_request_error")
     assert "create_refund did not match the schema" in out.error.message
     assert "".join(c.choices[0].delta.content or "" for c in out.chunks if c.choices) == (
         "One moment.")

@@ -68,7 +68,8 @@ def test_a_wrong_method_gets_405_with_every_method_of_the_path(
             continue
         assert res.headers["content-type"] == "application/json"
         envelope = res.json()
-        assert envelope["error"]["type"] == "invalid_request"
+        assert envelope["error"]["type"] == "invalid_request_error"
+        assert res.headers["x-should-retry"] == "false"
         assert envelope["error"]["code"] == "method_not_allowed"
         assert ", ".join(allowed) in envelope["error"]["message"]
         assert envelope["request_id"] == res.headers["x-request-id"]
@@ -107,4 +108,4 @@ def test_a_path_with_no_slash_twin_is_a_404_not_a_redirect(
         res = httpx.get(proc.base_url + path, headers={"host": HOSTILE_HOST}, timeout=20)
         assert res.status_code == 404, (path, res.headers.get("location"))
         assert "location" not in res.headers
-        assert res.json()["error"]["type"] == "not_found"
+        assert res.json()["error"]["type"] == "invalid_request_error"

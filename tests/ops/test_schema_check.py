@@ -153,7 +153,7 @@ def test_malformed_requests_are_400_with_param(gw: GatewayProcess, body: Any, pa
     res = check(gw, body)
     assert res.status_code == 400, res.text
     err = res.json()["error"]
-    assert (err["type"], err["param"]) == ("invalid_request", param)
+    assert (err["type"], err["param"]) == ("invalid_request_error", param)
 
 
 def test_not_json_is_400(gw: GatewayProcess) -> None:
@@ -166,7 +166,7 @@ def test_not_json_is_400(gw: GatewayProcess) -> None:
 def test_needs_a_key(gw: GatewayProcess) -> None:
     res = check(gw, {"tools": [openai_tool(STRICT)]}, key=None)
     assert res.status_code == 401
-    assert res.json()["error"]["type"] == "authentication_error"
+    assert res.json()["error"]["type"] == "invalid_request_error"  # OpenAI's for a 401
 
 
 def test_no_model_call_and_the_shared_cache_warms(

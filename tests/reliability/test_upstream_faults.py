@@ -69,7 +69,7 @@ CASES: dict[str, Case] = {
     "retry-after-past-deadline-fails-fast": Case(
         [_retry_after(503, "60")], 502, "upstream_error", 1),
     "500-not-retried": Case([HttpError(500)], 502, "upstream_error", 1),
-    "400-not-retried": Case([HttpError(400)], 502, "upstream_error", 1),
+    "400-not-retried": Case([HttpError(400)], 400, "upstream_rejected", 1),
     "reset-mid-response-not-retried": Case([Drop(delay=0.1)], 502, "upstream_error", 1),
     "timeout-not-retried": Case([Reply(content="x", delay=2)], 504, "upstream_timeout", 1,
                                 model="slow"),

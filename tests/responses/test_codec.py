@@ -129,7 +129,7 @@ def test_stream_encoder_failure_carries_the_envelope() -> None:
     failed, error = _events(enc.failed(exc, "req_1"))
     assert failed["response"]["status"] == "failed"
     assert failed["response"]["error"]["code"] == "tool_arguments_invalid"
-    assert error["error"] == {"type": "invalid_request", "code": "tool_arguments_invalid",
+    assert error["error"] == {"type": "invalid_request_error", "code": "tool_arguments_invalid",
                               "message": "bad", "param": "/x"}
     assert (error["type"], error["param"], error["request_id"]) == ("error", "/x", "req_1")
 

@@ -20,13 +20,14 @@ import openai
 import orjson
 import pytest
 
+from gateway.upstream.errors import MAX_MESSAGE_CHARS
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.hostile_upstream import HostileUpstream
 
 MODES = (
     "ok", "interim-100", "interim-103", "switch-101", "trickle", "endless-stream",
     "gzip-bomb", "gzip-bomb-stream", "endless-line", "invalid-utf8", "reset-body",
-    "reset-stream",
+    "reset-stream", "error-bomb", "error-endless",
 )
 TIMEOUT_S = 2.0  # each model's timeout_s
 REQUEST_TIMEOUT_S = 4.0  # the gateway's request deadline
@@ -38,6 +39,7 @@ def hostile() -> Iterator[HostileUpstream]:
     with HostileUpstream() as up:
         up.bomb()  # built before any case is timed
         up.bomb(_stream_bomb_prefix())
+        up.bomb(b'{"error": {"message": "')  # error-bomb's
         yield up
 
 
@@ -155,6 +157,11 @@ CASES = [
     ("invalid-utf8", True, 200, "upstream_invalid_response"),
     ("reset-body", False, 502, "upstream_error"),
     ("reset-stream", True, 200, "upstream_error"),
+    # an error body is read to its cap (64 KiB), never further; quoted capped and scrubbed
+    ("error-bomb", False, 400, "upstream_rejected"),
+    ("error-bomb", True, 400, "upstream_rejected"),
+    ("error-endless", False, 400, "upstream_rejected"),
+    ("error-endless", True, 400, "upstream_rejected"),
 ]
 
 
@@ -174,6 +181,7 @@ def test_misbehaviour(
     else:
         error = resp.json()["error"]
     assert error["code"] == code
+    assert len(error["message"]) <= MAX_MESSAGE_CHARS + 1 and "sk-proj-" not in error["message"]
     assert "Traceback" not in resp.text
     print(f"{mode}: /healthz worst {watch.worst * 1000:.0f} ms, "
           f"peak RSS +{watch.peak_growth / 2**20:.0f} MiB")

@@ -284,6 +284,26 @@ class HostileUpstream:
         conn.writer.write(body)
         return True
 
+    async def _mode_error_bomb(self, conn: _Conn) -> bool:
+        """A 400 whose error body is a gzip bomb: an error message that never ends."""
+        body = self.bomb(b'{"error": {"message": "')
+        conn.writer.write(_head("400 Bad Request", {
+            **JSON, "content-encoding": "gzip", "content-length": str(len(body))}))
+        conn.writer.write(body)
+        return True
+
+    async def _mode_error_endless(self, conn: _Conn) -> bool:
+        """A 400 whose chunked error body never ends (a key echoed in it, again and
+        again); the connection is left for the gateway to drop."""
+        w = conn.writer
+        w.write(_head("400 Bad Request", {**JSON, "transfer-encoding": "chunked"}))
+        w.write(_chunked(b'{"error": {"message": "Incorrect API key provided: '))
+        piece = _chunked(b"sk-proj-abcdefghijklmnopqrstuvwxyz " * 64)
+        while True:
+            w.write(piece)
+            await w.drain()
+            await asyncio.sleep(0.001)
+
     async def _mode_gzip_bomb_stream(self, conn: _Conn) -> bool:
         """A stream whose first event is fine, then a gzip bomb of zeros (a line that
         never ends once inflated)."""

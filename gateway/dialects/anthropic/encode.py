@@ -121,11 +121,7 @@ def encode_response(
 
 
 def encode_error(error: GatewayError, request_id: str) -> dict[str, Any]:
-    """The unified envelope with Anthropic's top-level ``"type": "error"`` (used for the
-    stream's ``error`` event, whose data Anthropic types this way).
-
-    Non-streaming errors are rendered by the shared middleware as the plain unified
-    envelope: the anthropic SDK picks its exception class from the HTTP status and reads
-    ``error.message`` / ``error.type`` from the body, so nothing dialect-specific is needed.
-    """
-    return {"type": "error", **error.envelope(request_id)}
+    """The unified envelope in Anthropic's vocabulary, with its top-level
+    ``"type": "error"``: the stream's ``error`` event (the shared middleware renders the
+    same body for a non-streaming error on ``/v1/messages``)."""
+    return error.envelope(request_id, "anthropic")

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gateway.canonical import (
     ChatRequest,
@@ -38,6 +39,7 @@ from gateway.canonical import (
 )
 from gateway.errors import GatewayError, InvalidRequest, UpstreamError, UpstreamTimeout
 from gateway.settings import ModelConfig
+from gateway.upstream.base import TokenCount
 from gateway.upstream.local.catalog import LocalModelError, resolve_model_path
 from gateway.upstream.local.engine import (
     Cancelled,
@@ -189,6 +191,16 @@ class LocalUpstream:
                     return
         finally:
             cancel.set()
+
+    async def count_tokens(
+        self, request: ChatRequest, body: Mapping[str, Any], model: ModelConfig
+    ) -> TokenCount:
+        """Exact: the model's own template and tokenizer (``LocalEngine.count_tokens``)."""
+        try:
+            tokens = await asyncio.to_thread(self.engine(model).count_tokens, request)
+        except Exception as exc:  # the runtime's, translated once here
+            raise _translate(exc) from exc
+        return TokenCount(tokens, "tokenizer")
 
     @staticmethod
     def _finish_reason(generation: Generation, calls: int) -> FinishReason:

@@ -101,6 +101,14 @@ class LocalEngine:
             self._template, request, special=special, open_object=not constrained
         )
 
+    def count_tokens(self, request: ChatRequest) -> int:
+        """The prompt's tokens as generation would feed them: rendered with the model's
+        template, tokenized by the model (loads it). Takes the model's lock."""
+        with self.lock:
+            prompt = self.prompt_for(request, constrained=False)
+            text = prompt.text.encode("utf-8")
+            return len(self._llm.tokenize(text, add_bos=False, special=True))
+
     def _grammar(self, request: ChatRequest, runtime: Any) -> Any:
         """The request's grammar, checked with llama.cpp's own parser first: handing it a
         grammar it cannot parse crashes the process, so a bad one degrades to the loose
