@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from gateway.bounds import valid_response_id
 from gateway.errors import Overloaded
 from gateway.storage.base import Database, StorageError
 
@@ -105,6 +106,8 @@ class DbResponseStore:
 
     async def get(self, response_id: str, key_id: str) -> StoredResponse | None:
         """The key's unexpired response ``response_id``, or None."""
+        if not valid_response_id(response_id):
+            return None  # not an id this gateway issues: no database call
         try:
             rows = await self.db.fetch(
                 f"SELECT {_COLUMNS} FROM responses WHERE id = ? AND key_id = ? "
@@ -128,6 +131,8 @@ class DbResponseStore:
 
     async def delete(self, response_id: str, key_id: str) -> bool:
         """Delete the key's response; False when there was none (or it had expired)."""
+        if not valid_response_id(response_id):
+            return False
         try:
             changed = await self.db.execute(
                 "DELETE FROM responses WHERE id = ? AND key_id = ? AND expires_at > ?",
