@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from gateway.bounds import redact
 from gateway.canonical import Usage
 from gateway.keys.base import Principal
 from gateway.usage.base import Ledger, UsageRecord
@@ -128,7 +129,7 @@ class RequestContext:
         return UsageRecord(
             self.request_id,
             self.principal.key_id if self.principal else None,
-            self.model,
+            _masked(self.model),
             self.endpoint,
             502,
             "gateway_interrupted",
@@ -143,7 +144,7 @@ class RequestContext:
             self.started_at,
             time.time(),
             True,
-            self.strict_refused,
+            _masked(self.strict_refused),
         )
 
     def usage_record(self) -> UsageRecord:
@@ -155,7 +156,7 @@ class RequestContext:
         return UsageRecord(
             self.request_id,
             self.principal.key_id if self.principal else None,
-            self.model,
+            _masked(self.model),
             self.endpoint,
             self.status,
             self.error_code,
@@ -170,5 +171,10 @@ class RequestContext:
             self.started_at,
             time.time(),
             self.estimated,
-            self.strict_refused,
+            _masked(self.strict_refused),
         )
+
+
+def _masked(text: str | None) -> str | None:
+    """A client's string as the ledger keeps it: key-shaped parts masked, as in the log."""
+    return None if text is None else redact(text)

@@ -2,12 +2,15 @@
 
 ``ChatService.complete`` runs the request path of the architecture picture::
 
-    model lookup -> request-side check (lint, cached) -> rate limit -> upstream.complete
+    rate limit -> model lookup -> request-side check (lint, cached) -> upstream.complete
       -> enforcement (validate, one correction per invalid call, or 422) -> usage
 
-Streaming and the Messages dialect reuse ``prepare`` and ``admit``
-and the enforcement functions; every layer fills the ``RequestContext`` the HTTP layer
-turns into headers and the ledger row.
+The rate limit comes first so that every request a key sends counts against its limits,
+the ones answered 404 or 400 included; a refused one gets its tokens back (``admitted``).
+A request its endpoint refuses before that (the body does not decode) is counted by
+``refused_early``.
+Streaming and the Messages dialect reuse ``admitted`` and the enforcement functions; every
+layer fills the ``RequestContext`` the HTTP layer turns into headers and the ledger row.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import validator
+from gateway.bounds import name_list
 from gateway.canonical import ChatRequest, ChatResponse, JsonSchemaFormat, ToolSpec, Usage
 from gateway.canonical.record import record
 from gateway.context import RequestContext, Tally
@@ -223,12 +227,37 @@ class ChatService:
             if plan.enforced:
                 ctx.enforced = True
             if plan.refused:
-                names = ",".join(quote(name, safe="-_.") for name in plan.refused)
+                names = name_list([quote(name, safe="-_.") for name in plan.refused])
                 ctx.add_raw_headers([(b"x-syntic-strict-refused", names.encode())])
                 ctx.strict_refused = names
         return Prepared(
             model, plan, self.upstream(model, ctx), upstream_view(request, model, plan)
         )
+
+    async def admitted(
+        self,
+        request: ChatRequest,
+        paths: ParamPaths,
+        ctx: RequestContext,
+        estimated_tokens: int,
+    ) -> Prepared:
+        """``admit``, then ``prepare``: the key pays for the request before any routing or
+        lint, so an unknown model or a schema the lint refuses still costs one request.
+        Its tokens are charged in the same step (one limiter round trip) and given back
+        when ``prepare`` refuses: a request that never reaches an upstream costs none."""
+        await self.admit(ctx, estimated_tokens)
+        try:
+            return await self.prepare(request, paths, ctx)
+        except BaseException:
+            if self.limiter is not None and ctx.principal is not None and estimated_tokens:
+                await self.limiter.add_tokens(ctx.principal, -estimated_tokens)
+            raise
+
+    async def refused_early(self, ctx: RequestContext) -> None:
+        """Count a request its endpoint refused before ``admitted`` (a body that does not
+        decode, an unknown ``previous_response_id``): one request, no tokens, and 429
+        instead of the refusal once the key is over its limit."""
+        await self.admit(ctx, 0)
 
     def upstream(self, model: ModelConfig, ctx: RequestContext | None) -> Upstream:
         """The model's adapter for one request: safe failures retried within its deadline,
@@ -289,8 +318,7 @@ class ChatService:
         estimated_tokens: int = 0,
     ) -> ChatResponse:
         """A non-streaming request end to end; ``response.usage`` sums every upstream call."""
-        prepared = await self.prepare(request, paths, ctx)
-        await self.admit(ctx, estimated_tokens)
+        prepared = await self.admitted(request, paths, ctx, estimated_tokens)
         if ctx.tally is None:
             ctx.tally = Tally()
         try:
@@ -309,8 +337,7 @@ class ChatService:
         """``request.n`` choices: one upstream call each, concurrently, every choice's strict
         calls validated and corrected on its own; any failure fails the request (invalid
         arguments are never returned). ``ctx.tally`` sums every call."""
-        prepared = await self.prepare(request, paths, ctx)
-        await self.admit(ctx, estimated_tokens)
+        prepared = await self.admitted(request, paths, ctx, estimated_tokens)
         if ctx.tally is None:
             ctx.tally = Tally()
         tally = ctx.tally

@@ -92,6 +92,8 @@ class Settings:
     port: int = 8080
     max_body_bytes: int = 4 * 1024 * 1024
     max_tools: int = 128
+    # Client JSON nested deeper than this is 400 invalid_json (orjson re-encodes up to 254).
+    max_json_depth: int = 128
     key_hash_secret: str = "syntic-dev-pepper"
     key_cache_ttl_s: float = 2.0
     request_timeout_s: float = 120.0
@@ -396,6 +398,7 @@ _TUNABLES: tuple[str, ...] = (
     "responses_retention_s",
     "responses_max_history_bytes",
     "responses_max_bytes_per_key",
+    "max_json_depth",
 )
 _AT_LEAST_ONE = frozenset({"schema_cache_max_bytes"})
 # Settings that only make sense within a range (a zero flush interval would spin).
@@ -407,6 +410,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "responses_retention_s": (1.0, 366 * 86400.0),
     "responses_max_history_bytes": (1024, 1024**3),
     "responses_max_bytes_per_key": (1024, 1024**4),
+    "max_json_depth": (8, 200),
 }
 
 

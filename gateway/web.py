@@ -19,6 +19,7 @@ import orjson
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope
 
+from gateway.bounds import DEFAULT_MAX_JSON_DEPTH, too_deep
 from gateway.context import RequestContext
 from gateway.errors import Dialect, GatewayError, InvalidRequest
 from gateway.server.compat import BareResponse
@@ -41,14 +42,25 @@ def json_bytes(payload: Any) -> bytes:
     return orjson.dumps(payload)
 
 
-def parse_json_body(body: bytes) -> Any:
-    """A dialect request body as JSON, or 400 ``invalid_json`` saying why."""
+def parse_json_body(
+    body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH, param: str | None = None
+) -> Any:
+    """A client's request body as JSON, or 400 ``invalid_json`` saying why: not JSON, or
+    nested deeper than ``max_depth`` (``param``: the path of the first value too deep)."""
     try:
-        return orjson.loads(body)
+        data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise InvalidRequest(
-            f"The request body is not valid JSON: {exc}.", code="invalid_json"
+            f"The request body is not valid JSON: {exc}.", code="invalid_json", param=param
         ) from exc
+    deep = too_deep(body, data, max_depth)
+    if deep is not None:
+        raise InvalidRequest(
+            f"The request body nests JSON deeper than {max_depth} levels (at {deep}).",
+            code="invalid_json",
+            param=deep,
+        )
+    return data
 
 
 async def read_body(receive: Receive) -> bytes:

@@ -48,6 +48,7 @@ from gateway.routes.schema_check import schemas_check
 from gateway.settings import Settings
 from gateway.storage.base import Database, StorageError
 from gateway.usage.report import parse_since
+from gateway.web import parse_json_body
 
 DEFAULT_WINDOW_S = 24 * 3600.0
 _AUTO_BUCKET_TARGET = 120  # pick the finest bucket giving at most this many points
@@ -95,12 +96,8 @@ def key_json(info: KeyInfo) -> dict[str, Any]:
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    try:
-        body = orjson.loads(await request.body())
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(
-            f"Request body is not valid JSON: {exc}.", code="invalid_json", param="body"
-        ) from exc
+    settings: Settings = request.app.state.settings
+    body = parse_json_body(await request.body(), settings.max_json_depth, param="body")
     if not isinstance(body, dict):
         raise InvalidRequest("Request body must be a JSON object.", param="body")
     return body

@@ -68,8 +68,7 @@ async def open_held_stream(
 ) -> OpenedStream:
     """Run the pre-stream part (errors are HTTP errors) up to the upstream's first event."""
     ctx.streamed = True
-    prepared = await service.prepare(chat, paths, ctx)
-    await service.admit(ctx, estimated_tokens)
+    prepared = await service.admitted(chat, paths, ctx, estimated_tokens)
     if ctx.tally is None:
         ctx.tally = Tally()
     holds = []

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -45,10 +44,27 @@ from gateway.usage.base import Ledger
 from gateway.web import JSON_HEADER, error_body
 
 logger = logging.getLogger("syntic.http")
-_rng = random.Random()
+# Random bytes from the OS CSPRNG, read 4 KiB at a time (one syscall per 512 ids) and
+# never reused: a forked worker starts with an empty buffer, so no two processes share one.
+_ENTROPY_CHUNK = 4096
+_entropy = bytearray()
+
+
+def _forget_entropy() -> None:
+    _entropy.clear()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_rng.seed)
-_random_bits = _rng.getrandbits
+    os.register_at_fork(after_in_child=_forget_entropy)
+
+
+def _random_hex8() -> str:
+    """Eight bytes of fresh OS randomness, as 16 hex digits."""
+    if len(_entropy) < 8:
+        _entropy[:] = os.urandom(_ENTROPY_CHUNK)
+    out = _entropy[-8:].hex()
+    del _entropy[-8:]
+    return out
 
 
 class RequestObserver(Protocol):
@@ -64,11 +80,10 @@ def new_request_id() -> str:
     Time-ordered, so the ledger's primary key (``usage_records.request_id``) grows at the
     end of its B-tree instead of at a random place, which makes inserts markedly cheaper
     (``tests/bench/ledger_insert_bench.py``; figures in ``docs/performance.md``).
-    64 random bits per millisecond keep ids unique across a fleet; they come from a
-    private PRNG (seeded from os.urandom, reseeded in forked workers, never reseeded by
-    tests that seed ``random``) instead of one urandom syscall per request: a request id
-    must be unique, not secret."""
-    return f"req_{int(time.time() * 1000):012x}{_random_bits(64):016x}"
+    The 64 random bits come from the OS CSPRNG (``os.urandom``, what ``secrets`` uses),
+    read in batches: the response id a client gets is this id's digits, and an id drawn
+    from a seeded PRNG could be predicted from the ones before it."""
+    return f"req_{int(time.time() * 1000):012x}{_random_hex8()}"
 
 
 class _Exchange:

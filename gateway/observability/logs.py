@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import sys
 import time
 from collections.abc import Mapping
@@ -38,33 +37,19 @@ from typing import Any, Literal, TextIO
 
 import orjson
 
+from gateway.bounds import MASK as MASK  # the masking is shared with the ledger's rows
+from gateway.bounds import redact as redact
 from gateway.canonical.record import record
 
 LogFormat = Literal["json", "text"]
 ACCESS_LOGGER = "syntic.access"
 
-_SECRET_RE = re.compile(
-    r"(?P<key>sk_(?:live|test|admin)_)[A-Za-z0-9]+"
-    r"|(?P<bearer>\b(?i:bearer)\s+)[^\s\"',;]+"
-)
-MASK = "[REDACTED]"
 
 # LogRecord attributes that are not "extra" fields.
 _STANDARD_ATTRS = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()
     | {"message", "asctime", "taskName"}
 )
-
-
-def redact(text: str) -> str:
-    """``text`` with every API key and bearer credential masked.
-
-    >>> redact("Authorization: Bearer abc.def sk_live_9Fq2")
-    'Authorization: Bearer [REDACTED] sk_live_[REDACTED]'
-    """
-    if "sk_" not in text and "bearer" not in text.lower():
-        return text  # fast path: the common line has neither
-    return _SECRET_RE.sub(lambda m: (m.group("key") or m.group("bearer")) + MASK, text)
 
 
 _PLAIN = frozenset({int, float, bool, type(None)})

@@ -40,7 +40,7 @@ import validator
 from gateway.enforcement.check import SchemaRejected
 from gateway.errors import InvalidRequest
 from gateway.settings import Settings
-from gateway.web import request_context
+from gateway.web import parse_json_body, request_context
 
 # Schemas bigger than this (serialized bytes) are linted off the event loop.
 _INLINE_BYTES = 32 * 1024
@@ -225,12 +225,7 @@ async def schemas_check(request: Request) -> Response:
         # per minute (no tokens), like any other request.
         await service.admit(request_context(request.scope), 0)
     raw = await request.body()
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(
-            f"Request body is not valid JSON: {exc}.", code="invalid_json", param="body"
-        ) from exc
+    body = parse_json_body(raw, settings.max_json_depth, param="body")
     items = schema_inputs(body, settings.max_tools)
     lint_cache = getattr(service, "lint_cache", None)
     cache: Resolver | None = lint_cache if hasattr(lint_cache, "resolve") else None

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from gateway.bounds import valid_response_id
 from gateway.errors import Overloaded
 from gateway.storage.base import Database, StorageError
 
@@ -137,6 +138,8 @@ class DbResponseStore:
 
     async def get(self, response_id: str, key_id: str) -> StoredResponse | None:
         """The key's unexpired response ``response_id``, or None."""
+        if not valid_response_id(response_id):
+            return None  # not an id this gateway issues: no database call
         rows = await self._fetch(
             f"SELECT {_COLUMNS} FROM responses WHERE id = ? AND key_id = ? AND expires_at > ?",
             (response_id, key_id, self._clock()),
@@ -147,6 +150,8 @@ class DbResponseStore:
         """``(id, size_bytes)`` of the key's unexpired ``response_id`` and of each response
         it continues, newest first; empty when that response is not found. The earlier
         links are followed whatever their own expiry: the purge keeps them."""
+        if not valid_response_id(response_id):
+            return []
         rows = await self._fetch(
             "WITH RECURSIVE chain(id, previous_id, size_bytes, depth) AS ("
             " SELECT id, previous_id, size_bytes, 0 FROM responses"
@@ -182,6 +187,8 @@ class DbResponseStore:
     async def delete(self, response_id: str, key_id: str) -> bool:
         """Delete the key's response; False when there was none (or it had expired). One
         that a kept response continues from is hidden now and purged after it."""
+        if not valid_response_id(response_id):
+            return False
         now = self._clock()
         try:
             changed = await self.db.execute(

@@ -97,14 +97,17 @@ def headers(ctx: RequestContext) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in ctx.response_headers()}
 
 
-async def test_an_unknown_model_is_404_before_any_upstream_call_or_rate_check() -> None:
+async def test_an_unknown_model_is_404_after_the_rate_check_and_gets_its_tokens_back() -> None:
     upstream, limiter = FakeUpstream(reply(GOOD_ARGS)), FakeLimiter(RateDecision(True))
     with pytest.raises(NotFound) as info:
-        await service(upstream, limiter).complete(request("nope"), context(), OPENAI_PATHS)
+        await service(upstream, limiter).complete(
+            request("nope"), context(), OPENAI_PATHS, estimated_tokens=40
+        )
     assert (info.value.status, info.value.code, info.value.param) == (
         404, "model_not_found", "model")
     assert "'nope'" in info.value.message
-    assert upstream.requests == [] and limiter.checked == []
+    # The request counts against the key; its estimated tokens are given back.
+    assert upstream.requests == [] and limiter.checked == [40] and limiter.added == [-40]
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ from gateway.canonical import (
     ToolSpec,
 )
 from gateway.canonical.record import record
+from gateway.dialects.fields import model_field, tool_name_field
 from gateway.errors import InvalidRequest
 
 __all__ = ["DecodedRequest", "decode_request"]
@@ -234,7 +235,7 @@ def _tools(body: Mapping[str, Any]) -> tuple[tuple[ToolSpec, ...], tuple[str, ..
         kind = tool.get("type")
         if kind not in (None, "custom"):
             raise _bad(f"Unsupported tool type {kind!r}; only custom tools.", f"{p}.type")
-        name = _str(tool.get("name"), f"{p}.name", allow_empty=False)
+        name = tool_name_field(_str(tool.get("name"), f"{p}.name", allow_empty=False), f"{p}.name")
         if name in seen:
             raise _bad(f"Duplicate tool name {name!r}.", f"{p}.name")
         seen.add(name)
@@ -313,7 +314,7 @@ def decode_request(body: object) -> DecodedRequest:
     fields (e.g. ``thinking``, ``top_k``) are accepted and ignored.
     """
     req = _obj(body, "body")
-    model = _str(req.get("model"), "model", allow_empty=False)
+    model = model_field(_str(req.get("model"), "model", allow_empty=False))
     max_tokens = _max_tokens(req)
     messages = _messages(req)
     tools, tool_params = _tools(req)

@@ -20,6 +20,7 @@ from gateway.dialects.anthropic.encode import encode_response
 from gateway.dialects.anthropic.stream_endpoint import stream_messages
 from gateway.dialects.strictify_header import with_strictify_header
 from gateway.enforcement import ParamPaths, strict_requested
+from gateway.errors import GatewayError
 from gateway.service import ChatService
 from gateway.web import JsonResponse, parse_json_body, read_body, request_context
 
@@ -40,12 +41,16 @@ def anthropic_paths(decoded: DecodedRequest) -> ParamPaths:
 async def messages(request: Request) -> Response:
     ctx = request_context(request.scope)
     body = await read_body(request.receive)
-    data = parse_json_body(body)
-    decoded = decode_request(data)
-    chat = with_strictify_header(request, decoded.request)
+    service: ChatService = request.app.state.service
+    try:
+        data = parse_json_body(body, service.settings.max_json_depth)
+        decoded = decode_request(data)
+        chat = with_strictify_header(request, decoded.request)
+    except GatewayError:
+        await service.refused_early(ctx)
+        raise
     ctx.model = chat.model
     ctx.enforced = strict_requested(chat)
-    service: ChatService = request.app.state.service
     paths = anthropic_paths(decoded)
     estimate = len(body) // 4
     if chat.stream:

@@ -28,6 +28,7 @@ from gateway.canonical import (
 )
 from gateway.dialects.fields import bool_field as _bool
 from gateway.dialects.fields import int_field as _int
+from gateway.dialects.fields import model_field, tool_name_field
 from gateway.errors import InvalidRequest
 from gateway.upstream.openai import PASSTHROUGH_KEY
 
@@ -169,6 +170,7 @@ def _tool(raw: Any, i: int) -> ToolSpec:
         _str(name, f"tools[{i}].function.name")
     if not name:
         raise _bad("Tool name must not be empty.", f"tools[{i}].function.name")
+    tool_name_field(name, f"tools[{i}].function.name")
     parameters = fn.get("parameters")
     if parameters is None:
         parameters = _EMPTY_PARAMETERS
@@ -240,7 +242,7 @@ def decode_chat_request(data: Any) -> ChatRequest:
     body = _object(data, "body") if type(data) is dict or isinstance(data, Mapping) else None
     if body is None:
         raise _bad("The request body must be a JSON object.", None)
-    model = _str(body.get("model"), "model") or ""
+    model = model_field(_str(body.get("model"), "model") or "")
     raw_messages = body.get("messages")
     if raw_messages is None:
         raise _bad("messages is required.", "messages")

@@ -11,6 +11,7 @@ from gateway.dialects.openai.encode import encode_chat_choices, encode_chat_resp
 from gateway.dialects.openai.stream_endpoint import stream_chat_completions
 from gateway.dialects.strictify_header import with_strictify_header
 from gateway.enforcement import OPENAI_PATHS, strict_requested
+from gateway.errors import GatewayError
 from gateway.service import ChatService
 from gateway.web import JsonResponse, parse_json_body, read_body, request_context
 
@@ -18,11 +19,15 @@ from gateway.web import JsonResponse, parse_json_body, read_body, request_contex
 async def chat_completions(request: Request) -> Response:
     ctx = request_context(request.scope)
     body = await read_body(request.receive)
-    data = parse_json_body(body)
-    chat = with_strictify_header(request, decode_chat_request(data))
+    service: ChatService = request.app.state.service
+    try:
+        data = parse_json_body(body, service.settings.max_json_depth)
+        chat = with_strictify_header(request, decode_chat_request(data))
+    except GatewayError:
+        await service.refused_early(ctx)
+        raise
     ctx.model = chat.model
     ctx.enforced = strict_requested(chat)
-    service: ChatService = request.app.state.service
     if chat.stream:  # hold-back streaming
         return await stream_chat_completions(
             chat, ctx, service, estimated_tokens=len(body) // 4 * chat.n,

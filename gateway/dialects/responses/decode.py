@@ -32,6 +32,7 @@ from gateway.canonical import (
 from gateway.canonical.record import record
 from gateway.dialects.fields import bool_field as _bool
 from gateway.dialects.fields import int_field as _int
+from gateway.dialects.fields import model_field, tool_name_field
 from gateway.errors import InvalidRequest
 from gateway.upstream.openai import PASSTHROUGH_KEY
 
@@ -274,6 +275,7 @@ def _tool(raw: Any, i: int) -> ToolSpec:
     name = _str(tool.get("name"), f"{p}.name")
     if not name:
         raise _bad("Tool name must not be empty.", f"{p}.name")
+    tool_name_field(name, f"{p}.name")
     parameters = tool.get("parameters")
     if parameters is None:
         parameters = EMPTY_PARAMETERS
@@ -392,7 +394,7 @@ def decode_request(data: Any) -> ResponsesRequest:
         raise _bad(f"Unknown parameter: '{key}'.", key, "unknown_parameter")
     _neutral(data)
     _include(data.get("include"))
-    model = _str(data.get("model"), "model")
+    model = model_field(_str(data.get("model"), "model"))
     if data.get("input") is None:
         raise _bad("input is required.", "input")
     raw_tools = data.get("tools")

@@ -25,7 +25,7 @@ from gateway.dialects.responses.stored import check_quota, history, keep, key_id
 from gateway.dialects.responses.stream_endpoint import stream_response
 from gateway.dialects.strictify_header import with_strictify_header
 from gateway.enforcement import ParamPaths, strict_requested
-from gateway.errors import InvalidRequest
+from gateway.errors import GatewayError, InvalidRequest
 from gateway.service import ChatService
 from gateway.stored import ResponseStore
 from gateway.web import JsonResponse, parse_json_body, read_body, request_context
@@ -49,16 +49,20 @@ def _store(request: Request) -> ResponseStore:
 async def create_response(request: Request) -> Response:
     ctx = request_context(request.scope)
     body = await read_body(request.receive)
-    data = parse_json_body(body)
-    decoded = decode_request(data)
-    ctx.model = decoded.model
-    store = _store(request)
     service: ChatService = request.app.state.service
     settings = service.settings
-    if decoded.store:
-        await check_quota(store, ctx, settings.responses_max_bytes_per_key)
-    past = await history(store, decoded, ctx, settings.responses_max_history_bytes)
-    chat = with_strictify_header(request, decoded.chat(past))
+    store = _store(request)
+    try:
+        data = parse_json_body(body, settings.max_json_depth)
+        decoded = decode_request(data)
+        ctx.model = decoded.model
+        if decoded.store:
+            await check_quota(store, ctx, settings.responses_max_bytes_per_key)
+        past = await history(store, decoded, ctx, settings.responses_max_history_bytes)
+        chat = with_strictify_header(request, decoded.chat(past))
+    except GatewayError:
+        await service.refused_early(ctx)
+        raise
     ctx.enforced = strict_requested(chat)
     estimate = (len(body) + (len(orjson.dumps(past)) if past else 0)) // 4
     shape = ResponseShape(

@@ -7,6 +7,7 @@ import logging
 import time
 from typing import Any
 
+from gateway.bounds import valid_response_id
 from gateway.context import RequestContext
 from gateway.dialects.responses.decode import ResponsesRequest
 from gateway.errors import GatewayError, InvalidRequest, NotFound
@@ -22,9 +23,9 @@ def key_id(ctx: RequestContext) -> str:
 
 
 def not_found(response_id: str, param: str | None = None) -> NotFound:
-    return NotFound(
-        f"Response with id {response_id!r} not found.", code="response_not_found", param=param
-    )
+    # A malformed id is not echoed: it is the client's string, of any size and content.
+    shown = repr(response_id) if valid_response_id(response_id) else "(malformed)"
+    return NotFound(f"Response with id {shown} not found.", code="response_not_found", param=param)
 
 
 async def history(

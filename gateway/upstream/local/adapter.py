@@ -16,9 +16,9 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import secrets
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,7 +130,7 @@ class LocalUpstream:
             for i in sorted(heads)
         )
         return ChatResponse(
-            id=f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            id=f"chatcmpl-{secrets.token_hex(12)}",
             model=model.upstream_model,
             content="".join(text) or None,
             tool_calls=tool_calls,

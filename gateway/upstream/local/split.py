@@ -11,7 +11,7 @@ so it is buffered to the end and parsed whole.
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from collections.abc import Collection
 
 from gateway.canonical import StreamEvent, TextDelta, ToolCallDelta, ToolCallStart
@@ -25,7 +25,7 @@ from gateway.upstream.local.parse import (
 
 
 def new_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
+    return f"call_{secrets.token_hex(12)}"
 
 
 def _partial_tag_suffix(text: str) -> int:

@@ -1,0 +1,141 @@
+"""Bounds on what a client controls and the gateway stores, logs or echoes.
+
+One home for the rules every edge shares: the length of ``model``, the vendors' rule for
+tool names, the cap on response headers that list names, the JSON nesting depth, and the
+masking of strings shaped like the gateway's API keys (the log and the ledger use the same
+``redact``). Plain functions over plain values: no settings, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+MODEL_MAX_BYTES = 256
+TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # OpenAI's and Anthropic's rule
+# What a response id the gateway issued can look like (``resp_`` + 28 hex digits today).
+RESPONSE_ID_RE = re.compile(r"resp_[A-Za-z0-9]{1,64}")
+NAME_LIST_MAX_BYTES = 1024
+DEFAULT_MAX_JSON_DEPTH = 128
+ORJSON_MAX_DEPTH = 254  # orjson.dumps refuses deeper documents (orjson 3.x)
+MASK = "[REDACTED]"
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+_SECRET_RE = re.compile(
+    r"(?P<key>sk_(?:live|test|admin)_)[A-Za-z0-9]+"
+    r"|(?P<bearer>\b(?i:bearer)\s+)[^\s\"',;]+"
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with every API key and bearer credential masked.
+
+    >>> redact("Authorization: Bearer abc.def sk_live_9Fq2")
+    'Authorization: Bearer [REDACTED] sk_live_[REDACTED]'
+    """
+    if "sk_" not in text and "bearer" not in text.lower():
+        return text  # fast path: the common string has neither
+    return _SECRET_RE.sub(lambda m: (m.group("key") or m.group("bearer")) + MASK, text)
+
+
+def model_problem(model: str) -> str | None:
+    """What is wrong with a client's ``model`` string (over ``MODEL_MAX_BYTES`` in UTF-8,
+    or a control character, which PostgreSQL's TEXT refuses for NUL), or None."""
+    # A str of n code points is at most 4n bytes and at least n: encode only in between.
+    n = len(model)
+    if n * 4 > MODEL_MAX_BYTES and (
+        n > MODEL_MAX_BYTES or len(model.encode("utf-8", "surrogatepass")) > MODEL_MAX_BYTES
+    ):
+        return f"model must be at most {MODEL_MAX_BYTES} bytes."
+    if _CONTROL_RE.search(model) is not None:
+        return "model must not contain control characters."
+    return None
+
+
+def valid_tool_name(name: str) -> bool:
+    """The vendors' rule for a function name: ``^[a-zA-Z0-9_-]{1,64}$``."""
+    return TOOL_NAME_RE.fullmatch(name) is not None
+
+
+def valid_response_id(response_id: str) -> bool:
+    """True for a string shaped like a response id: anything else (NUL, non-ASCII, too
+    long, another prefix) names no stored response and never reaches a database."""
+    return RESPONSE_ID_RE.fullmatch(response_id) is not None
+
+
+def name_list(names: list[str] | tuple[str, ...], max_bytes: int = NAME_LIST_MAX_BYTES) -> str:
+    """``names`` comma-separated for a response header, at most ``max_bytes``: when they do
+    not fit, the ones that do and then ``+N`` (N names left out). Names are expected to be
+    header-safe already (tool names pass ``valid_tool_name``)."""
+    out: list[str] = []
+    size = 0
+    for i, name in enumerate(names):
+        rest = len(names) - i
+        tail = len(f",+{rest}")
+        if size + len(name) + 1 + (tail if rest > 1 else 0) > max_bytes:
+            out.append(f"+{rest}")
+            break
+        out.append(name)
+        size += len(name) + 1
+    return ",".join(out)
+
+
+def too_deep(body: bytes, data: Any, limit: int) -> str | None:
+    """The path (``a.b[3].c``) of the first value nested deeper than ``limit`` in ``data``
+    (the parse of ``body``), or None.
+
+    The check is orjson's own: ``orjson.dumps`` refuses documents deeper than
+    ``ORJSON_MAX_DEPTH``, so ``data`` wrapped in ``ORJSON_MAX_DEPTH - limit`` lists
+    encodes exactly when ``data`` is at most ``limit`` deep (one C pass, a fraction of the
+    parse). Only a body that fails it pays for the walk that finds the path."""
+    if len(body) <= 2 * limit:
+        return None  # every level costs two bytes: too short to be too deep
+    probe: Any = data
+    for _ in range(ORJSON_MAX_DEPTH - limit):
+        probe = [probe]
+    try:
+        orjson.dumps(probe)
+    except orjson.JSONEncodeError:
+        return _deep_path(data, limit)
+    return None
+
+
+def _deep_path(data: Any, limit: int) -> str | None:
+    # (value, its depth, its index in trail) on an explicit stack: a recursive walk would
+    # hit Python's own recursion limit on exactly the bodies it is meant to stop.
+    trail: list[tuple[int, str | int]] = []
+    stack: list[tuple[Any, int, int]] = [(data, 1, -1)]
+    while stack:
+        value, depth, at = stack.pop()
+        if depth > limit:
+            return _path(trail, at)
+        if type(value) is dict:
+            for key, child in value.items():
+                if type(child) is dict or type(child) is list:
+                    trail.append((at, key))
+                    stack.append((child, depth + 1, len(trail) - 1))
+        elif type(value) is list:
+            for index, child in enumerate(value):
+                if type(child) is dict or type(child) is list:
+                    trail.append((at, index))
+                    stack.append((child, depth + 1, len(trail) - 1))
+    return None
+
+
+def _path(trail: list[tuple[int, str | int]], at: int) -> str:
+    parts: list[str | int] = []
+    while at >= 0:
+        at, key = trail[at]
+        parts.append(key)
+    out = ""
+    for part in reversed(parts):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            name = part if len(part) <= 64 else part[:61] + "..."
+            out += f".{name}" if out else name
+    if len(out) > 512:  # the deepest end says where; the param stays bounded
+        out = "..." + out[-509:]
+    return redact(out) or "body"
