@@ -159,8 +159,8 @@ ERRORS = [
     (OutputRejected("Arguments for create_refund did not match the schema: /amount_pence must "
                     "be integer.", code="tool_arguments_invalid",
                     violations=[Violation("/amount_pence", "/amount_pence must be integer")]),
-     "invalid_request", "tool_arguments_invalid", "/amount_pence"),
-    (UpstreamError("Upstream connection reset."), "upstream_error", "upstream_error", None),
+     "invalid_request_error", "tool_arguments_invalid", "/amount_pence"),
+    (UpstreamError("Upstream connection reset."), "server_error", "upstream_error", None),
 ]
 
 
