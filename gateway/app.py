@@ -24,11 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
-from gateway.admin import AdminAuthMiddleware, admin_routes, console_routes
-from gateway.dialects.anthropic.count_tokens import count_tokens
-from gateway.dialects.anthropic.endpoint import messages
-from gateway.dialects.openai import chat_completions
-from gateway.dialects.responses import create_response, response_by_id
+from gateway.admin import AdminAuthMiddleware
 from gateway.keys.base import KeyStore
 from gateway.middleware.auth import AuthMiddleware
 from gateway.middleware.envelope import GatewayMiddleware
@@ -40,10 +36,7 @@ from gateway.observability.logs import configure_logging, log_format_from_env
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.ops import Ops
 from gateway.ratelimit.base import RateLimiter
-from gateway.routes.health import ops_routes
-from gateway.routes.models import list_models
-from gateway.routes.openapi import openapi_json
-from gateway.routes.schema_check import schemas_check
+from gateway.routes.table import hot_routes, idempotent_paths, metric_paths, starlette_routes
 from gateway.routes.unrouted import SlashRedirect, http_exception
 from gateway.server.compat import LeanStarlette
 from gateway.server.draining import Draining
@@ -142,23 +135,9 @@ def create_app(
         svc: ServicesLike = app.state.services
         return svc.keys
 
-    ops = Ops(settings, metrics)
+    ops = Ops(settings, metrics, route_paths=metric_paths())
     draining = Draining()
-    routes = [
-        # The hot routes first: the router tries routes in order.
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/messages", messages, methods=["POST"]),
-        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
-        Route("/v1/responses", create_response, methods=["POST"]),
-        Route("/v1/responses/{response_id}", response_by_id, methods=["GET", "DELETE"]),
-        *ops_routes(),  # /healthz /readyz /metrics (no auth)
-        Route("/openapi.json", openapi_json, methods=["GET"]),
-        Route("/v1/models", list_models, methods=["GET"]),
-        Route("/v1/schemas/check", schemas_check, methods=["POST"]),
-        *admin_routes(),  # /admin/* (admin keys only, see AdminAuthMiddleware)
-        *console_routes(),  # /console (static, no data)
-        *extra_routes,
-    ]
+    routes = [*starlette_routes(), *extra_routes]  # every route: gateway.routes.table
     app = GatewayApp(
         routes=routes,
         middleware=[
@@ -171,11 +150,11 @@ def create_app(
             ),
             Middleware(AuthMiddleware, keys=keys),
             # after auth: idempotency keys are scoped to the caller's principal
-            Middleware(IdempotencyMiddleware, settings=settings, draining=draining),
+            Middleware(IdempotencyMiddleware, settings=settings, draining=draining,
+                       paths=idempotent_paths()),
             Middleware(AdminAuthMiddleware, keys=keys),
             # POST to the two chat routes skips the router (they stay registered there)
-            Middleware(HotRoutes, routes={
-                "/v1/chat/completions": chat_completions, "/v1/messages": messages}),
+            Middleware(HotRoutes, routes=hot_routes()),
         ],
         exception_handlers={HTTPException: http_exception},
         lifespan=lifespan,

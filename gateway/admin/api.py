@@ -27,7 +27,6 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from gateway.admin.queries import (
     BUCKETS,
@@ -44,7 +43,6 @@ from gateway.errors import InvalidRequest, NotFound, Overloaded
 from gateway.keys.fields import checked_limit, checked_name
 from gateway.keys.secrets import KeyKind
 from gateway.keys.store import DbKeyStore, KeyInfo
-from gateway.routes.schema_check import schemas_check
 from gateway.settings import Settings
 from gateway.storage.base import Database, StorageError
 from gateway.usage.report import parse_since
@@ -288,15 +286,3 @@ def _int_param(request: Request, name: str, low: int, high: int) -> int | None:
     if not low <= value <= high:
         raise InvalidRequest(f"{name} must be between {low} and {high}.", param=name)
     return value
-
-
-def admin_routes() -> list[Route]:
-    """The ``/admin/*`` routes (mount behind ``AdminAuthMiddleware``)."""
-    return [
-        Route("/admin/keys", create_key, methods=["POST"]),
-        Route("/admin/keys", list_keys, methods=["GET"]),
-        Route("/admin/keys/{key_id}", revoke_key, methods=["DELETE"]),
-        Route("/admin/usage", usage, methods=["GET"]),
-        Route("/admin/requests", requests_list, methods=["GET"]),
-        Route("/admin/schemas/check", schemas_check, methods=["POST"]),
-    ]

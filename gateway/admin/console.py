@@ -20,7 +20,6 @@ from importlib import resources
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from gateway.errors import NotFound
 
@@ -81,11 +80,3 @@ async def console_index(request: Request) -> Response:
 async def console_asset(request: Request) -> Response:
     """``GET /console/{asset}``: a shipped script, stylesheet or icon."""
     return _serve(request.path_params["asset"])
-
-
-def console_routes() -> list[Route]:
-    """``/console`` and its assets."""
-    return [
-        Route("/console", console_index, methods=["GET"]),
-        Route("/console/{asset}", console_asset, methods=["GET"]),
-    ]

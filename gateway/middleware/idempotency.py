@@ -66,9 +66,6 @@ from gateway.web import error_body, read_body, request_context
 
 log = logging.getLogger("syntic.idempotency")
 
-PATHS = frozenset({
-    "/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/responses",
-})
 HEADER = b"idempotency-key"
 MAX_KEY_LENGTH = 255
 _KEEP_HEADERS = frozenset({"content-type", "x-syntic-schema-retries"})
@@ -305,8 +302,10 @@ class IdempotencyMiddleware:
         settings: Settings,
         store: IdempotencyStore | None = None,
         draining: Draining | None = None,
+        paths: frozenset[str] = frozenset(),
     ) -> None:
         self.app = app
+        self.paths = paths  # the routes that honour the header (gateway.routes.table)
         self.ttl_s = settings.idempotency_ttl_s
         self.lease_s = settings.idempotency_lease_s
         self.wait_s = settings.idempotency_wait_s
@@ -323,7 +322,7 @@ class IdempotencyMiddleware:
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         # Not a coroutine itself: a request without the header is handed to the inner
         # app's awaitable directly, one coroutine frame fewer on every suspension.
-        key = _idempotency_key(scope)
+        key = _idempotency_key(scope, self.paths)
         if key is None:
             return self.app(scope, receive, send)
         return self._idempotent(scope, receive, send, key)
@@ -486,8 +485,8 @@ def _context_headers(scope: Scope) -> list[tuple[str, str]]:
     return []
 
 
-def _idempotency_key(scope: Scope) -> str | None:
-    if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in PATHS:
+def _idempotency_key(scope: Scope, paths: frozenset[str]) -> str | None:
+    if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in paths:
         return None
     for name, value in scope.get("headers", ()):
         if name == HEADER:

@@ -3,7 +3,7 @@ the per-request log line) and the metered wrappers of the rate limiter and the u
 
 Example::
 
-    observer = RequestObserver(metrics, ROUTE_PATHS)
+    observer = RequestObserver(metrics, route_paths)  # paths with a label of their own
     GatewayMiddleware(app, ..., observer=observer)
     upstream = MeteredUpstream(adapter, metrics)
 """
@@ -24,17 +24,6 @@ from gateway.upstream.base import Upstream
 
 # Paths probed every few seconds: counted in metrics, but not logged line by line.
 QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
-
-# The routes with a label of their own in ``syntic_requests_total`` (others: "other").
-ROUTE_PATHS = frozenset(
-    {
-        "/healthz", "/readyz", "/metrics", "/openapi.json", "/v1/models",
-        "/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/responses",
-        "/v1/schemas/check",
-        "/admin/keys", "/admin/usage", "/admin/requests", "/admin/schemas/check", "/console",
-    }
-)  # fmt: skip
-
 
 class MeteredLimiter:
     """A ``RateLimiter`` that counts its decisions."""

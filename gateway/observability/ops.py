@@ -5,7 +5,7 @@
 
 Wiring (in ``create_app``)::
 
-    ops = Ops(settings)
+    ops = Ops(settings, metrics, route_paths=metric_paths())  # gateway.routes.table
     ...GatewayMiddleware(..., observer=ops.observer)
     # lifespan, once services and upstreams exist:
     limiter = ops.meter_limiter(services.limiter)
@@ -23,7 +23,6 @@ from typing import Any
 
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.observer import (
-    ROUTE_PATHS,
     MeteredLimiter,
     MeteredUpstream,
     RequestObserver,
@@ -37,11 +36,18 @@ from gateway.upstream.base import Upstream
 class Ops:
     """The operational side of one app: metrics, readiness, the request observer."""
 
-    def __init__(self, settings: Settings, metrics: GatewayMetrics | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: GatewayMetrics | None = None,
+        *,
+        route_paths: frozenset[str] = frozenset(),
+    ) -> None:
         self.settings = settings
         self.metrics = metrics or GatewayMetrics.create()
         self.readiness = Readiness(settings)
-        self.observer = RequestObserver(self.metrics, ROUTE_PATHS)
+        # route_paths: the paths with a label of their own (gateway.routes.table)
+        self.observer = RequestObserver(self.metrics, route_paths)
         self.metrics.bind(inflight=lambda: self.observer.inflight)
         self._limiter: Any = None
         self._feeding: asyncio.Task[None] | None = None

@@ -14,7 +14,6 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from gateway.observability.metrics import CONTENT_TYPE
 from gateway.observability.ops import Ops
@@ -56,12 +55,3 @@ async def metrics(request: Request) -> Response:
     """Prometheus text exposition: this process's metrics, or under ``--workers N`` every
     worker's, merged."""
     return Response(_ops(request).metrics.render(), media_type=CONTENT_TYPE)
-
-
-def ops_routes() -> list[Route]:
-    """The unauthenticated operational routes."""
-    return [
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-    ]

@@ -13,7 +13,8 @@ from gateway.context import RequestContext
 from gateway.keys.base import Principal
 from gateway.observability.logs import RequestLog, configure_logging, log_request
 from gateway.observability.metrics import GatewayMetrics
-from gateway.observability.observer import ROUTE_PATHS, RequestObserver
+from gateway.observability.observer import RequestObserver
+from gateway.routes.table import metric_paths
 
 
 class _Stats:
@@ -32,7 +33,7 @@ def bench(label: str, fn: Callable[[], object], n: int = 30000) -> None:
 
 def main() -> None:
     m = GatewayMetrics.create(cache_stats=_Stats)
-    obs = RequestObserver(m, ROUTE_PATHS)
+    obs = RequestObserver(m, metric_paths())
     configure_logging("info", "json", stream=io.StringIO())
     ctx = RequestContext.start("req_x", "/v1/chat/completions")
     ctx.principal = Principal(key_id="key_abc", name="n")
