@@ -23,10 +23,11 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import validator
 
+# The one list of providers: each is the module gateway.upstream.<name> (its create()).
 Provider = Literal["openai", "anthropic", "local"]
 # How a correction call is decoded: like the first call, or under the tool's schema.
 Correction = Literal["free", "constrained"]
@@ -189,7 +190,7 @@ DEFAULT_MODELS: tuple[ModelConfig, ...] = (
 )
 
 _MODEL_KEYS = {f for f in ModelConfig.__dataclass_fields__}
-_PROVIDERS = ("openai", "anthropic", "local")
+_PROVIDERS: tuple[str, ...] = get_args(Provider)
 
 
 def _model_from_table(i: int, table: Mapping[str, Any]) -> ModelConfig:

@@ -1,28 +1,23 @@
 """Provider name -> upstream adapter.
 
-Each provider module exposes ``create(http: UpstreamHttp, settings) -> Upstream``
-and is imported only when a configured model uses it. Slots:
-
-- ``openai``: ``gateway.upstream.openai`` (OpenAI-compatible servers)
-- ``anthropic``: ``gateway.upstream.anthropic``
-- ``local``: ``gateway.upstream.local`` (in-process local model)
+A provider is named once, in ``gateway.settings.Provider``; its adapter is the module
+``gateway.upstream.<name>``, which exposes ``create(http: UpstreamHttp, settings) ->
+Upstream`` and is imported only when a configured model uses it (``openai``: any
+OpenAI-compatible server; ``anthropic``; ``local``: the in-process local model).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
+from typing import get_args
 
 from gateway.errors import NotFound
-from gateway.settings import ModelConfig, Settings
+from gateway.settings import ModelConfig, Provider, Settings
 from gateway.upstream.base import Upstream
 from gateway.upstream.transport import UpstreamHttp
 
-PROVIDER_MODULES: Mapping[str, str] = {
-    "openai": "gateway.upstream.openai",
-    "anthropic": "gateway.upstream.anthropic",
-    "local": "gateway.upstream.local",
-}
+PROVIDER_MODULES: Mapping[str, str] = {p: f"gateway.upstream.{p}" for p in get_args(Provider)}
 
 Factory = Callable[[UpstreamHttp, Settings], Upstream]
 

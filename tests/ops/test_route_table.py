@@ -1,9 +1,12 @@
-"""The route table is the one registration: what a real ``syntic serve`` serves, where it
-honours ``Idempotency-Key`` and which routes have a metric label all follow from it."""
+"""The route table and the provider list are the one registrations: what a real
+``syntic serve`` serves, where it honours ``Idempotency-Key``, which routes have a metric
+label and which adapter module a provider loads all follow from them."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
+from typing import get_args
 
 import httpx
 import pytest
@@ -11,7 +14,8 @@ from starlette.routing import Route
 
 from gateway.app import create_app
 from gateway.routes.table import ROUTES, RouteSpec, idempotent_paths, metric_paths
-from gateway.settings import ModelConfig, Settings
+from gateway.settings import ModelConfig, Provider, Settings
+from gateway.upstream.registry import PROVIDER_MODULES
 from tests.ops.helpers import scrape
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.scripted_upstream import ScriptedUpstream
@@ -73,3 +77,9 @@ def test_metric_labels_follow_the_table(gw: GatewayProcess) -> None:
               if name == "syntic_requests_total"}
     assert "/v1/models" in routes and "other" in routes
     assert routes - {"other"} <= metric_paths()
+
+
+def test_every_provider_has_its_adapter_module() -> None:
+    assert set(PROVIDER_MODULES) == set(get_args(Provider))
+    for name, module in PROVIDER_MODULES.items():
+        assert callable(importlib.import_module(module).create), name
