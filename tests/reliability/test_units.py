@@ -11,7 +11,7 @@ import pytest
 
 from gateway.context import RequestContext
 from gateway.errors import Overloaded, UpstreamError, UpstreamTimeout
-from gateway.middleware.idempotency import MemoryStore, Pending, StoredResponse
+from gateway.middleware.idempotency_store import MemoryStore, Pending, StoredResponse
 from gateway.middleware.limits import InflightGate
 from gateway.server.deadlines import Deadlines, RequestTimeout, body_deadline
 from gateway.settings import ConfigError, load_settings
