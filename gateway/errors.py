@@ -10,16 +10,23 @@ error carries the top-level ``"type": "error"`` Anthropic's ``ErrorResponse`` ha
 
     GatewayError(status, code, message, param)      type: OpenAI's | Anthropic's
       ├── InvalidRequest       400 invalid_request      invalid_request_error | same
+      │     └── SchemaRejected (enforcement/check.py: a strict schema the lint refuses)
       ├── AuthenticationError  401 invalid_api_key      invalid_request_error | authentication_error
       ├── PermissionDenied     403 permission_denied    invalid_request_error | permission_error
       ├── NotFound             404 not_found            invalid_request_error | not_found_error
+      ├── RequestTimeout       408 request_timeout      invalid_request_error | same
       ├── Conflict             409 idempotency_in_progress  invalid_request_error | conflict_error
+      │     └── IdempotencyInProgress (middleware/idempotency.py)
       ├── PayloadTooLarge      413 request_too_large    invalid_request_error | request_too_large
       ├── UnprocessableOutput  422 tool_arguments_invalid   invalid_request_error | same
+      │     ├── OutputRejected (enforcement/correct.py: still invalid after the correction)
+      │     └── IdempotencyKeyReused (middleware/idempotency.py)
       ├── RateLimited          429 rate_limit_exceeded  requests | rate_limit_error
       ├── Overloaded           503 overloaded           server_error | overloaded_error
       ├── UpstreamError        502 upstream_error       server_error | api_error
-      │     (upstream/errors.py: an upstream 4xx keeps its status, code upstream_rejected)
+      │     └── UpstreamConnectError, UpstreamStatusError, UpstreamInvalidResponse,
+      │         OutputTooLarge (upstream/errors.py; an upstream 4xx keeps its status,
+      │         code upstream_rejected)
       └── UpstreamTimeout      504 upstream_timeout     server_error | timeout_error
 
 OpenAI's API answers every 4xx but 429 with ``invalid_request_error`` (a bad key, an
@@ -178,6 +185,14 @@ class Overloaded(GatewayError):
 class UpstreamError(GatewayError):
     status = 502
     default_code = "upstream_error"
+
+
+class RequestTimeout(GatewayError):
+    """408: the client did not send its request body in time; the connection is closed."""
+
+    status = 408
+    type = "invalid_request"
+    default_code = "request_timeout"
 
 
 class UpstreamTimeout(GatewayError):

@@ -28,16 +28,7 @@ from typing import Any
 
 from starlette.types import Message, Receive
 
-from gateway.errors import GatewayError
-
-
-class RequestTimeout(GatewayError):
-    """408: the client did not send its request body in time; the connection is closed."""
-
-    status = 408
-    type = "invalid_request"
-    default_code = "request_timeout"
-
+from gateway.errors import RequestTimeout
 
 
 class TaskDeadline:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from gateway.context import RequestContext
-from gateway.errors import Overloaded, UpstreamError, UpstreamTimeout
+from gateway.errors import Overloaded, RequestTimeout, UpstreamError, UpstreamTimeout
 from gateway.middleware.idempotency_store import MemoryStore, Pending, StoredResponse
 from gateway.middleware.limits import InflightGate
-from gateway.server.deadlines import Deadlines, RequestTimeout, body_deadline
+from gateway.server.deadlines import Deadlines, body_deadline
 from gateway.settings import ConfigError, load_settings
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import (
