@@ -50,7 +50,6 @@ from redis.exceptions import RedisError
 from gateway.keys.base import Principal
 from gateway.ratelimit.base import RateDecision
 from gateway.ratelimit.local import LocalRateLimiter
-from gateway.ratelimit.resp import RespClient, supports
 from gateway.ratelimit.window import WINDOW_S, unlimited
 
 log = logging.getLogger("syntic.ratelimit")
@@ -205,9 +204,6 @@ class RedisRateLimiter:
         self._check = self._redis.register_script(CHECK_SCRIPT)
         self._add = self._redis.register_script(ADD_TOKENS_SCRIPT)
         self._refund = self._redis.register_script(REFUND_SCRIPT)
-        # redis:// goes through the pipelined client (a fraction of redis-py's CPU per
-        # script); other schemes (rediss://, unix://) through redis-py.
-        self._resp = RespClient.from_url(url, timeout_s=timeout_s) if supports(url) else None
         self.prefix = prefix
         self.window_s = window_s
         self.local = LocalRateLimiter(window_s=window_s)
@@ -510,8 +506,6 @@ class RedisRateLimiter:
         await self.local.add_tokens(principal, tokens)
 
     async def _script(self, script: Any, *, keys: list[str], args: list[int]) -> Any:
-        if self._resp is not None:
-            return await self._resp.evalsha(script.sha, script.script, keys=keys, args=args)
         return await script(keys=keys, args=args)
 
     async def aclose(self) -> None:
@@ -535,8 +529,6 @@ class RedisRateLimiter:
             await self._close()
 
     async def _close(self) -> None:
-        if self._resp is not None:
-            await self._resp.aclose()
         await self._redis.aclose()
         await self._pool.disconnect()
 
