@@ -1,4 +1,4 @@
-"""The request path's series as prometheus_client metrics, for ``syntic serve --workers N``:
+"""The request path's series as prometheus_client metrics. Under ``syntic serve --workers N``
 every update goes at once into the worker's shared value files, so a scrape answered by
 any worker counts every request, and a worker killed mid-run keeps what it counted.
 

@@ -14,9 +14,8 @@ Values owned by other components (the validator's schema cache, the ledger's que
 rate limiter's and the lint cache's counters, the request observer's in-flight count) are
 *fed*: read and copied into their metric before each scrape, and in multiprocess mode
 every ``FEED_INTERVAL_S`` too, so a scrape answered by another worker shows them at most
-that old. The request path's own series are kept in plain counts rendered at scrape time
-in one process (``tallies``) and as prometheus_client metrics under ``--workers``
-(``direct``, in the shared files at once); ``GatewayMetrics.path`` is the one in use.
+that old. The request path's own series are prometheus_client metrics (``direct``; under
+``--workers`` in the shared files at once); ``GatewayMetrics.path`` holds them.
 
 Example::
 
@@ -47,7 +46,6 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from gateway.observability import multiprocess
 from gateway.observability.direct import Direct
 from gateway.observability.series import LATENCY_BUCKETS, RequestPathMetrics
-from gateway.observability.tallies import Tallies
 
 __all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "CacheStatsLike", "GatewayMetrics"]
 
@@ -153,13 +151,7 @@ class GatewayMetrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         stats = cache_stats or _validator_cache_stats
         r = CollectorRegistry(auto_describe=False)
-        path: RequestPathMetrics
-        if multiprocess_dir is None:
-            tallies = Tallies()
-            r.register(tallies)
-            path = tallies
-        else:
-            path = Direct(r)
+        path: RequestPathMetrics = Direct(r)
         m = cls(registry=r, multiprocess_dir=multiprocess_dir, path=path)
         m.fed_counter("syntic_ratelimit_fail_open_total",
                       "Rate limit checks decided locally because Redis was unreachable.")

@@ -1,5 +1,5 @@
 """The series the request path updates: names, HELP texts and labels, in one place for
-both ways of keeping them (``tallies`` in one process, ``direct`` under ``--workers``).
+the metrics that keep them (``direct``).
 
 Dashboards are built on these names and texts: change them only with a note in
 ``CHANGELOG.md``. The order here is the order of ``/metrics``.
@@ -68,7 +68,7 @@ LATENCY_BUCKETS: tuple[float, ...] = (
 
 
 class RequestPathMetrics(Protocol):
-    """The updates the request path makes (``tallies.Tallies`` or ``direct.Direct``)."""
+    """The updates the request path makes (``direct.Direct``)."""
 
     def count_request(self, route: str, status: int, code: str | None) -> None: ...
     def observe_upstream(self, model: str, seconds: float) -> None: ...
