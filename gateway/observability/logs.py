@@ -180,14 +180,6 @@ class BufferedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         except Exception:
             self.handleError(record)
 
-    def hold_line(self, line: str, levelno: int) -> None:
-        """Take one already formatted line, as ``emit`` does after formatting."""
-        self.acquire()
-        try:
-            self._hold(line, levelno)
-        finally:
-            self.release()
-
     def _hold(self, line: str, levelno: int) -> None:
         self._held.append(line)
         self._held_chars += len(line)
@@ -261,7 +253,6 @@ def configure_logging(
     handler.addFilter(RedactingFilter())
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root.addHandler(handler)
-    _direct[0] = handler if fmt == "json" else None
     root.setLevel(level.upper())
     # Neither formatter shows thread or process names; not collecting them makes every
     # record (one per request) cheaper.
@@ -294,95 +285,17 @@ class RequestLog:
 
 
 _access = logging.getLogger(ACCESS_LOGGER)
-_templates: dict[int, dict[str, Any]] = {}  # level -> a record's attributes, made once
-
-
-def _access_record(level: int) -> logging.LogRecord:
-    """A fresh record for the access line: a copy of one made by ``makeRecord`` with the
-    time fields renewed (``LogRecord.__init__`` recomputes a file name, a module name and
-    more, the same for every access line). Only while the record factory is the default
-    and thread/process names are not collected (``configure_logging`` turns them off);
-    otherwise ``makeRecord`` itself."""
-    if (
-        logging.getLogRecordFactory() is not logging.LogRecord
-        or logging.logThreads
-        or logging.logProcesses
-        or logging.logMultiprocessing
-    ):
-        return _access.makeRecord(ACCESS_LOGGER, level, __name__, 0, "request", (), None)
-    template = _templates.get(level)
-    if template is None:
-        made = _access.makeRecord(ACCESS_LOGGER, level, __name__, 0, "request", (), None)
-        template = _templates[level] = dict(made.__dict__)
-    record: logging.LogRecord = logging.LogRecord.__new__(logging.LogRecord)
-    attrs = record.__dict__
-    attrs.update(template)
-    ct = time.time()
-    attrs["created"] = ct
-    attrs["msecs"] = int((ct - int(ct)) * 1000) + 0.0
-    attrs["relativeCreated"] = template["relativeCreated"] + (ct - template["created"]) * 1000
-    return record
-
-
-_direct: list[BufferedStreamHandler | None] = [None]  # set by configure_logging (json)
-_ROOT = logging.getLogger()
-
-
-def _direct_handler(level: int) -> BufferedStreamHandler | None:
-    """The handler to give the access line to directly, or None for the record path:
-    only an info line, only while ``configure_logging``'s JSON handler (with just its
-    redacting filter) is the one handler the line would reach, and with the default
-    record factory (a custom one must see the record)."""
-    handler = _direct[0]
-    if (
-        handler is None
-        or level != logging.INFO
-        or _access.handlers
-        or _access.filters
-        or not _access.propagate
-        or _ROOT.filters
-        or len(_ROOT.handlers) != 1
-        or _ROOT.handlers[0] is not handler
-        or level < handler.level
-        or len(handler.filters) != 1
-        or logging.getLogRecordFactory() is not logging.LogRecord
-    ):
-        return None
-    return handler
 
 
 def log_request(entry: RequestLog) -> None:
-    """Emit the per-request line on ``syntic.access`` (info; warning for 5xx).
-
-    Builds the record directly (no caller lookup, no ``asdict``): this runs on every
-    request."""
+    """Emit the per-request line on ``syntic.access`` (info; warning for 5xx), through
+    ``logging``'s own record path (handlers, filters and formatters all see it)."""
     level = logging.WARNING if entry.status >= 500 else logging.INFO
     if not _access.isEnabledFor(level):
         return
-    direct = _direct_handler(level)
-    if direct is not None:
-        # The JSON line straight into the handler (no record, filter or formatter;
-        # about half the cost). Same fields and values as the record path; the one field a
-        # client chooses (``model``) is redacted as the filter would.
-        model = entry.model
-        direct.hold_line(orjson.dumps({
-            "ts": _iso(time.time()), "level": "info", "logger": ACCESS_LOGGER,
-            "msg": "request", "request_id": entry.request_id, "key_id": entry.key_id,
-            "model": redact(model) if model else model, "route": entry.route,
-            "status": entry.status, "code": entry.code,
-            "schema_retries": entry.schema_retries,
-            "latency_ms": round(entry.latency_ms, 3), "streamed": entry.streamed,
-        }).decode(), level)
-        return
-    record = _access_record(level)
-    attrs = record.__dict__
-    attrs["request_id"] = entry.request_id
-    attrs["key_id"] = entry.key_id
-    attrs["model"] = entry.model
-    attrs["route"] = entry.route
-    attrs["status"] = entry.status
-    attrs["code"] = entry.code
-    attrs["schema_retries"] = entry.schema_retries
-    attrs["latency_ms"] = round(entry.latency_ms, 3)
-    attrs["streamed"] = entry.streamed
-    _access.handle(record)
+    _access.log(level, "request", extra={
+        "request_id": entry.request_id, "key_id": entry.key_id, "model": entry.model,
+        "route": entry.route, "status": entry.status, "code": entry.code,
+        "schema_retries": entry.schema_retries, "latency_ms": round(entry.latency_ms, 3),
+        "streamed": entry.streamed,
+    })
