@@ -145,14 +145,16 @@ class RequestContext:
             time.time(),
             True,
             _masked(self.strict_refused),
+            *_details(first + fix),
         )
 
     def usage_record(self) -> UsageRecord:
         """The request's final row (positional, as ``interrupted_record``: once per
-        request)."""
+        request); ``estimated`` when any call's usage was."""
         tally = self.tally or Tally()
         first = tally.first_usage
         fix = tally.correction_usage
+        total = first + fix
         return UsageRecord(
             self.request_id,
             self.principal.key_id if self.principal else None,
@@ -170,9 +172,16 @@ class RequestContext:
             (time.perf_counter() - self.started_mono) * 1000.0,
             self.started_at,
             time.time(),
-            self.estimated,
+            self.estimated or total.estimated,
             _masked(self.strict_refused),
+            *_details(total),
         )
+
+
+def _details(usage: Usage) -> tuple[int, int, int]:
+    """The ledger's cache and reasoning columns: over every call of the request (parts of
+    its prompt and completion columns, first attempt and corrections together)."""
+    return usage.cache_read_tokens, usage.cache_creation_tokens, usage.reasoning_tokens
 
 
 def _masked(text: str | None) -> str | None:

@@ -68,7 +68,8 @@ _AGG_INTS = (
     "requests", "errors_4xx", "unprocessable_422", "errors_5xx", "streamed", "estimated",
     "prompt_tokens", "completion_tokens", "correction_prompt_tokens",
     "correction_completion_tokens", "first_attempt_tokens", "correction_tokens",
-    "schema_retries", "corrected_requests", "upstream_calls",
+    "schema_retries", "corrected_requests", "upstream_calls", "cache_read_tokens",
+    "cache_creation_tokens", "reasoning_tokens",
 )  # fmt: skip
 _AGG_NUMS = ("correction_rate", "unprocessable_rate", "latency_ms_avg")
 
@@ -181,7 +182,8 @@ ADMIN_SCHEMAS: dict[str, Any] = {
                      "streamed", "prompt_tokens", "completion_tokens",
                      "correction_prompt_tokens", "correction_completion_tokens",
                      "schema_retries", "upstream_calls", "latency_ms", "started_at",
-                     "finished_at", "estimated"],
+                     "finished_at", "estimated", "cache_read_tokens",
+                     "cache_creation_tokens", "reasoning_tokens"],
         "additionalProperties": False,
         "properties": {
             "request_id": {"type": "string"},
@@ -200,7 +202,14 @@ ADMIN_SCHEMAS: dict[str, Any] = {
             "latency_ms": _NUM,
             "started_at": _NUM,
             "finished_at": _NUM,
-            "estimated": {"type": "boolean"},
+            "estimated": {"type": "boolean",
+                          "description": "The upstream reported no usage: tokens estimated."},
+            "cache_read_tokens": {**_INT, "description":
+                                  "Of the prompt tokens: read from the provider's cache."},
+            "cache_creation_tokens": {**_INT, "description":
+                                      "Of the prompt tokens: written to the provider's cache."},
+            "reasoning_tokens": {**_INT, "description":
+                                 "Of the completion tokens: spent reasoning."},
         },
     },
     "RequestList": {

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gateway.storage.base import Database, Row
-from gateway.usage.report import TOTALS_SQL, LedgerTotals
+from gateway.usage.report import COUNTERS, TOTALS_SQL, LedgerTotals
 
 GroupColumn = Literal["key_id", "model", "endpoint", "status", "error_code"]
 GROUP_COLUMNS: tuple[GroupColumn, ...] = ("key_id", "model", "endpoint", "status", "error_code")
@@ -39,7 +39,7 @@ BUCKETS: dict[str, int] = {
 MAX_BUCKETS = 2000  # per series: a window/bucket pair producing more is refused
 
 _SUMS = TOTALS_SQL.strip() + ",\n       SUM(latency_ms)"  # the billing totals + latency
-_N_SUMS = 14
+_N_SUMS = len(COUNTERS) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +80,9 @@ class Aggregate(LedgerTotals):
             "schema_retries": self.schema_retries,
             "corrected_requests": self.corrected_requests,
             "upstream_calls": self.upstream_calls,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_creation_tokens": self.cache_creation_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
             "correction_rate": self.correction_rate,
             "unprocessable_rate": self.unprocessable_rate,
             "latency_ms_avg": self.latency_ms_total / self.requests if self.requests else 0.0,
@@ -222,7 +225,8 @@ REQUEST_COLUMNS: tuple[str, ...] = (
     "request_id", "key_id", "model", "endpoint", "status", "error_code", "streamed",
     "prompt_tokens", "completion_tokens", "correction_prompt_tokens",
     "correction_completion_tokens", "schema_retries", "upstream_calls", "latency_ms",
-    "started_at", "finished_at", "estimated",
+    "started_at", "finished_at", "estimated", "cache_read_tokens", "cache_creation_tokens",
+    "reasoning_tokens",
 )  # fmt: skip
 MAX_REQUESTS = 500
 

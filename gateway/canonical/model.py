@@ -120,18 +120,43 @@ class ChatRequest:
 
 @record
 class Usage:
+    """Token counts of one or more upstream calls, in one meaning whatever the wire.
+
+    ``prompt_tokens`` is every input token, cached or not (OpenAI's ``prompt_tokens``;
+    Anthropic's ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``);
+    ``cache_read_tokens`` and ``cache_creation_tokens`` are the parts of it read from and
+    written to the provider's prompt cache. ``completion_tokens`` is every output token,
+    reasoning included; ``reasoning_tokens`` is the part spent reasoning. ``estimated``:
+    the upstream reported nothing and the gateway estimated the figures (a sum is
+    estimated when any part is).
+    """
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    reasoning_tokens: int = 0
+    estimated: bool = False
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_creation_tokens + other.cache_creation_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+            self.estimated or other.estimated,
         )
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def uncached_prompt_tokens(self) -> int:
+        """Input tokens neither read from nor written to the cache (Anthropic's
+        ``input_tokens``)."""
+        return max(0, self.prompt_tokens - self.cache_read_tokens - self.cache_creation_tokens)
 
 
 @record

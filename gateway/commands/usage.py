@@ -1,7 +1,9 @@
 """``syntic usage [--key ID] [--since ISO|-1h] [--until ...] [--json]``: billing summary.
 
 Per key and model: requests, 4xx / 422 / 5xx, tokens of first attempts and of schema
-corrections separately, schema retries and the correction rate.
+corrections separately, the prompt tokens read from and written to the provider's cache,
+reasoning tokens, requests whose tokens were estimated, schema retries and the correction
+rate.
 """
 
 from __future__ import annotations
@@ -55,14 +57,17 @@ def _usage(args: argparse.Namespace) -> int:
             return
         head = (
             f"{'KEY':<21} {'MODEL':<20} {'REQS':>7} {'4XX':>5} {'422':>5} {'5XX':>5} "
-            f"{'FIRST_TOK':>10} {'CORR_TOK':>9} {'RETRIES':>7} {'CORR%':>6}"
+            f"{'FIRST_TOK':>10} {'CORR_TOK':>9} {'CACHE_RD':>9} {'CACHE_WR':>9} "
+            f"{'REASON':>9} {'EST':>5} {'RETRIES':>7} {'CORR%':>6}"
         )
         print(head)
         for r in rows:
             print(
                 f"{r.key_id or '-':<21} {r.model or '-':<20} {r.requests:>7} {r.errors_4xx:>5} "
                 f"{r.unprocessable_422:>5} {r.errors_5xx:>5} {r.first_attempt_tokens:>10} "
-                f"{r.correction_tokens:>9} {r.schema_retries:>7} {100 * r.correction_rate:>5.1f}%"
+                f"{r.correction_tokens:>9} {r.cache_read_tokens:>9} "
+                f"{r.cache_creation_tokens:>9} {r.reasoning_tokens:>9} {r.estimated:>5} "
+                f"{r.schema_retries:>7} {100 * r.correction_rate:>5.1f}%"
             )
 
     code, _ = run_with_db("syntic usage", args, body)

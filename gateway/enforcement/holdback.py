@@ -183,7 +183,7 @@ class HoldBack:
         if self.usage_reported:
             return False
         self.tally.add_first(
-            Usage(self.prompt_tokens_estimate, self.estimated_completion_tokens)
+            Usage(self.prompt_tokens_estimate, self.estimated_completion_tokens, estimated=True)
         )
         self.usage_reported = True
         return True

@@ -15,6 +15,9 @@ def ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+# Sent (true) only when the upstream reported no usage and the gateway estimated it.
+_ESTIMATED = {"const": True, "description": "The gateway estimated these counts."}
+
 SCHEMAS: dict[str, Any] = {
     "ErrorEnvelope": {
         "type": "object",
@@ -170,7 +173,19 @@ SCHEMAS: dict[str, Any] = {
             "prompt_tokens": {"type": "integer"},
             "completion_tokens": {"type": "integer"},
             "total_tokens": {"type": "integer"},
+            "prompt_tokens_details": {
+                "type": "object",
+                "properties": {
+                    "cached_tokens": {"type": "integer"},
+                    "cache_write_tokens": {"type": "integer"},
+                },
+            },
+            "completion_tokens_details": {
+                "type": "object",
+                "properties": {"reasoning_tokens": {"type": "integer"}},
+            },
             "schema_retries": {"type": "integer", "description": "Correction calls made."},
+            "estimated": _ESTIMATED,
         },
     },
     "MessagesRequest": {
@@ -216,11 +231,21 @@ SCHEMAS: dict[str, Any] = {
             "stop_sequence": {"type": ["string", "null"]},
             "usage": {
                 "type": "object",
-                "required": ["input_tokens", "output_tokens", "schema_retries"],
+                "required": ["input_tokens", "cache_creation_input_tokens",
+                             "cache_read_input_tokens", "output_tokens", "schema_retries"],
                 "properties": {
-                    "input_tokens": {"type": "integer"},
+                    "input_tokens": {"type": "integer",
+                                     "description": "Input tokens not read from or written "
+                                     "to the cache."},
+                    "cache_creation_input_tokens": {"type": "integer"},
+                    "cache_read_input_tokens": {"type": "integer"},
                     "output_tokens": {"type": "integer"},
+                    "output_tokens_details": {
+                        "type": "object",
+                        "properties": {"thinking_tokens": {"type": "integer"}},
+                    },
                     "schema_retries": {"type": "integer"},
+                    "estimated": _ESTIMATED,
                 },
             },
         },
@@ -310,12 +335,27 @@ SCHEMAS: dict[str, Any] = {
             },
             "usage": {
                 "type": ["object", "null"],
-                "required": ["input_tokens", "output_tokens", "total_tokens", "schema_retries"],
+                "required": ["input_tokens", "input_tokens_details", "output_tokens",
+                             "output_tokens_details", "total_tokens", "schema_retries"],
                 "properties": {
                     "input_tokens": {"type": "integer"},
+                    "input_tokens_details": {
+                        "type": "object",
+                        "required": ["cached_tokens", "cache_write_tokens"],
+                        "properties": {
+                            "cached_tokens": {"type": "integer"},
+                            "cache_write_tokens": {"type": "integer"},
+                        },
+                    },
                     "output_tokens": {"type": "integer"},
+                    "output_tokens_details": {
+                        "type": "object",
+                        "required": ["reasoning_tokens"],
+                        "properties": {"reasoning_tokens": {"type": "integer"}},
+                    },
                     "total_tokens": {"type": "integer"},
                     "schema_retries": {"type": "integer", "description": "Correction calls."},
+                    "estimated": _ESTIMATED,
                 },
             },
             "incomplete_details": {"type": ["object", "null"]},

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
@@ -27,6 +28,7 @@ from gateway.canonical import (
     ChatResponse,
     StreamEvent,
     ToolCall,
+    Usage,
 )
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.anthropic_codec import (
@@ -43,6 +45,7 @@ from gateway.upstream.errors import (
     status_error,
 )
 from gateway.upstream.retry import parse_retry_after
+from gateway.upstream.tokens import estimated_usage
 from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicUpstream", "create", "decode_response"]
@@ -74,10 +77,13 @@ def _inputs_as_sent(raw: bytes) -> list[str]:
     return out
 
 
-def decode_response(body: object, model: ModelConfig, raw: bytes | None = None) -> ChatResponse:
+def decode_response(
+    body: object, model: ModelConfig, raw: bytes | None = None, *, request_bytes: int = 0
+) -> ChatResponse:
     """An Anthropic ``message`` object -> canonical ``ChatResponse``. With ``raw`` (the
     body's text) holding a duplicate key, each tool input is taken as written: a parsed
-    object keeps only one of the duplicates, which would hide them from validation."""
+    object keeps only one of the duplicates, which would hide them from validation. An
+    answer without ``usage`` is billed an estimate (``request_bytes``: the body sent)."""
     if not isinstance(body, dict) or not isinstance(body.get("content"), list):
         raise UpstreamInvalidResponse("The upstream returned a malformed message.")
     texts: list[str] = []
@@ -105,15 +111,19 @@ def decode_response(body: object, model: ModelConfig, raw: bytes | None = None) 
                     ),
                 )
             )
-    return ChatResponse(
+    usage = usage_of(body.get("usage"))
+    response = ChatResponse(
         id=str(body.get("id", "")),
         model=str(body.get("model", model.upstream_model)),
         content="".join(texts) if texts else None,
         tool_calls=tuple(calls),
         finish_reason=finish_reason(body.get("stop_reason")),
-        usage=usage_of(body.get("usage")),
+        usage=usage or Usage(),
         stop_sequence=stop if isinstance(stop := body.get("stop_sequence"), str) else None,
     )
+    if usage is None:
+        return dataclasses.replace(response, usage=estimated_usage(request_bytes, response))
+    return response
 
 
 class _Answer(Protocol):
@@ -172,10 +182,10 @@ class AnthropicUpstream:
         return Target.build(url, headers, self.http.connections.route(model))
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
-        payload = encode_request(request, model, stream=False)
+        payload = orjson.dumps(encode_request(request, model, stream=False))
         target = self._targets.get(model)
         reply = await self.http.post(
-            target.url, orjson.dumps(payload), target.headers, target.route,
+            target.url, payload, target.headers, target.route,
             timeout_s=model.timeout_s,
             limit=self.max_body_bytes,
         )
@@ -185,7 +195,7 @@ class AnthropicUpstream:
             body: Any = orjson.loads(reply.body)
         except orjson.JSONDecodeError as exc:
             raise UpstreamInvalidResponse("The upstream returned a body that is not JSON.") from exc
-        return decode_response(body, model, reply.body)
+        return decode_response(body, model, reply.body, request_bytes=len(payload))
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         payload = encode_request(request, model, stream=True)

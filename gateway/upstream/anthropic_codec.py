@@ -57,14 +57,24 @@ def finish_reason(stop_reason: object) -> FinishReason:
     return _FINISH.get(stop_reason, "stop") if isinstance(stop_reason, str) else "stop"
 
 
-def usage_of(raw: object) -> Usage:
-    if not isinstance(raw, dict):
-        return Usage()
-    prompt = sum(
-        int(raw.get(k) or 0)
-        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+def usage_of(raw: object) -> Usage | None:
+    """A Messages ``usage`` object (``anthropic.types.Usage``) -> canonical; None when the
+    answer has none. Its ``input_tokens`` are the uncached ones only: the canonical prompt
+    adds the tokens written to and read from the cache."""
+    if not isinstance(raw, dict) or not raw:
+        return None
+    uncached = int(raw.get("input_tokens") or 0)
+    written = int(raw.get("cache_creation_input_tokens") or 0)
+    read = int(raw.get("cache_read_input_tokens") or 0)
+    details = raw.get("output_tokens_details")
+    thinking = int(details.get("thinking_tokens") or 0) if isinstance(details, dict) else 0
+    return Usage(
+        prompt_tokens=uncached + written + read,
+        completion_tokens=int(raw.get("output_tokens") or 0),
+        cache_read_tokens=read,
+        cache_creation_tokens=written,
+        reasoning_tokens=thinking,
     )
-    return Usage(prompt_tokens=prompt, completion_tokens=int(raw.get("output_tokens") or 0))
 
 
 # Anthropic requires max_tokens; chat-completions clients may omit it.
@@ -229,7 +239,9 @@ class StreamDecoder:
         self._tools = 0
         self._reason: Any = None
         self._stop_seq: str | None = None
-        self._usage = Usage()
+        # The usage fields as last reported: message_start's, overridden field by field by
+        # message_delta's (cumulative figures; a field it leaves out keeps its value).
+        self._usage: dict[str, Any] = {}
         self._done = False
 
     def feed(self, name: str, data: str) -> list[StreamEvent]:
@@ -260,7 +272,9 @@ class StreamDecoder:
             ) from exc
 
     def _on_message_start(self, event: dict[str, Any]) -> list[StreamEvent]:
-        self._usage = usage_of(event.get("message", {}).get("usage"))
+        raw = event.get("message", {}).get("usage")
+        if isinstance(raw, dict):
+            self._usage = dict(raw)
         return []
 
     def _on_content_block_start(self, event: dict[str, Any]) -> list[StreamEvent]:
@@ -308,19 +322,15 @@ class StreamDecoder:
         if isinstance(delta.get("stop_sequence"), str):
             self._stop_seq = delta["stop_sequence"]
         raw = event.get("usage") or {}
-        later = usage_of(raw)
-        # message_delta usage is cumulative; input counts only when present.
-        prompt = later.prompt_tokens if raw.get("input_tokens") is not None else None
-        self._usage = Usage(
-            prompt_tokens=self._usage.prompt_tokens if prompt is None else prompt,
-            completion_tokens=later.completion_tokens,
-        )
+        self._usage.update((k, v) for k, v in raw.items() if v is not None)
         return []
 
     def _on_message_stop(self, event: dict[str, Any]) -> list[StreamEvent]:
         self._done = True
         finish = Finish(finish_reason(self._reason), self._stop_seq)
-        return [finish, UsageReport(self._usage)]
+        usage = usage_of(self._usage)
+        # Without usage the hold-back estimates, as for any stream that sends none.
+        return [finish] if usage is None else [finish, UsageReport(usage)]
 
     def end(self) -> list[StreamEvent]:
         """Call when the byte stream ends: a stream cut before ``message_stop`` fails."""

@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -51,7 +52,7 @@ from gateway.upstream.errors import (
 )
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import parse_retry_after
-from gateway.upstream.tokens import count_openai_tokens
+from gateway.upstream.tokens import count_openai_tokens, estimated_usage
 from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
 # Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
@@ -173,10 +174,23 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     return body
 
 
-def _usage(raw: Any) -> Usage:
-    if type(raw) is not dict and not isinstance(raw, Mapping):
-        return Usage()
-    return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
+def _detail(raw: Mapping[str, Any], group: str, key: str) -> int:
+    details = raw.get(group)
+    return int(details.get(key) or 0) if isinstance(details, Mapping) else 0
+
+
+def decode_usage(raw: Any) -> Usage | None:
+    """A chat-completions ``usage`` object (``openai.types.CompletionUsage``) -> canonical;
+    None when the answer has none. ``prompt_tokens`` already includes the cached ones."""
+    if (type(raw) is not dict and not isinstance(raw, Mapping)) or not raw:
+        return None
+    return Usage(
+        int(raw.get("prompt_tokens") or 0),
+        int(raw.get("completion_tokens") or 0),
+        cache_read_tokens=_detail(raw, "prompt_tokens_details", "cached_tokens"),
+        cache_creation_tokens=_detail(raw, "prompt_tokens_details", "cache_write_tokens"),
+        reasoning_tokens=_detail(raw, "completion_tokens_details", "reasoning_tokens"),
+    )
 
 
 def _check_arguments(size: int, limit: int | None) -> None:
@@ -185,9 +199,14 @@ def _check_arguments(size: int, limit: int | None) -> None:
 
 
 def decode_response(
-    data: Any, model: ModelConfig, *, max_argument_bytes: int | None = None
+    data: Any,
+    model: ModelConfig,
+    *,
+    max_argument_bytes: int | None = None,
+    request_bytes: int = 0,
 ) -> ChatResponse:
-    """Chat-completions response JSON -> canonical response (first choice)."""
+    """Chat-completions response JSON -> canonical response (first choice). An answer
+    without ``usage`` is billed an estimate (``request_bytes``: the body sent)."""
     try:
         choice = data["choices"][0]
         message = choice["message"]
@@ -202,19 +221,23 @@ def decode_response(
         for call in calls:
             _check_arguments(len(call.raw_arguments), max_argument_bytes)
         content = message.get("content")
-        return ChatResponse(
+        usage = decode_usage(data.get("usage"))
+        response = ChatResponse(
             id=str(data.get("id") or ""),
             model=str(data.get("model") or model.upstream_model),
             content=content if isinstance(content, str) else None,
             tool_calls=calls,
             finish_reason=_FINISH.get(str(choice.get("finish_reason")), "stop"),
-            usage=_usage(data.get("usage")),
+            usage=usage or Usage(),
             created=int(data.get("created") or time.time()),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise UpstreamInvalidResponse(
             f"Upstream returned an unexpected response shape ({type(exc).__name__})."
         ) from exc
+    if usage is None:
+        return dataclasses.replace(response, usage=estimated_usage(request_bytes, response))
+    return response
 
 
 def _error_from_status(
@@ -271,7 +294,9 @@ class OpenAIUpstream:
         except orjson.JSONDecodeError as exc:
             raise UpstreamInvalidResponse("Upstream returned invalid JSON.") from exc
         decode = openai_responses.decode_response if responses else decode_response
-        return decode(data, model, max_argument_bytes=self.max_argument_bytes)
+        return decode(
+            data, model, max_argument_bytes=self.max_argument_bytes, request_bytes=len(body)
+        )
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         responses = model.api == "responses"
@@ -382,9 +407,9 @@ class ChunkParser:
             if reason:
                 self.finished = True
                 events.append(Finish(_FINISH.get(reason, "stop")))
-        usage = chunk.get("usage")
-        if usage:
-            events.append(UsageReport(_usage(usage)))
+        usage = decode_usage(chunk.get("usage"))
+        if usage is not None:
+            events.append(UsageReport(usage))
         return events
 
 

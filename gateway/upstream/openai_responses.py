@@ -16,6 +16,7 @@ Chat-completions fields the Responses API has no place for (``seed``, ``logit_bi
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -43,6 +44,7 @@ from gateway.canonical import (
 from gateway.settings import ModelConfig
 from gateway.upstream.errors import OutputTooLarge, UpstreamError, UpstreamInvalidResponse
 from gateway.upstream.redact import scrub
+from gateway.upstream.tokens import estimated_usage
 
 # ``gateway.upstream.openai.PASSTHROUGH_KEY``: spelled out here because that module imports
 # this one (a test keeps the two equal).
@@ -136,10 +138,23 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     return body
 
 
-def _usage(raw: Any) -> Usage:
-    if not isinstance(raw, Mapping):
-        return Usage()
-    return Usage(int(raw.get("input_tokens") or 0), int(raw.get("output_tokens") or 0))
+def _detail(raw: Mapping[str, Any], group: str, key: str) -> int:
+    details = raw.get(group)
+    return int(details.get(key) or 0) if isinstance(details, Mapping) else 0
+
+
+def decode_usage(raw: Any) -> Usage | None:
+    """A Responses ``usage`` object (``openai.types.responses.ResponseUsage``) ->
+    canonical; None when the answer has none. ``input_tokens`` includes the cached ones."""
+    if not isinstance(raw, Mapping) or not raw:
+        return None
+    return Usage(
+        int(raw.get("input_tokens") or 0),
+        int(raw.get("output_tokens") or 0),
+        cache_read_tokens=_detail(raw, "input_tokens_details", "cached_tokens"),
+        cache_creation_tokens=_detail(raw, "input_tokens_details", "cache_write_tokens"),
+        reasoning_tokens=_detail(raw, "output_tokens_details", "reasoning_tokens"),
+    )
 
 
 def _finish(data: Mapping[str, Any], has_calls: bool) -> FinishReason:
@@ -160,9 +175,14 @@ def _check_arguments(size: int, limit: int | None) -> None:
 
 
 def decode_response(
-    data: Any, model: ModelConfig, *, max_argument_bytes: int | None = None
+    data: Any,
+    model: ModelConfig,
+    *,
+    max_argument_bytes: int | None = None,
+    request_bytes: int = 0,
 ) -> ChatResponse:
-    """A Responses ``response`` object -> canonical response."""
+    """A Responses ``response`` object -> canonical response. An answer without ``usage``
+    is billed an estimate (``request_bytes``: the body sent)."""
     try:
         texts: list[str] = []
         calls: list[ToolCall] = []
@@ -179,19 +199,23 @@ def decode_response(
                                 raw_arguments=str(item.get("arguments") or ""))
                 _check_arguments(len(call.raw_arguments), max_argument_bytes)
                 calls.append(call)
-        return ChatResponse(
+        usage = decode_usage(data.get("usage"))
+        response = ChatResponse(
             id=str(data.get("id") or ""),
             model=str(data.get("model") or model.upstream_model),
             content="".join(texts) if texts else None,
             tool_calls=tuple(calls),
             finish_reason=_finish(data, bool(calls)),
-            usage=_usage(data.get("usage")),
+            usage=usage or Usage(),
             created=int(data.get("created_at") or time.time()),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise UpstreamInvalidResponse(
             f"Upstream returned an unexpected response shape ({type(exc).__name__})."
         ) from exc
+    if usage is None:
+        return dataclasses.replace(response, usage=estimated_usage(request_bytes, response))
+    return response
 
 
 class EventParser:
@@ -250,7 +274,9 @@ class EventParser:
             response = event["response"]
             self.done = True
             reason = _finish(response, bool(self._calls))
-            return [Finish(reason), UsageReport(_usage(response.get("usage")))]
+            usage = decode_usage(response.get("usage"))
+            # Without usage the hold-back estimates, as for any stream that sends none.
+            return [Finish(reason)] if usage is None else [Finish(reason), UsageReport(usage)]
         if kind == "error":
             detail = scrub(str(event.get("message"))[:300], self._secret)
             raise UpstreamError(f"Upstream stream error: {detail}")

@@ -20,9 +20,9 @@ from typing import Any
 
 import orjson
 
-from gateway.canonical import ChatRequest
+from gateway.canonical import ChatRequest, ChatResponse, Usage
 
-__all__ = ["count_openai_tokens", "estimate_tokens"]
+__all__ = ["count_openai_tokens", "estimate_tokens", "estimated_usage"]
 
 _PER_MESSAGE = 3  # <|start|>role ... <|end|>, as OpenAI's cookbook counts them
 _REPLY_PRIMING = 3  # every reply is primed with <|start|>assistant<|message|>
@@ -68,3 +68,12 @@ async def count_openai_tokens(request: ChatRequest, model: str) -> int:
 def estimate_tokens(body_bytes: int) -> int:
     """The gateway's rough estimate everywhere else: a token per four bytes."""
     return body_bytes // 4
+
+
+def estimated_usage(request_bytes: int, response: ChatResponse) -> Usage:
+    """What to bill for an answer that came without usage: the request body sent and the
+    text that came back at four bytes (characters) a token, marked ``estimated``."""
+    chars = len(response.content or "") + sum(
+        len(c.name) + len(c.raw_arguments) for c in response.tool_calls
+    )
+    return Usage(estimate_tokens(request_bytes), (chars + 3) // 4, estimated=True)

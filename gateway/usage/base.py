@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
-# Not frozen: a frozen dataclass sets each of its 17 fields through object.__setattr__ in
+# Not frozen: a frozen dataclass sets each of its 21 fields through object.__setattr__ in
 # __init__, and one record is built per request. Nothing mutates a record.
 @dataclass(slots=True)
 class UsageRecord:
@@ -26,8 +26,13 @@ class UsageRecord:
     latency_ms: float
     started_at: float  # unix seconds
     finished_at: float
-    estimated: bool = False  # tokens estimated (e.g. client disconnected mid-stream)
+    estimated: bool = False  # tokens estimated (no usage from the upstream, a disconnect)
     strict_refused: str | None = None  # tools the projection left non-strict, comma-separated
+    # Parts of the prompt and completion columns (over every call of the request): prompt
+    # tokens read from / written to the provider's cache, completion tokens of reasoning.
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 class Ledger(Protocol):

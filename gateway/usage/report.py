@@ -46,6 +46,10 @@ class LedgerTotals:
     schema_retries: int
     corrected_requests: int
     upstream_calls: int
+    # Parts of the prompt (first attempts and corrections) and completion sums above.
+    cache_read_tokens: int
+    cache_creation_tokens: int
+    reasoning_tokens: int
 
     @property
     def first_attempt_tokens(self) -> int:
@@ -90,7 +94,8 @@ TOTALS_SQL = """
        SUM(correction_prompt_tokens), SUM(correction_completion_tokens),
        SUM(schema_retries),
        SUM(CASE WHEN schema_retries > 0 THEN 1 ELSE 0 END),
-       SUM(upstream_calls)"""
+       SUM(upstream_calls),
+       SUM(cache_read_tokens), SUM(cache_creation_tokens), SUM(reasoning_tokens)"""
 
 _SUMMARY_SQL = """
 SELECT key_id, model,""" + TOTALS_SQL + """

@@ -221,7 +221,7 @@ def test_decode_response(stop: str, finish: str) -> None:
     assert resp.content == "ab"
     assert resp.tool_calls == (ToolCall("toolu_1", "f", orjson.dumps({"x": [1, "é"]}).decode()),)
     assert resp.finish_reason == finish
-    assert resp.usage == Usage(6, 3)
+    assert resp.usage == Usage(6, 3, cache_read_tokens=2)  # the prompt includes the cache
 
 
 def test_decode_response_stop_sequence() -> None:

@@ -261,8 +261,11 @@ async def test_sequences(case: Case) -> None:
     assert events[:-1] == case.expect
     final = events[-1]
     assert isinstance(final, FinalUsage)
-    assert (final.usage, final.schema_retries) == (Usage(*case.usage), case.retries)
-    assert final.estimated == (USAGE not in case.events)
+    estimated = USAGE not in case.events
+    assert (final.usage, final.schema_retries) == (
+        Usage(*case.usage, estimated=estimated), case.retries
+    )
+    assert final.estimated == estimated
     assert final.upstream_calls == 1 + case.retries
     assert len(up.requests) == case.retries
     assert script.closed
@@ -468,7 +471,7 @@ async def test_account_partial_estimates_when_no_usage() -> None:
     await anext(it)
     await it.aclose()
     assert hb.account_partial() is True
-    assert hb.tally.total == Usage(9, 10)
+    assert hb.tally.total == Usage(9, 10, estimated=True)
     assert hb.account_partial() is False
 
 

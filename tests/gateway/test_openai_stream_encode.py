@@ -114,7 +114,10 @@ def test_finish_usage_and_done(include_usage: bool) -> None:
         assert len(got) == 2
         assert got[1]["choices"] == []
         assert got[1]["usage"] == {"prompt_tokens": 100, "completion_tokens": 20,
-                                   "total_tokens": 120, "schema_retries": 1}
+                                   "total_tokens": 120,
+                                   "prompt_tokens_details": {"cached_tokens": 0},
+                                   "completion_tokens_details": {"reasoning_tokens": 0},
+                                   "schema_retries": 1}
     else:
         assert len(got) == 1
         assert "usage" not in got[0]

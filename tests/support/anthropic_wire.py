@@ -58,6 +58,26 @@ def _strict_refusal(schema: Any) -> str | None:
     return _strict_refusal(list(schema.values()))
 
 
+def input_usage(step: Reply) -> dict[str, int]:
+    """The input half of ``anthropic.types.Usage``: ``input_tokens`` are the uncached ones,
+    the cache's apart."""
+    prompt = step.usage[0]
+    if step.details is None:
+        return {"input_tokens": prompt}
+    d = step.details
+    return {"input_tokens": prompt - d.cache_read - d.cache_write,
+            "cache_creation_input_tokens": d.cache_write,
+            "cache_read_input_tokens": d.cache_read}
+
+
+def output_usage(step: Reply) -> dict[str, Any]:
+    """The output half: ``output_tokens`` (thinking included) and their breakdown."""
+    out: dict[str, Any] = {"output_tokens": step.usage[1]}
+    if step.details is not None and step.details.reasoning:
+        out["output_tokens_details"] = {"thinking_tokens": step.details.reasoning}
+    return out
+
+
 def stop_reason(step: Reply) -> str:
     return _STOP.get(step.finish, step.finish)
 
@@ -91,24 +111,23 @@ class AnthropicRenderer:
                     "input": tool_input(call.arguments),
                 }
             )
-        prompt, completion = step.usage
-        return orjson.dumps(
-            {
-                "id": mid,
-                "type": "message",
-                "role": "assistant",
-                "model": (request.body or {}).get("model", "scripted"),
-                "content": content,
-                "stop_reason": stop_reason(step),
-                "stop_sequence": None,
-                "usage": {"input_tokens": prompt, "output_tokens": completion},
-            }
-        )
+        body: dict[str, Any] = {
+            "id": mid,
+            "type": "message",
+            "role": "assistant",
+            "model": (request.body or {}).get("model", "scripted"),
+            "content": content,
+            "stop_reason": stop_reason(step),
+            "stop_sequence": None,
+            "usage": {**input_usage(step), **output_usage(step)},
+        }
+        if not step.report_usage:
+            del body["usage"]
+        return orjson.dumps(body)
 
     def render_stream(self, step: Reply, request: RecordedRequest, seq: int) -> list[bytes]:
         mid, call_ids = self._ids(step, seq)
-        prompt, completion = step.usage
-        message = {
+        message: dict[str, Any] = {
             "id": mid,
             "type": "message",
             "role": "assistant",
@@ -116,8 +135,10 @@ class AnthropicRenderer:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": prompt, "output_tokens": 1},
+            "usage": {**input_usage(step), "output_tokens": 1},
         }
+        if not step.report_usage:
+            del message["usage"]
         events = [
             sse({"type": "message_start", "message": message}, "message_start"),
             sse({"type": "ping"}, "ping"),
@@ -156,16 +177,15 @@ class AnthropicRenderer:
                     if p
                 ],
             )
-        events.append(
-            sse(
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop_reason(step), "stop_sequence": None},
-                    "usage": {"output_tokens": completion},
-                },
-                "message_delta",
-            )
-        )
+        # Cumulative; the input counts stay message_start's (a field left out keeps it).
+        delta: dict[str, Any] = {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason(step), "stop_sequence": None},
+            "usage": output_usage(step),
+        }
+        if not step.report_usage:
+            del delta["usage"]
+        events.append(sse(delta, "message_delta"))
         events.append(sse({"type": "message_stop"}, "message_stop"))
         return events
 

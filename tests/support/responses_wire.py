@@ -15,7 +15,14 @@ from typing import Any
 
 import orjson
 
-from tests.support.scripted_upstream import HttpError, RecordedRequest, Reply, pieces, sse
+from tests.support.scripted_upstream import (
+    HttpError,
+    RecordedRequest,
+    Reply,
+    Tokens,
+    pieces,
+    sse,
+)
 
 
 def _status(step: Reply) -> tuple[str, dict[str, str] | None]:
@@ -46,14 +53,19 @@ class ResponsesRenderer:
                   output: list[dict[str, Any]], *, done: bool) -> dict[str, Any]:
         prompt, completion = step.usage
         status, incomplete = _status(step) if done else ("in_progress", None)
-        usage = {"input_tokens": prompt, "output_tokens": completion,
+        d = step.details or Tokens()
+        usage = {"input_tokens": prompt,
+                 "input_tokens_details": {"cached_tokens": d.cache_read,
+                                          "cache_write_tokens": d.cache_write},
+                 "output_tokens": completion,
+                 "output_tokens_details": {"reasoning_tokens": d.reasoning},
                  "total_tokens": prompt + completion}
         return {
             "id": step.id or f"resp_up_{seq}", "object": "response",
             "created_at": int(time.time()), "status": status,
             "model": (request.body or {}).get("model", "scripted"), "output": output,
             "incomplete_details": incomplete, "error": None,
-            "usage": usage if done else None,
+            "usage": usage if done and step.report_usage else None,
         }
 
     def render(self, step: Reply, request: RecordedRequest, seq: int) -> bytes:

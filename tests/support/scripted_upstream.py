@@ -13,8 +13,12 @@ Tests queue *steps*; each incoming request consumes the next one::
 Steps:
 
 - ``Reply(content=..., tool_calls=[Call(name, raw_arguments, id=None)], finish_reason=None,
-  usage=(prompt, completion), delay=0, content_after=None)``: a completion
-  (``content_after``: streamed text chunks after the tool calls; OpenAI wire only).
+  usage=(prompt, completion), delay=0, content_after=None, details=None,
+  report_usage=True)``: a completion (``content_after``: streamed text chunks after the
+  tool calls; OpenAI wire only). ``usage`` counts as OpenAI does (the prompt includes
+  cached tokens); ``details=Tokens(cache_read, cache_write, reasoning)`` adds the wire's
+  cache and reasoning fields; ``report_usage=False`` leaves usage out of the answer and
+  the stream.
   ``finish_reason`` defaults to ``tool_calls`` / ``stop``. If the request has
   ``"stream": true`` the same step is sent as SSE chunks: text and arguments split into
   ``fragment`` characters, ``chunk_delay`` between chunks, ``stall_after=N`` (send N
@@ -74,10 +78,22 @@ class Call:
 
 
 @dataclass(frozen=True, slots=True)
+class Tokens:
+    """A scripted reply's usage details: parts of ``Reply.usage``'s prompt (read from /
+    written to the prompt cache) and of its completion (reasoning). Each renderer writes
+    them in its wire's fields."""
+
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     content: str | None = None
     tool_calls: tuple[Call, ...] | list[Call] = ()
     finish_reason: str | None = None
+    # (prompt, completion) as OpenAI counts them: the prompt includes the cached tokens
     usage: tuple[int, int] = (10, 5)
     delay: float = 0.0
     fragment: int = 8
@@ -86,6 +102,8 @@ class Reply:
     drop_after: int | None = None
     id: str | None = None
     content_after: str | None = None  # streamed text after the tool calls
+    details: Tokens | None = None  # cache and reasoning counts in the wire's usage
+    report_usage: bool = True  # False: an engine that sends no usage at all
 
     @property
     def finish(self) -> str:
@@ -177,18 +195,34 @@ class OpenAIRenderer:
                  "function": {"name": c.name, "arguments": c.arguments}}
                 for cid, c in zip(call_ids, step.tool_calls, strict=True)
             ]
-        prompt, completion = step.usage
-        return orjson.dumps({
+        body: dict[str, Any] = {
             "id": rid,
             "object": "chat.completion",
             "created": int(time.time()),
             "model": (request.body or {}).get("model", "scripted"),
             "choices": [{"index": 0, "message": message, "finish_reason": step.finish,
                          "logprobs": None}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                      "total_tokens": prompt + completion},
+            "usage": self.usage(step),
             "system_fingerprint": None,
-        })
+        }
+        if not step.report_usage:
+            del body["usage"]
+        return orjson.dumps(body)
+
+    @staticmethod
+    def usage(step: Reply) -> dict[str, Any]:
+        """``usage`` as ``openai.types.CompletionUsage``."""
+        prompt, completion = step.usage
+        out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                               "total_tokens": prompt + completion}
+        if step.details is not None:
+            d = step.details
+            out["prompt_tokens_details"] = {"cached_tokens": d.cache_read,
+                                            "cache_write_tokens": d.cache_write,
+                                            "audio_tokens": 0}
+            out["completion_tokens_details"] = {"reasoning_tokens": d.reasoning,
+                                                "audio_tokens": 0}
+        return out
 
     def render_stream(self, step: Reply, request: RecordedRequest, seq: int) -> list[bytes]:
         rid, call_ids = self._ids(step, seq)
@@ -222,13 +256,11 @@ class OpenAIRenderer:
         if step.content_after:
             events.extend(chunk({"content": p}) for p in pieces(step.content_after, step.fragment))
         events.append(chunk({}, step.finish))
-        if usage_on:
-            prompt, completion = step.usage
+        if usage_on and step.report_usage:
             events.append(sse({
                 "id": rid, "object": "chat.completion.chunk", "created": created,
                 "model": model, "system_fingerprint": None, "choices": [],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                          "total_tokens": prompt + completion},
+                "usage": self.usage(step),
             }))
         events.append(b"data: [DONE]\n\n")
         return events

@@ -1,7 +1,8 @@
 """Canonical response -> Anthropic Messages JSON, and the error envelope for this dialect.
 
 Tool-use blocks carry ``input`` as an object (the validated arguments, parsed), never the
-JSON text. ``usage`` adds ``schema_retries`` next to Anthropic's token counts.
+JSON text. ``usage`` has Anthropic's token counts (``input_tokens`` without the cached
+ones, which are apart) and adds ``schema_retries``.
 
 Example::
 
@@ -16,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from gateway.canonical import ChatResponse, FinishReason, ToolCall
+from gateway.canonical import ChatResponse, FinishReason, ToolCall, Usage
 from gateway.errors import GatewayError, UpstreamError
 
 __all__ = [
@@ -81,8 +82,23 @@ def tool_input(call: ToolCall) -> dict[str, Any]:
     return value
 
 
-def encode_usage(prompt: int, completion: int, schema_retries: int) -> dict[str, int]:
-    return {"input_tokens": prompt, "output_tokens": completion, "schema_retries": schema_retries}
+def encode_usage(usage: Usage, schema_retries: int) -> dict[str, Any]:
+    """``usage`` as ``anthropic.types.Usage``: ``input_tokens`` are the uncached ones only,
+    the cache's apart (never a sum), ``output_tokens_details.thinking_tokens`` when the
+    model reasoned; plus ``schema_retries``, and ``estimated: true`` when the gateway
+    estimated it (the upstream reported none)."""
+    out: dict[str, Any] = {
+        "input_tokens": usage.uncached_prompt_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_tokens,
+        "cache_read_input_tokens": usage.cache_read_tokens,
+        "output_tokens": usage.completion_tokens,
+    }
+    if usage.reasoning_tokens:
+        out["output_tokens_details"] = {"thinking_tokens": usage.reasoning_tokens}
+    out["schema_retries"] = schema_retries
+    if usage.estimated:
+        out["estimated"] = True
+    return out
 
 
 def encode_response(
@@ -114,9 +130,7 @@ def encode_response(
             response.finish_reason, stop_sequence, tool_use=bool(response.tool_calls)
         ),
         "stop_sequence": stop_sequence,
-        "usage": encode_usage(
-            response.usage.prompt_tokens, response.usage.completion_tokens, schema_retries
-        ),
+        "usage": encode_usage(response.usage, schema_retries),
     }
 
 

@@ -7,7 +7,7 @@ The event sequence follows the Messages streaming format::
       content_block_delta (text_delta | input_json_delta)*
       content_block_stop
       ...
-    message_delta (stop_reason, usage incl. schema_retries)
+    message_delta (stop_reason, usage: every count, cumulative, incl. schema_retries)
     message_stop
 
 Blocks are numbered in the order they are emitted, which is what clients index by.
@@ -89,7 +89,9 @@ class MessageStreamEncoder:
         self._stop_sequence: str | None = None
 
     def start(self, input_tokens: int = 0) -> bytes:
-        """``message_start`` with an empty assistant message."""
+        """``message_start`` with an empty assistant message. Its usage is not known yet
+        (an upstream reports it at the end, after the hold-back): ``message_delta``
+        carries every count, cumulative, as the Messages API allows."""
         message: dict[str, Any] = {
             "id": self.message_id,
             "type": "message",
@@ -98,7 +100,8 @@ class MessageStreamEncoder:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": input_tokens, "output_tokens": 0},
+            "usage": {"input_tokens": input_tokens, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": 0, "output_tokens": 0},
         }
         return sse("message_start", {"type": "message_start", "message": message})
 
@@ -184,8 +187,6 @@ class MessageStreamEncoder:
                 ),
                 "stop_sequence": stop_sequence,
             },
-            "usage": encode_usage(
-                self._usage.prompt_tokens, self._usage.completion_tokens, schema_retries
-            ),
+            "usage": encode_usage(self._usage, schema_retries),
         }
         return out + sse("message_delta", delta) + sse("message_stop", {"type": "message_stop"})

@@ -46,14 +46,29 @@ def encode_chat_choices(
             }
             for i, response in enumerate(responses)
         ],
-        "usage": {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.total_tokens,
-            "schema_retries": schema_retries,
-        },
+        "usage": encode_usage(usage, schema_retries),
         "system_fingerprint": None,
     }
+
+
+def encode_usage(usage: Usage, schema_retries: int) -> dict[str, Any]:
+    """``usage`` as ``openai.types.CompletionUsage`` (``prompt_tokens`` counts the cached
+    ones too), plus ``schema_retries``, and ``estimated: true`` when the gateway estimated
+    it (the upstream reported none)."""
+    prompt_details: dict[str, int] = {"cached_tokens": usage.cache_read_tokens}
+    if usage.cache_creation_tokens:
+        prompt_details["cache_write_tokens"] = usage.cache_creation_tokens
+    out: dict[str, Any] = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": prompt_details,
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "schema_retries": schema_retries,
+    }
+    if usage.estimated:
+        out["estimated"] = True
+    return out
 
 
 def _message(response: ChatResponse) -> dict[str, Any]:

@@ -12,7 +12,9 @@ The wire format, as the OpenAI API sends it and the ``openai`` SDK parses it::
     data: {..."delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"a"}}]}...}
     data: {..."delta":{},"logprobs":null,"finish_reason":"tool_calls"}]}
     data: {..."choices":[],"usage":{"prompt_tokens":..,"completion_tokens":..,
-           "total_tokens":..,"schema_retries":1}}          (stream_options.include_usage)
+           "total_tokens":..,"prompt_tokens_details":{"cached_tokens":..},
+           "completion_tokens_details":{"reasoning_tokens":..},
+           "schema_retries":1}}                             (stream_options.include_usage)
     data: [DONE]
 
 An error after the first byte is one in-band event with the unified envelope and NO
@@ -39,6 +41,7 @@ from gateway.canonical import (
     ToolCallStart,
     UsageReport,
 )
+from gateway.dialects.openai.encode import encode_usage
 from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent
 from gateway.errors import GatewayError
 
@@ -135,17 +138,8 @@ class ChunkEncoder:
         """The usage chunk (only with ``stream_options.include_usage``), then nothing."""
         if not self.include_usage:
             return b""
-        u = final.usage
         return (
-            self._usage_head
-            + _dumps(
-                {
-                    "prompt_tokens": u.prompt_tokens,
-                    "completion_tokens": u.completion_tokens,
-                    "total_tokens": u.total_tokens,
-                    "schema_retries": final.schema_retries,
-                }
-            )
+            self._usage_head + _dumps(encode_usage(final.usage, final.schema_retries))
             + b"}\n\n"
         )
 

@@ -46,14 +46,23 @@ def response_id(request_id: str) -> str:
 
 
 def encode_usage(usage: Usage, schema_retries: int) -> dict[str, Any]:
-    return {
+    """``usage`` as ``openai.types.responses.ResponseUsage`` (``input_tokens`` counts the
+    cached ones too), plus ``schema_retries``, and ``estimated: true`` when the gateway
+    estimated it (the upstream reported none)."""
+    out: dict[str, Any] = {
         "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {
+            "cached_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_creation_tokens,
+        },
         "output_tokens": usage.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.total_tokens,
         "schema_retries": schema_retries,
     }
+    if usage.estimated:
+        out["estimated"] = True
+    return out
 
 
 def output_text(text: str) -> dict[str, Any]:

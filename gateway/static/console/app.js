@@ -157,6 +157,7 @@
       ["correction rate", fmtPct(t.correction_rate)],
       ["tokens on corrections", fmtInt(t.correction_tokens)],
       ["first-attempt tokens", fmtInt(t.first_attempt_tokens)],
+      ["cached prompt tokens", fmtInt(t.cache_read_tokens)],
       ["5xx", fmtInt(t.errors_5xx)],
     ];
     $("ov-tiles").replaceChildren(...tiles.map(([l, v]) =>
@@ -295,6 +296,7 @@
       { title: "retries", num: true, render: (r) => r.schema_retries },
       { title: "first tok", num: true, render: (r) => fmtInt(r.prompt_tokens + r.completion_tokens) },
       { title: "corr tok", num: true, render: (r) => fmtInt(r.correction_prompt_tokens + r.correction_completion_tokens) },
+      { title: "cached tok", num: true, render: (r) => fmtInt(r.cache_read_tokens) },
       { title: "ms", num: true, render: (r) => Math.round(r.latency_ms) },
       { title: "", render: (r) => (r.streamed ? "stream" : "") + (r.estimated ? " est." : "") },
     ], reqRows, (r) => ({ "data-request-id": r.request_id }));
