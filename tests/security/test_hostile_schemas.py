@@ -144,15 +144,23 @@ def probe_gw(
                          env=env, cwd=ROOT, check=True, capture_output=True, text=True,
                          timeout=60)
     key = out.stdout.strip().splitlines()[-1]
-    port = free_port()
     log_path = workdir / "probe.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.security.probe_server", str(config), str(port)],
-            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    gw = GatewayProcess(proc, port, key, config, env, log_path, [key])
+    gw: GatewayProcess | None = None
+    for _attempt in range(3):  # a free port can be taken before the server binds it
+        port = free_port()
+        with log_path.open("ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.security.probe_server", str(config), str(port)],
+                env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        gw = GatewayProcess(proc, port, key, config, env, log_path, [key])
+        try:
+            wait_ready(gw.base_url, proc)
+            break
+        except (RuntimeError, TimeoutError):
+            gw.stop()
+            gw = None
+    assert gw is not None, log_path.read_text()[-3000:]
     try:
-        wait_ready(gw.base_url, proc)
         httpx.get(gw.base_url + "/__probe__", timeout=5)  # arm the ticker
         yield gw
     finally:
