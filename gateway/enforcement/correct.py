@@ -20,7 +20,8 @@ For every tool call of a request with strict tools:
 Parallel calls are enforced independently and their corrections run concurrently.
 ``enforce_call`` handles ONE call and is what the streaming hold-back reuses.
 A strict ``response_format`` gets the same treatment (``enforce_output``), code
-``json_output_invalid``.
+``json_output_invalid``. A refusal (``ChatResponse.refusal``) is an answer, as in OpenAI's
+structured outputs: it is returned as it is, never corrected.
 """
 
 from __future__ import annotations
@@ -297,6 +298,8 @@ async def enforce_output(
     response: ChatResponse, request: ChatRequest, ctx: EnforceContext
 ) -> ChatResponse:
     """Validate a strict ``response_format`` reply; one correction; raise 422."""
+    if response.refusal is not None:
+        return response  # a refusal is an answer, not output that failed its schema
     violations = await _output_violations(response, ctx.plan)
     if not violations:
         return response
@@ -316,7 +319,8 @@ async def enforce_output(
     )
     fixed = dataclasses.replace(request, messages=messages, stream=False)
     second = await _correction(fixed, ctx)
-    again = [] if second.tool_calls else await _output_violations(second, ctx.plan)
+    refused = second.refusal is not None
+    again = [] if second.tool_calls or refused else await _output_violations(second, ctx.plan)
     if again:
         if second.finish_reason == "length":
             message = _truncated_message("The JSON output")
@@ -352,7 +356,7 @@ async def enforce_response(
                     raise result
                 fixed[i] = result
             calls = tuple(fixed)
-    elif plan.output is not None and not calls:
+    elif plan.output is not None and not calls and response.refusal is None:
         response = await enforce_output(response, request, ctx)
     if plan.projected:
         calls = tuple(finished_call(c, plan) for c in calls)

@@ -26,7 +26,11 @@ Rules, in upstream order:
   stream accumulator inserts by list position, so index 1 before index 0 corrupts both),
   and text after a call stays after it (Anthropic content blocks are ordered).
 - With a strict ``response_format`` and no tool call, the text is held whole, validated
-  and corrected once, then released as one delta.
+  and corrected once, then released as one delta. A refusal (``RefusalDelta``, or a
+  ``Finish`` that says ``refused``) is not validated: held text is released as it is (as
+  the refusal's own words when the upstream refused without refusal deltas).
+- Refusal deltas and ``WireEvent``s (what the gateway passes through without
+  interpreting) go out in upstream order, as text does.
 - A call still invalid after its correction, a ``length`` cut-off inside a held call, or an
   upstream failure raise ``GatewayError``; held arguments are never released. Pending
   corrections and the upstream iterator are cancelled/closed on error, on ``aclose()``
@@ -48,6 +52,7 @@ from gateway.canonical import (
     ChatResponse,
     Finish,
     FinishReason,
+    RefusalDelta,
     StreamEvent,
     TextDelta,
     ToolCall,
@@ -55,6 +60,7 @@ from gateway.canonical import (
     ToolCallStart,
     Usage,
     UsageReport,
+    WireEvent,
 )
 from gateway.canonical.record import record
 from gateway.context import Tally
@@ -72,8 +78,9 @@ from gateway.errors import UpstreamError
 CallEnforcer = Callable[[ToolCall, "FinishReason | None"], Awaitable[ToolCall]]
 """Validate + correct ONE call: return the valid call (original ``id``) or raise 422."""
 
-OutputEnforcer = Callable[[str, FinishReason], Awaitable[str]]
-"""Validate + correct a strict ``response_format`` reply: return valid content or raise."""
+OutputEnforcer = Callable[[str, FinishReason], Awaitable["TextDelta | RefusalDelta"]]
+"""Validate + correct a strict ``response_format`` reply: return the valid content (or the
+correction's refusal) or raise."""
 
 
 @record
@@ -165,6 +172,8 @@ class HoldBack:
         self._open: list[_Held] = []
         self._text: _Held | None = None
         self._saw_call = False
+        self._refused = False  # the upstream refused: held text is not validated
+        self._refusal_deltas = False
         self._tasks: dict[asyncio.Task[None], _Held] = {}
         self._finished = False
         self.finish_reason: FinishReason | None = None
@@ -277,6 +286,14 @@ class HoldBack:
         elif isinstance(event, ToolCallDelta):
             self._chars += len(event.arguments)
             self._on_delta(event, out)
+        elif isinstance(event, RefusalDelta):
+            self._chars += len(event.text)
+            if not self._finished:
+                self._refused = self._refusal_deltas = True
+                self._emit(event, out)
+        elif isinstance(event, WireEvent):
+            if not self._finished:
+                self._emit(event, out)
         elif isinstance(event, ToolCallStart):
             self._on_start(event, out)
         elif isinstance(event, Finish):
@@ -356,6 +373,7 @@ class HoldBack:
             return
         self._finished = True
         self.finish_reason = event.reason
+        self._refused = self._refused or event.refused
         cut: FinishReason | None = "length" if event.reason == "length" else None
         for slot in self._open:
             self._close(slot, cut)
@@ -390,7 +408,12 @@ class HoldBack:
         assert slot is not None
         slot.open = False
         text = "".join(slot.parts)
-        if self._saw_call or self._enforce_output is None:
+        if self._refused and not self._refusal_deltas:
+            # Refused without refusal deltas (Anthropic): the held text is the refusal.
+            slot.out = [RefusalDelta(text)] if text else []
+            slot.done = True
+            return
+        if self._saw_call or self._refused or self._enforce_output is None:
             # As non-streaming: a reply that calls tools is not held to response_format.
             self._release_text(slot, text)
             return
@@ -398,7 +421,9 @@ class HoldBack:
 
     async def _correct_text(self, slot: _Held, text: str, reason: FinishReason) -> None:
         assert self._enforce_output is not None
-        self._release_text(slot, await self._enforce_output(text, reason))
+        fixed = await self._enforce_output(text, reason)
+        slot.out = [fixed] if fixed.text else []
+        slot.done = True
 
     @staticmethod
     def _release_text(slot: _Held, text: str) -> None:
@@ -433,13 +458,15 @@ def holdback_for(
     async def one_call(call: ToolCall, cut: FinishReason | None) -> ToolCall:
         return await enforce_call(call, request, ctx, finish_reason=cut)
 
-    async def output(text: str, reason: FinishReason) -> str:
+    async def output(text: str, reason: FinishReason) -> TextDelta | RefusalDelta:
         reply = ChatResponse(
             id="", model=request.model, content=text, tool_calls=(), finish_reason=reason,
             usage=Usage(),
         )
         fixed = await enforce_output(reply, request, ctx)
-        return fixed.content or ""
+        if fixed.refusal is not None:
+            return RefusalDelta(fixed.refusal)
+        return TextDelta(fixed.content or "")
 
     return HoldBack(
         events,

@@ -25,11 +25,13 @@ import validator
 from gateway.canonical import (
     ChatRequest,
     ChatResponse,
+    Reasoning,
     StreamEvent,
     ToolCall,
 )
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.anthropic_codec import (
+    THINKING_BLOCKS,
     StreamDecoder,
     encode_request,
     finish_reason,
@@ -82,6 +84,7 @@ def decode_response(body: object, model: ModelConfig, raw: bytes | None = None) 
         raise UpstreamInvalidResponse("The upstream returned a malformed message.")
     texts: list[str] = []
     calls: list[ToolCall] = []
+    reasoning: list[Reasoning] = []
     as_sent = None
     if raw is not None and validator.duplicate_key(raw, body) is not None:
         inputs = _inputs_as_sent(raw)
@@ -94,6 +97,9 @@ def decode_response(body: object, model: ModelConfig, raw: bytes | None = None) 
             continue
         if block.get("type") == "text":
             texts.append(str(block.get("text", "")))
+        elif block.get("type") in THINKING_BLOCKS:
+            # Kept whole: the signature is what lets the client send it back.
+            reasoning.append(Reasoning("anthropic", block, str(block.get("thinking") or "")))
         elif block.get("type") == "tool_use":
             calls.append(
                 ToolCall(
@@ -105,14 +111,19 @@ def decode_response(body: object, model: ModelConfig, raw: bytes | None = None) 
                     ),
                 )
             )
+    # A refusal's text (possibly none) is what the model said instead of an answer.
+    refused = body.get("stop_reason") == "refusal"
+    text = "".join(texts) if texts else None
     return ChatResponse(
         id=str(body.get("id", "")),
         model=str(body.get("model", model.upstream_model)),
-        content="".join(texts) if texts else None,
+        content=None if refused else text,
         tool_calls=tuple(calls),
         finish_reason=finish_reason(body.get("stop_reason")),
         usage=usage_of(body.get("usage")),
         stop_sequence=stop if isinstance(stop := body.get("stop_sequence"), str) else None,
+        refusal=(text or "") if refused else None,
+        reasoning=tuple(reasoning),
     )
 
 

@@ -25,6 +25,7 @@ from gateway.canonical import (
     ToolCallStart,
     Usage,
     UsageReport,
+    WireEvent,
 )
 from gateway.errors import UpstreamError
 from gateway.settings import ModelConfig
@@ -34,6 +35,7 @@ from gateway.upstream.redact import scrub
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "THINKING_BLOCKS",
     "StreamDecoder",
     "encode_request",
     "finish_reason",
@@ -48,8 +50,12 @@ _FINISH: dict[str, FinishReason] = {
     "max_tokens": "length",
     "model_context_window_exceeded": "length",
     "tool_use": "tool_calls",
-    "refusal": "content_filter",
+    "refusal": "stop",  # the answer is the refusal (``ChatResponse.refusal``)
 }
+
+
+# Content blocks of the model's reasoning, passed through whole (signature, data).
+THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
 def finish_reason(stop_reason: object) -> FinishReason:
@@ -218,14 +224,15 @@ class StreamDecoder:
     shaped like a credential), since it reaches the client, the logs and the ledger."""
 
     __slots__ = (
-        "_blocks", "_done", "_got_input", "_reason", "_secret", "_stop_seq", "_tools",
-        "_usage",
+        "_blocks", "_done", "_got_input", "_reason", "_secret", "_stop_seq", "_thinking",
+        "_tools", "_usage",
     )  # fmt: skip
 
     def __init__(self, secret: str | None = None) -> None:
         self._secret = secret
         self._blocks: dict[int, int | None] = {}  # block index -> tool ordinal (None: text)
         self._got_input: set[int] = set()
+        self._thinking: set[int] = set()  # block indexes of thinking blocks
         self._tools = 0
         self._reason: Any = None
         self._stop_seq: str | None = None
@@ -266,6 +273,9 @@ class StreamDecoder:
     def _on_content_block_start(self, event: dict[str, Any]) -> list[StreamEvent]:
         block = event.get("content_block") or {}
         index = int(event.get("index", 0))
+        if block.get("type") in THINKING_BLOCKS:
+            self._thinking.add(index)
+            return [WireEvent("anthropic", "event", event)]
         if block.get("type") == "tool_use":
             ordinal = self._tools
             self._tools += 1
@@ -283,7 +293,10 @@ class StreamDecoder:
 
     def _on_content_block_delta(self, event: dict[str, Any]) -> list[StreamEvent]:
         delta = event.get("delta") or {}
-        ordinal = self._blocks.get(int(event.get("index", 0)))
+        index = int(event.get("index", 0))
+        if index in self._thinking:  # thinking_delta, signature_delta
+            return [WireEvent("anthropic", "event", event)]
+        ordinal = self._blocks.get(index)
         if delta.get("type") == "text_delta" and delta.get("text"):
             return [TextDelta(str(delta["text"]))]
         if delta.get("type") == "input_json_delta" and ordinal is not None:
@@ -295,7 +308,10 @@ class StreamDecoder:
         return []
 
     def _on_content_block_stop(self, event: dict[str, Any]) -> list[StreamEvent]:
-        ordinal = self._blocks.get(int(event.get("index", 0)))
+        index = int(event.get("index", 0))
+        if index in self._thinking:
+            return [WireEvent("anthropic", "event", event)]
+        ordinal = self._blocks.get(index)
         if ordinal is not None and ordinal not in self._got_input:
             # A tool with no arguments streams no input_json_delta; its input is {}.
             self._got_input.add(ordinal)
@@ -319,7 +335,9 @@ class StreamDecoder:
 
     def _on_message_stop(self, event: dict[str, Any]) -> list[StreamEvent]:
         self._done = True
-        finish = Finish(finish_reason(self._reason), self._stop_seq)
+        finish = Finish(
+            finish_reason(self._reason), self._stop_seq, refused=self._reason == "refusal"
+        )
         return [finish, UsageReport(self._usage)]
 
     def end(self) -> list[StreamEvent]:

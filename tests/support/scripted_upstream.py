@@ -15,7 +15,12 @@ Steps:
 - ``Reply(content=..., tool_calls=[Call(name, raw_arguments, id=None)], finish_reason=None,
   usage=(prompt, completion), delay=0, content_after=None)``: a completion
   (``content_after``: streamed text chunks after the tool calls; OpenAI wire only).
-  ``finish_reason`` defaults to ``tool_calls`` / ``stop``. If the request has
+  ``finish_reason`` defaults to ``tool_calls`` / ``stop``. ``refusal``: the model refuses
+  with this text (chat ``message.refusal``, a Responses ``refusal`` part, Anthropic
+  ``stop_reason: "refusal"`` after the text). Answer fields: ``logprobs`` (chat: each
+  content fragment's ``token_logprobs``), ``service_tier``, ``system_fingerprint``;
+  ``thinking`` (Anthropic ``Thinking`` blocks before the content), ``reasoning``
+  (Responses ``ReasoningItem``s before the output). If the request has
   ``"stream": true`` the same step is sent as SSE chunks: text and arguments split into
   ``fragment`` characters, ``chunk_delay`` between chunks, ``stall_after=N`` (send N
   chunks then go silent until the client leaves) or ``drop_after=N`` (send N chunks then
@@ -74,6 +79,31 @@ class Call:
 
 
 @dataclass(frozen=True, slots=True)
+class Thinking:
+    """An Anthropic ``thinking`` block, or (``redacted``) a ``redacted_thinking`` block whose
+    ``data`` is ``text``."""
+
+    text: str
+    signature: str = "sig-scripted"
+    redacted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningItem:
+    """A Responses ``reasoning`` output item."""
+
+    id: str
+    summary: tuple[str, ...] = ()
+    encrypted_content: str | None = None
+
+
+def token_logprobs(text: str, fragment: int) -> list[dict[str, Any]]:
+    """Chat ``logprobs.content`` for ``text``: one token per ``fragment`` characters."""
+    return [{"token": p, "logprob": -0.25, "bytes": list(p.encode()), "top_logprobs": []}
+            for p in pieces(text, fragment) if p]
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     content: str | None = None
     tool_calls: tuple[Call, ...] | list[Call] = ()
@@ -86,6 +116,12 @@ class Reply:
     drop_after: int | None = None
     id: str | None = None
     content_after: str | None = None  # streamed text after the tool calls
+    refusal: str | None = None
+    logprobs: bool = False
+    service_tier: str | None = None
+    system_fingerprint: str | None = None
+    thinking: tuple[Thinking, ...] = ()
+    reasoning: tuple[ReasoningItem, ...] = ()
 
     @property
     def finish(self) -> str:
@@ -170,7 +206,8 @@ class OpenAIRenderer:
 
     def render(self, step: Reply, request: RecordedRequest, seq: int) -> bytes:
         rid, call_ids = self._ids(step, seq)
-        message: dict[str, Any] = {"role": "assistant", "content": step.content, "refusal": None}
+        message: dict[str, Any] = {"role": "assistant", "content": step.content,
+                                   "refusal": step.refusal}
         if step.tool_calls:
             message["tool_calls"] = [
                 {"id": cid, "type": "function",
@@ -184,11 +221,18 @@ class OpenAIRenderer:
             "created": int(time.time()),
             "model": (request.body or {}).get("model", "scripted"),
             "choices": [{"index": 0, "message": message, "finish_reason": step.finish,
-                         "logprobs": None}],
+                         "logprobs": self._logprobs(step, step.content or "")}],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                       "total_tokens": prompt + completion},
-            "system_fingerprint": None,
+            "system_fingerprint": step.system_fingerprint,
+            **({"service_tier": step.service_tier} if step.service_tier else {}),
         })
+
+    @staticmethod
+    def _logprobs(step: Reply, text: str) -> dict[str, Any] | None:
+        if not step.logprobs:
+            return None
+        return {"content": token_logprobs(text, step.fragment), "refusal": None}
 
     def render_stream(self, step: Reply, request: RecordedRequest, seq: int) -> list[bytes]:
         rid, call_ids = self._ids(step, seq)
@@ -198,12 +242,16 @@ class OpenAIRenderer:
         model = body.get("model", "scripted")
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            text = delta.get("content")
+            logprobs = self._logprobs(step, text) if isinstance(text, str) and text else None
             out: dict[str, Any] = {
                 "id": rid, "object": "chat.completion.chunk", "created": created,
-                "model": model, "system_fingerprint": None,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                "model": model, "system_fingerprint": step.system_fingerprint,
+                "choices": [{"index": 0, "delta": delta, "logprobs": logprobs,
                              "finish_reason": finish}],
             }
+            if step.service_tier:
+                out["service_tier"] = step.service_tier
             if usage_on:
                 out["usage"] = None
             return sse(out)
@@ -211,6 +259,8 @@ class OpenAIRenderer:
         events = [chunk({"role": "assistant", "content": "", "refusal": None})]
         if step.content:
             events.extend(chunk({"content": p}) for p in pieces(step.content, step.fragment))
+        if step.refusal:
+            events.extend(chunk({"refusal": p}) for p in pieces(step.refusal, step.fragment))
         for i, (cid, c) in enumerate(zip(call_ids, step.tool_calls, strict=True)):
             events.append(chunk({"tool_calls": [{
                 "index": i, "id": cid, "type": "function",

@@ -32,12 +32,14 @@ import orjson
 from gateway.canonical import (
     Finish,
     FinishReason,
+    RefusalDelta,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
     ToolCallStart,
     Usage,
     UsageReport,
+    WireEvent,
 )
 from gateway.dialects.anthropic.encode import encode_error, encode_usage, stop_reason
 from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent
@@ -69,6 +71,7 @@ class MessageStreamEncoder:
         "_finish",
         "_model",
         "_next_index",
+        "_refused",
         "_retries",
         "_stop_sequence",
         "_tool_blocks",
@@ -87,6 +90,7 @@ class MessageStreamEncoder:
         self._usage = Usage()
         self._retries = 0
         self._stop_sequence: str | None = None
+        self._refused = False
 
     def start(self, input_tokens: int = 0) -> bytes:
         """``message_start`` with an empty assistant message."""
@@ -125,7 +129,10 @@ class MessageStreamEncoder:
 
     def encode(self, event: StreamEvent | FinalUsage) -> bytes:
         """The SSE bytes for one canonical event (possibly empty)."""
-        if isinstance(event, TextDelta):
+        if isinstance(event, TextDelta | RefusalDelta):
+            # A refusal's words are text here; ``stop_reason: "refusal"`` says what they are.
+            if isinstance(event, RefusalDelta):
+                self._refused = True
             if not event.text:
                 return b""
             out = b""
@@ -153,6 +160,7 @@ class MessageStreamEncoder:
         if isinstance(event, Finish):
             self._finish = event.reason
             self._stop_sequence = event.stop_sequence
+            self._refused = self._refused or event.refused
             return b""
         if isinstance(event, UsageReport):
             # Each upstream call (the correction included) reports its own usage; the
@@ -163,6 +171,8 @@ class MessageStreamEncoder:
             # The hold-back's total over every upstream call replaces any partial sum.
             self._usage = event.usage
             self._retries = event.schema_retries
+            return b""
+        if isinstance(event, WireEvent):
             return b""
         raise TypeError(f"unknown stream event {event!r}")
 
@@ -180,7 +190,8 @@ class MessageStreamEncoder:
             "type": "message_delta",
             "delta": {
                 "stop_reason": stop_reason(
-                    self._finish, stop_sequence, tool_use=bool(self._tool_blocks)
+                    self._finish, stop_sequence, tool_use=bool(self._tool_blocks),
+                    refused=self._refused,
                 ),
                 "stop_sequence": stop_sequence,
             },

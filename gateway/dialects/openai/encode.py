@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.canonical import ChatResponse, Usage
+from gateway.canonical import DEFAULT_REFUSAL, ChatResponse, Usage
+
+
+def refusal_text(refusal: str | None) -> str | None:
+    """``message.refusal``: the model's words, never "" for a refusal (clients test it for
+    truth)."""
+    if refusal is None:
+        return None
+    return refusal or DEFAULT_REFUSAL
 
 
 def encode_chat_response(
@@ -60,7 +68,7 @@ def _message(response: ChatResponse) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "assistant",
         "content": response.content,
-        "refusal": None,
+        "refusal": refusal_text(response.refusal),
     }
     if response.tool_calls:
         message["tool_calls"] = [

@@ -7,6 +7,7 @@ The wire format, as the OpenAI API sends it and the ``openai`` SDK parses it::
            "choices":[{"index":0,"delta":{"role":"assistant","content":""},
                        "logprobs":null,"finish_reason":null}]}
     data: {..."delta":{"content":"Hi"}...}
+    data: {..."delta":{"refusal":"I can't"}...}            (a refusal, instead of content)
     data: {..."delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function",
                        "function":{"name":"create_refund","arguments":""}}]}...}
     data: {..."delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"a"}}]}...}
@@ -33,11 +34,14 @@ from collections.abc import Sequence
 import orjson
 
 from gateway.canonical import (
+    DEFAULT_REFUSAL,
     Finish,
+    RefusalDelta,
     TextDelta,
     ToolCallDelta,
     ToolCallStart,
     UsageReport,
+    WireEvent,
 )
 from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent
 from gateway.errors import GatewayError
@@ -57,8 +61,8 @@ class ChunkEncoder:
     """Encodes one stream's events. Create one per response."""
 
     __slots__ = (
-        "_common", "_finish_tail", "_head", "_heads", "_tail", "_usage_head", "choices",
-        "include_usage",
+        "_common", "_finish_tail", "_head", "_heads", "_index", "_refused", "_tail",
+        "_usage_head", "choices", "include_usage",
     )  # fmt: skip
 
     def __init__(
@@ -81,6 +85,8 @@ class ChunkEncoder:
         self._common = common
         self._head = b"data: " + common + b',"choices":[{"index":0,"delta":'
         self._heads: dict[int, bytes] = {0: self._head}
+        self._index = 0
+        self._refused: set[int] = set()  # choices that sent a refusal delta
         self._tail = b',"logprobs":null,"finish_reason":null}]' + usage_null + b"}\n\n"
         self._finish_tail = b'}]' + usage_null + b"}\n\n"
         self._usage_head = b"data: " + common + b',"choices":[],"usage":'
@@ -90,6 +96,7 @@ class ChunkEncoder:
 
     def choice(self, index: int) -> None:
         """Chunks from now on belong to choice ``index`` (``n > 1``)."""
+        self._index = index
         head = self._heads.get(index)
         if head is None:
             head = self._heads[index] = (
@@ -111,6 +118,12 @@ class ChunkEncoder:
     def text(self, text: str) -> bytes:
         return self._chunk(b'{"content":' + _dumps(text) + b"}")
 
+    def refusal(self, text: str) -> bytes:
+        if not text:
+            return b""
+        self._refused.add(self._index)
+        return self._chunk(b'{"refusal":' + _dumps(text) + b"}")
+
     def tool_start(self, event: ToolCallStart, arguments: str = "") -> bytes:
         return self._chunk(
             b'{"tool_calls":[{"index":' + str(event.index).encode()
@@ -126,7 +139,11 @@ class ChunkEncoder:
         )
 
     def finish(self, event: Finish) -> bytes:
-        return (
+        # A refusal without words of its own (Anthropic's) still says it is one.
+        said = b"" if not event.refused or self._index in self._refused else (
+            self.refusal(DEFAULT_REFUSAL)
+        )
+        return said + (
             self._head + b'{},"logprobs":null,"finish_reason":' + _dumps(event.reason)
             + self._finish_tail
         )
@@ -159,6 +176,8 @@ class ChunkEncoder:
             i += 1
             if isinstance(event, TextDelta):
                 parts.append(self.text(event.text))
+            elif isinstance(event, RefusalDelta):
+                parts.append(self.refusal(event.text))
             elif isinstance(event, ToolCallDelta):
                 parts.append(self.tool_arguments(event))
             elif isinstance(event, ToolCallStart):
@@ -175,8 +194,8 @@ class ChunkEncoder:
                 parts.append(DONE)
             elif isinstance(event, Choice):
                 self.choice(event.index)
-            elif isinstance(event, UsageReport):
-                continue
+            elif isinstance(event, UsageReport | WireEvent):
+                continue  # a WireEvent has no place in chat completions
         return b"".join(parts)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.canonical import (
+    DEFAULT_REFUSAL,
     ChatResponse,
     FinishReason,
     ForcedTool,
@@ -32,7 +33,10 @@ from gateway.canonical import (
 )
 from gateway.dialects.responses.decode import ResponsesRequest
 
-__all__ = ["ResponseShape", "encode_usage", "function_call_item", "message_item", "response_id"]
+__all__ = [
+    "ResponseShape", "encode_usage", "function_call_item", "message_item", "refusal_part",
+    "response_id",
+]  # fmt: skip
 
 _INCOMPLETE: dict[FinishReason, str] = {
     "length": "max_output_tokens",
@@ -60,8 +64,21 @@ def output_text(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
-    content = [output_text(text)] if status != "in_progress" else []
+def refusal_part(refusal: str) -> dict[str, Any]:
+    return {"type": "refusal", "refusal": refusal}
+
+
+def message_item(
+    item_id: str, text: str | None, status: str = "completed", refusal: str | None = None
+) -> dict[str, Any]:
+    """A message item: its ``output_text`` part (when ``text`` is not None), then its
+    ``refusal`` part (when ``refusal`` is not None); no parts while ``in_progress``."""
+    content: list[dict[str, Any]] = []
+    if status != "in_progress":
+        if text is not None:
+            content.append(output_text(text))
+        if refusal is not None:
+            content.append(refusal_part(refusal))
     return {"type": "message", "id": item_id, "role": "assistant", "status": status,
             "content": content}
 
@@ -147,9 +164,13 @@ class ResponseShape:
         """The finished ``response`` object of a non-streaming call."""
         status, incomplete = status_of(response.finish_reason)
         output: list[dict[str, Any]] = []
-        if response.content:
-            output.append(message_item(self.item_id("msg"), response.content,
-                                       "completed" if status == "completed" else "incomplete"))
+        refusal = response.refusal
+        if response.content or refusal is not None:
+            output.append(message_item(
+                self.item_id("msg"), response.content or None,
+                "completed" if status == "completed" else "incomplete",
+                refusal=(refusal or DEFAULT_REFUSAL) if refusal is not None else None,
+            ))
         output.extend(function_call_item(self.item_id("fc"), c) for c in response.tool_calls)
         return self.body(
             status=status,

@@ -10,6 +10,10 @@ The sequence, as the API sends it and the ``openai`` SDK's ``responses.stream`` 
         response.output_text.delta*
         response.output_text.done
         response.content_part.done
+        (response.content_part.added                (a refusal: its own part, refusal "")
+         response.refusal.delta*
+         response.refusal.done
+         response.content_part.done)
       response.output_item.done                     (the message, completed)
       response.output_item.added                    (a function_call, empty arguments)
         response.function_call_arguments.delta*
@@ -34,8 +38,10 @@ from typing import Any
 import orjson
 
 from gateway.canonical import (
+    DEFAULT_REFUSAL,
     Finish,
     FinishReason,
+    RefusalDelta,
     TextDelta,
     ToolCall,
     ToolCallDelta,
@@ -49,6 +55,7 @@ from gateway.dialects.responses.encode import (
     function_call_item,
     message_item,
     output_text,
+    refusal_part,
     status_of,
 )
 from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent
@@ -57,6 +64,26 @@ from gateway.errors import GatewayError, UpstreamError
 __all__ = ["KEEPALIVE", "ResponseStreamEncoder"]
 
 KEEPALIVE = b": keep-alive\n\n"
+
+
+class _Message:
+    """The message item still being streamed: its position, id, and its content parts so
+    far (``output_text`` or ``refusal``, each with its text)."""
+
+    __slots__ = ("id", "index", "parts")
+
+    def __init__(self, index: int, item_id: str) -> None:
+        self.index = index
+        self.id = item_id
+        self.parts: list[tuple[str, list[str]]] = []
+
+    def item(self, status: str) -> dict[str, Any]:
+        content = [
+            output_text("".join(text)) if kind == "output_text" else refusal_part("".join(text))
+            for kind, text in self.parts
+        ]
+        return {"type": "message", "id": self.id, "role": "assistant", "status": status,
+                "content": content}
 
 
 class _Item:
@@ -80,15 +107,17 @@ class ResponseStreamEncoder:
     """Encodes one streamed response. Not thread-safe; one per response."""
 
     __slots__ = (
-        "_calls", "_closed_calls", "_finish", "_output", "_retries", "_seq", "_text",
-        "_usage", "final", "shape",
+        "_calls", "_closed_calls", "_finish", "_output", "_refused", "_retries", "_said",
+        "_seq", "_text", "_usage", "final", "shape",
     )  # fmt: skip
 
     def __init__(self, shape: ResponseShape) -> None:
         self.shape = shape
         self._seq = 0
         self._output: list[dict[str, Any]] = []  # finished items, by output_index
-        self._text: _Item | None = None
+        self._text: _Message | None = None
+        self._refused = False  # the upstream's Finish said so
+        self._said = False  # a refusal part was sent
         self._calls: dict[int, _Item] = {}  # canonical call index -> open item
         self._closed_calls: set[int] = set()
         self._finish: FinishReason = "stop"
@@ -115,24 +144,51 @@ class ResponseStreamEncoder:
     # -- items --------------------------------------------------------------------------
 
     def _open_text(self) -> bytes:
-        item = self._text = _Item(self._next_index(), self.shape.item_id("msg"))
-        added = self._event("response.output_item.added", {
+        item = self._text = _Message(self._next_index(), self.shape.item_id("msg"))
+        return self._event("response.output_item.added", {
             "output_index": item.index, "item": message_item(item.id, "", "in_progress"),
         })
-        return added + self._event("response.content_part.added", {
-            "item_id": item.id, "output_index": item.index, "content_index": 0,
-            "part": output_text(""),
-        })
+
+    def _part(self, kind: str) -> tuple[_Message, int, bytes]:
+        """The open message's last part if it is a ``kind`` part, else a new one (the
+        previous part closed first)."""
+        out = self._close_calls()  # text after a call: the call is over (upstream order)
+        if self._text is None:
+            out += self._open_text()
+        item = self._text
+        assert item is not None
+        if not item.parts or item.parts[-1][0] != kind:
+            out += self._close_part(item)
+            item.parts.append((kind, []))
+            empty = output_text("") if kind == "output_text" else refusal_part("")
+            out += self._event("response.content_part.added", {
+                "item_id": item.id, "output_index": item.index,
+                "content_index": len(item.parts) - 1, "part": empty,
+            })
+        return item, len(item.parts) - 1, out
+
+    def _close_part(self, item: _Message) -> bytes:
+        if not item.parts:
+            return b""
+        index = len(item.parts) - 1
+        kind, pieces = item.parts[index]
+        text = "".join(pieces)
+        where = {"item_id": item.id, "output_index": item.index, "content_index": index}
+        if kind == "output_text":
+            out = self._event("response.output_text.done", {**where, "text": text,
+                                                           "logprobs": []})
+            part = output_text(text)
+        else:
+            out = self._event("response.refusal.done", {**where, "refusal": text})
+            part = refusal_part(text)
+        return out + self._event("response.content_part.done", {**where, "part": part})
 
     def _close_text(self, status: str = "completed") -> bytes:
         item, self._text = self._text, None
         if item is None:
             return b""
-        text = item.text
-        where = {"item_id": item.id, "output_index": item.index, "content_index": 0}
-        out = self._event("response.output_text.done", {**where, "text": text, "logprobs": []})
-        out += self._event("response.content_part.done", {**where, "part": output_text(text)})
-        done = message_item(item.id, text, status)
+        out = self._close_part(item)
+        done = item.item(status)
         self._output.append(done)
         return out + self._event(
             "response.output_item.done", {"output_index": item.index, "item": done}
@@ -157,15 +213,22 @@ class ResponseStreamEncoder:
     def text(self, delta: str) -> bytes:
         if not delta:
             return b""
-        out = self._close_calls()  # text after a call: the call is over (upstream order)
-        if self._text is None:
-            out += self._open_text()
-        item = self._text
-        assert item is not None
-        item.parts.append(delta)
+        item, index, out = self._part("output_text")
+        item.parts[index][1].append(delta)
         return out + self._event("response.output_text.delta", {
-            "item_id": item.id, "output_index": item.index, "content_index": 0,
+            "item_id": item.id, "output_index": item.index, "content_index": index,
             "delta": delta, "logprobs": [],
+        })
+
+    def refusal(self, delta: str) -> bytes:
+        if not delta:
+            return b""
+        self._said = True
+        item, index, out = self._part("refusal")
+        item.parts[index][1].append(delta)
+        return out + self._event("response.refusal.delta", {
+            "item_id": item.id, "output_index": item.index, "content_index": index,
+            "delta": delta,
         })
 
     def tool_start(self, event: ToolCallStart) -> bytes:
@@ -199,12 +262,15 @@ class ResponseStreamEncoder:
         for event in batch:
             if isinstance(event, TextDelta):
                 parts.append(self.text(event.text))
+            elif isinstance(event, RefusalDelta):
+                parts.append(self.refusal(event.text))
             elif isinstance(event, ToolCallStart):
                 parts.append(self.tool_start(event))
             elif isinstance(event, ToolCallDelta):
                 parts.append(self.tool_arguments(event))
             elif isinstance(event, Finish):
                 self._finish = event.reason
+                self._refused = self._refused or event.refused
             elif isinstance(event, FinalUsage):
                 self._usage = event.usage
                 self._retries = event.schema_retries
@@ -216,7 +282,9 @@ class ResponseStreamEncoder:
         """Close the open items, then ``response.completed`` (``response.incomplete`` on a
         length or content-filter cut) with the whole response."""
         status, incomplete = status_of(self._finish)
-        out = self._close_text("completed" if status == "completed" else "incomplete")
+        # A refusal without words of its own (Anthropic's) still says it is one.
+        out = self.refusal(DEFAULT_REFUSAL) if self._refused and not self._said else b""
+        out += self._close_text("completed" if status == "completed" else "incomplete")
         out += self._close_calls()
         self.final = self.shape.body(
             status=status,
