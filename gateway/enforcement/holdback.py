@@ -52,9 +52,11 @@ from gateway.canonical import (
     ChatResponse,
     Finish,
     FinishReason,
+    Logprobs,
     RefusalDelta,
     StreamEvent,
     TextDelta,
+    TokenLogprob,
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
@@ -78,9 +80,11 @@ from gateway.errors import UpstreamError
 CallEnforcer = Callable[[ToolCall, "FinishReason | None"], Awaitable[ToolCall]]
 """Validate + correct ONE call: return the valid call (original ``id``) or raise 422."""
 
-OutputEnforcer = Callable[[str, FinishReason], Awaitable["TextDelta | RefusalDelta"]]
-"""Validate + correct a strict ``response_format`` reply: return the valid content (or the
-correction's refusal) or raise."""
+OutputEnforcer = Callable[
+    [str, FinishReason, "tuple[TokenLogprob, ...] | None"], Awaitable["TextDelta | RefusalDelta"]
+]
+"""Validate + correct a strict ``response_format`` reply (its text, how it ended, its
+logprobs): return the valid content (or the correction's refusal) or raise."""
 
 
 @record
@@ -107,13 +111,14 @@ HeldEvent = StreamEvent | FinalUsage | Choice
 class _Held:
     """One held strict call (or the held text of a strict ``response_format``)."""
 
-    __slots__ = ("call_id", "done", "early", "index", "name", "open", "out", "parts")
+    __slots__ = ("call_id", "done", "early", "index", "name", "open", "out", "parts", "tokens")
 
     def __init__(self, index: int, call_id: str, name: str) -> None:
         self.index = index
         self.call_id = call_id
         self.name = name
         self.parts: list[str] = []
+        self.tokens: list[TokenLogprob] = []  # held text's logprobs, when the upstream sent them
         self.open = True
         self.early = False  # released on a complete object, before the call formally closed
         self.done = False
@@ -281,6 +286,8 @@ class HoldBack:
                     self._text = _Held(_TEXT, "", "")
                     self._queue.append(self._text)
                 self._text.parts.append(event.text)
+                if event.logprobs:
+                    self._text.tokens.extend(event.logprobs)
             else:
                 self._emit(event, out)
         elif isinstance(event, ToolCallDelta):
@@ -410,7 +417,7 @@ class HoldBack:
         text = "".join(slot.parts)
         if self._refused and not self._refusal_deltas:
             # Refused without refusal deltas (Anthropic): the held text is the refusal.
-            slot.out = [RefusalDelta(text)] if text else []
+            slot.out = [RefusalDelta(text, tuple(slot.tokens) or None)] if text else []
             slot.done = True
             return
         if self._saw_call or self._refused or self._enforce_output is None:
@@ -421,13 +428,13 @@ class HoldBack:
 
     async def _correct_text(self, slot: _Held, text: str, reason: FinishReason) -> None:
         assert self._enforce_output is not None
-        fixed = await self._enforce_output(text, reason)
+        fixed = await self._enforce_output(text, reason, tuple(slot.tokens) or None)
         slot.out = [fixed] if fixed.text else []
         slot.done = True
 
     @staticmethod
     def _release_text(slot: _Held, text: str) -> None:
-        slot.out = [TextDelta(text)] if text else []
+        slot.out = [TextDelta(text, tuple(slot.tokens) or None)] if text else []
         slot.done = True
 
     def _spawn(self, slot: _Held, work: Awaitable[None]) -> None:
@@ -458,15 +465,18 @@ def holdback_for(
     async def one_call(call: ToolCall, cut: FinishReason | None) -> ToolCall:
         return await enforce_call(call, request, ctx, finish_reason=cut)
 
-    async def output(text: str, reason: FinishReason) -> TextDelta | RefusalDelta:
+    async def output(
+        text: str, reason: FinishReason, tokens: tuple[TokenLogprob, ...] | None
+    ) -> TextDelta | RefusalDelta:
         reply = ChatResponse(
             id="", model=request.model, content=text, tool_calls=(), finish_reason=reason,
-            usage=Usage(),
+            usage=Usage(), logprobs=Logprobs(tokens) if tokens else None,
         )
         fixed = await enforce_output(reply, request, ctx)
+        lp = fixed.logprobs
         if fixed.refusal is not None:
-            return RefusalDelta(fixed.refusal)
-        return TextDelta(fixed.content or "")
+            return RefusalDelta(fixed.refusal, lp.refusal if lp else None)
+        return TextDelta(fixed.content or "", lp.content if lp else None)
 
     return HoldBack(
         events,

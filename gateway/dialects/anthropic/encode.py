@@ -104,7 +104,8 @@ def encode_response(
     to the one the upstream reported."""
     if stop_sequence is None:
         stop_sequence = response.stop_sequence
-    content: list[dict[str, Any]] = []
+    # Thinking blocks only from an Anthropic upstream: a signature is Anthropic's own.
+    content: list[dict[str, Any]] = [r.raw for r in response.reasoning if r.wire == "anthropic"]
     if response.content:
         content.append({"type": "text", "text": response.content})
     if response.refusal:  # what the model said instead (OpenAI's refusal text)

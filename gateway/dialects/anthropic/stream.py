@@ -3,14 +3,17 @@
 The event sequence follows the Messages streaming format::
 
     message_start
-      content_block_start (text | tool_use with empty input)
-      content_block_delta (text_delta | input_json_delta)*
+      content_block_start (thinking | redacted_thinking | text | tool_use, empty input)
+      content_block_delta (thinking_delta | signature_delta | text_delta |
+                           input_json_delta)*
       content_block_stop
       ...
     message_delta (stop_reason, usage incl. schema_retries)
     message_stop
 
 Blocks are numbered in the order they are emitted, which is what clients index by.
+Thinking blocks come only from an Anthropic upstream (``WireEvent``), passed through with
+their signature and renumbered.
 The encoder only sees events the hold-back released, so a strict ``tool_use`` block is
 opened only once its input validated.
 
@@ -74,6 +77,7 @@ class MessageStreamEncoder:
         "_refused",
         "_retries",
         "_stop_sequence",
+        "_thinking",
         "_tool_blocks",
         "_usage",
         "message_id",
@@ -86,6 +90,7 @@ class MessageStreamEncoder:
         self._current: int | None = None  # the open block's index
         self._current_is_text = False
         self._tool_blocks: dict[int, int] = {}  # canonical tool index -> block index
+        self._thinking: dict[int, int] = {}  # the upstream's thinking block -> ours
         self._finish: FinishReason = "stop"
         self._usage = Usage()
         self._retries = 0
@@ -173,8 +178,25 @@ class MessageStreamEncoder:
             self._retries = event.schema_retries
             return b""
         if isinstance(event, WireEvent):
-            return b""
+            return self._passed(event) if event.wire == "anthropic" else b""
         raise TypeError(f"unknown stream event {event!r}")
+
+    def _passed(self, event: WireEvent) -> bytes:
+        """A thinking block's start, delta or stop, under this stream's block numbering."""
+        data = event.data
+        kind = data.get("type")
+        if kind == "content_block_start":
+            index, out = self._open(dict(data["content_block"]), text=False)
+            self._thinking[int(data["index"])] = index
+            return out
+        index = self._thinking.get(int(data.get("index", -1)), -1)
+        if index < 0:
+            return b""
+        if kind == "content_block_stop":
+            if self._current != index:
+                return b""
+            return self._close_current()
+        return sse(str(kind), {**data, "index": index})
 
     def finish(
         self, *, schema_retries: int | None = None, stop_sequence: str | None = None

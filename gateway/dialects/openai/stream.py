@@ -38,6 +38,7 @@ from gateway.canonical import (
     Finish,
     RefusalDelta,
     TextDelta,
+    TokenLogprob,
     ToolCallDelta,
     ToolCallStart,
     UsageReport,
@@ -61,8 +62,8 @@ class ChunkEncoder:
     """Encodes one stream's events. Create one per response."""
 
     __slots__ = (
-        "_common", "_finish_tail", "_head", "_heads", "_index", "_refused", "_tail",
-        "_usage_head", "choices", "include_usage",
+        "_common", "_finish_tail", "_head", "_heads", "_id_part", "_index", "_refused",
+        "_tail", "_usage_head", "_usage_null", "choices", "include_usage",
     )  # fmt: skip
 
     def __init__(
@@ -76,21 +77,37 @@ class ChunkEncoder:
     ) -> None:
         self.include_usage = include_usage
         self.choices = choices
-        common = (
+        self._id_part = (
             b'{"id":' + _dumps(completion_id)
             + b',"object":"chat.completion.chunk","created":' + str(int(created)).encode()
-            + b',"model":' + _dumps(model) + b',"system_fingerprint":null'
+            + b',"model":' + _dumps(model)
         )
-        usage_null = b',"usage":null' if include_usage else b""
-        self._common = common
-        self._head = b"data: " + common + b',"choices":[{"index":0,"delta":'
-        self._heads: dict[int, bytes] = {0: self._head}
+        self._usage_null = b',"usage":null' if include_usage else b""
         self._index = 0
         self._refused: set[int] = set()  # choices that sent a refusal delta
-        self._tail = b',"logprobs":null,"finish_reason":null}]' + usage_null + b"}\n\n"
-        self._finish_tail = b'}]' + usage_null + b"}\n\n"
-        self._usage_head = b"data: " + common + b',"choices":[],"usage":'
+        self._tail = b',"logprobs":null,"finish_reason":null}]' + self._usage_null + b"}\n\n"
+        self._finish_tail = b'}]' + self._usage_null + b"}\n\n"
+        self._prefix({})
 
+    def _prefix(self, fields: dict[str, object]) -> None:
+        """The members every chunk starts with; ``fields`` are the upstream's
+        ``system_fingerprint`` and ``service_tier``."""
+        common = self._id_part + b',"system_fingerprint":' + _dumps(
+            fields.get("system_fingerprint")
+        )
+        if fields.get("service_tier") is not None:
+            common += b',"service_tier":' + _dumps(fields["service_tier"])
+        self._common = common
+        self._heads: dict[int, bytes] = {}
+        self._usage_head = b"data: " + common + b',"choices":[],"usage":'
+        self.choice(self._index)
+
+    def fields(self, event: WireEvent) -> None:
+        """The upstream's answer fields, from chunks on (either OpenAI wire)."""
+        data = event.data
+        if event.wire != "openai":  # Responses has a service_tier, no fingerprint
+            data = {"service_tier": data.get("service_tier")}
+        self._prefix(data)
     def _chunk(self, delta: bytes) -> bytes:
         return self._head + delta + self._tail
 
@@ -115,14 +132,26 @@ class ChunkEncoder:
         self.choice(0)
         return b"".join(out)
 
-    def text(self, text: str) -> bytes:
-        return self._chunk(b'{"content":' + _dumps(text) + b"}")
+    def _scored(self, delta: bytes, logprobs: dict[str, object]) -> bytes:
+        return (
+            self._head + delta + b',"logprobs":' + _dumps(logprobs)
+            + b',"finish_reason":null}]' + self._usage_null + b"}\n\n"
+        )
 
-    def refusal(self, text: str) -> bytes:
+    def text(self, text: str, logprobs: tuple[TokenLogprob, ...] | None = None) -> bytes:
+        delta = b'{"content":' + _dumps(text) + b"}"
+        if logprobs is None:
+            return self._chunk(delta)
+        return self._scored(delta, {"content": logprobs, "refusal": None})
+
+    def refusal(self, text: str, logprobs: tuple[TokenLogprob, ...] | None = None) -> bytes:
         if not text:
             return b""
         self._refused.add(self._index)
-        return self._chunk(b'{"refusal":' + _dumps(text) + b"}")
+        delta = b'{"refusal":' + _dumps(text) + b"}"
+        if logprobs is None:
+            return self._chunk(delta)
+        return self._scored(delta, {"content": None, "refusal": logprobs})
 
     def tool_start(self, event: ToolCallStart, arguments: str = "") -> bytes:
         return self._chunk(
@@ -175,9 +204,9 @@ class ChunkEncoder:
             event = batch[i]
             i += 1
             if isinstance(event, TextDelta):
-                parts.append(self.text(event.text))
+                parts.append(self.text(event.text, event.logprobs))
             elif isinstance(event, RefusalDelta):
-                parts.append(self.refusal(event.text))
+                parts.append(self.refusal(event.text, event.logprobs))
             elif isinstance(event, ToolCallDelta):
                 parts.append(self.tool_arguments(event))
             elif isinstance(event, ToolCallStart):
@@ -194,8 +223,14 @@ class ChunkEncoder:
                 parts.append(DONE)
             elif isinstance(event, Choice):
                 self.choice(event.index)
-            elif isinstance(event, UsageReport | WireEvent):
-                continue  # a WireEvent has no place in chat completions
+            elif isinstance(event, WireEvent):
+                if event.kind == "fields":
+                    self.fields(event)
+                elif event.kind == "delta" and event.wire == "openai":
+                    parts.append(self._chunk(_dumps(event.data)))
+                # another wire's events (reasoning, thinking) have no place here
+            elif isinstance(event, UsageReport):
+                continue
         return b"".join(parts)
 
 
