@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.canonical.model import FinishReason, TokenLogprob, Usage, Wire
+from gateway.canonical.model import FinishReason, Reasoning, TokenLogprob, Usage, Wire
 from gateway.canonical.record import record
 
 
@@ -32,6 +32,9 @@ class WireEvent:
     wire: Wire
     kind: str
     data: dict[str, Any]
+    # On the event that ends a reasoning block or item: the whole of it, so a correction
+    # can send the turn back with its reasoning.
+    reasoning: Reasoning | None = None
 
 
 @record

@@ -53,6 +53,7 @@ from gateway.canonical import (
     Finish,
     FinishReason,
     Logprobs,
+    Reasoning,
     RefusalDelta,
     StreamEvent,
     TextDelta,
@@ -178,6 +179,8 @@ class HoldBack:
         self._text: _Held | None = None
         self._saw_call = False
         self._refused = False  # the upstream refused: held text is not validated
+        # The answer's reasoning so far, for the corrections (``holdback_for``).
+        self.reasoning: tuple[Reasoning, ...] = ()
         self._refusal_deltas = False
         self._tasks: dict[asyncio.Task[None], _Held] = {}
         self._finished = False
@@ -299,6 +302,8 @@ class HoldBack:
                 self._refused = self._refusal_deltas = True
                 self._emit(event, out)
         elif isinstance(event, WireEvent):
+            if event.reasoning is not None:
+                self.reasoning = (*self.reasoning, event.reasoning)
             if not self._finished:
                 self._emit(event, out)
         elif isinstance(event, ToolCallStart):
@@ -463,7 +468,9 @@ def holdback_for(
     ``response_format``. ``ctx.tally`` receives every call's usage."""
 
     async def one_call(call: ToolCall, cut: FinishReason | None) -> ToolCall:
-        return await enforce_call(call, request, ctx, finish_reason=cut)
+        return await enforce_call(
+            call, request, ctx, finish_reason=cut, reasoning=hold.reasoning
+        )
 
     async def output(
         text: str, reason: FinishReason, tokens: tuple[TokenLogprob, ...] | None
@@ -471,6 +478,7 @@ def holdback_for(
         reply = ChatResponse(
             id="", model=request.model, content=text, tool_calls=(), finish_reason=reason,
             usage=Usage(), logprobs=Logprobs(tokens) if tokens else None,
+            reasoning=hold.reasoning,
         )
         fixed = await enforce_output(reply, request, ctx)
         lp = fixed.logprobs
@@ -478,13 +486,14 @@ def holdback_for(
             return RefusalDelta(fixed.refusal, lp.refusal if lp else None)
         return TextDelta(fixed.content or "", lp.content if lp else None)
 
-    return HoldBack(
+    hold = HoldBack(
         events,
         plan=ctx.plan,
         tally=ctx.tally,
         enforce_call=one_call,
         enforce_output=output if ctx.plan.output is not None else None,
     )
+    return hold
 
 
 __all__ = [

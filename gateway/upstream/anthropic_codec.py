@@ -17,6 +17,7 @@ from gateway.canonical import (
     ForcedTool,
     JsonSchemaFormat,
     Message,
+    Reasoning,
     StreamEvent,
     TextDelta,
     TextPart,
@@ -138,7 +139,10 @@ def _messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict[str,
         elif msg.role == "tool":
             add("user", [_tool_result(msg)])
         else:
-            add("assistant", parts + [_tool_use(c) for c in msg.tool_calls])
+            # Thinking first, as sent (Anthropic checks the signature); another
+            # provider's reasoning has no place here.
+            thinking = [dict(r.raw) for r in msg.reasoning if r.wire == "anthropic"]
+            add("assistant", thinking + parts + [_tool_use(c) for c in msg.tool_calls])
     return ("\n\n".join(system) if system else None), out
 
 
@@ -232,7 +236,8 @@ class StreamDecoder:
         self._secret = secret
         self._blocks: dict[int, int | None] = {}  # block index -> tool ordinal (None: text)
         self._got_input: set[int] = set()
-        self._thinking: set[int] = set()  # block indexes of thinking blocks
+        # block index -> the thinking block so far, and its thinking text in pieces
+        self._thinking: dict[int, tuple[dict[str, Any], list[str]]] = {}
         self._tools = 0
         self._reason: Any = None
         self._stop_seq: str | None = None
@@ -274,7 +279,7 @@ class StreamDecoder:
         block = event.get("content_block") or {}
         index = int(event.get("index", 0))
         if block.get("type") in THINKING_BLOCKS:
-            self._thinking.add(index)
+            self._thinking[index] = (dict(block), [str(block.get("thinking") or "")])
             return [WireEvent("anthropic", "event", event)]
         if block.get("type") == "tool_use":
             ordinal = self._tools
@@ -294,7 +299,12 @@ class StreamDecoder:
     def _on_content_block_delta(self, event: dict[str, Any]) -> list[StreamEvent]:
         delta = event.get("delta") or {}
         index = int(event.get("index", 0))
-        if index in self._thinking:  # thinking_delta, signature_delta
+        thought = self._thinking.get(index)
+        if thought is not None:  # thinking_delta, signature_delta
+            if delta.get("type") == "thinking_delta":
+                thought[1].append(str(delta["thinking"]))
+            elif delta.get("type") == "signature_delta":
+                thought[0]["signature"] = str(delta["signature"])
             return [WireEvent("anthropic", "event", event)]
         ordinal = self._blocks.get(index)
         if delta.get("type") == "text_delta" and delta.get("text"):
@@ -309,8 +319,13 @@ class StreamDecoder:
 
     def _on_content_block_stop(self, event: dict[str, Any]) -> list[StreamEvent]:
         index = int(event.get("index", 0))
-        if index in self._thinking:
-            return [WireEvent("anthropic", "event", event)]
+        thought = self._thinking.pop(index, None)
+        if thought is not None:
+            block, pieces = thought
+            if block.get("type") == "thinking":
+                block["thinking"] = "".join(pieces)
+            done = Reasoning("anthropic", block, str(block.get("thinking") or ""))
+            return [WireEvent("anthropic", "event", event, done)]
         ordinal = self._blocks.get(index)
         if ordinal is not None and ordinal not in self._got_input:
             # A tool with no arguments streams no input_json_delta; its input is {}.

@@ -56,6 +56,13 @@ PASSTHROUGH_KEY = "openai.passthrough"
 _SAME_NAME = ("service_tier",)
 
 _ITEM_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
+# A reasoning item's own events, passed through by name: only these (an upstream's event
+# name goes into the client's ``event:`` line).
+_REASONING_EVENTS = frozenset({
+    "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
+    "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
+    "response.reasoning_text.delta", "response.reasoning_text.done",
+})  # fmt: skip
 
 _INCOMPLETE: dict[str, FinishReason] = {
     "max_output_tokens": "length",
@@ -84,7 +91,10 @@ def encode_items(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
             items.append({"type": "function_call_output", "call_id": m.tool_call_id or "",
                           "output": m.text})
             continue
-        if m.content or not m.tool_calls:
+        # Reasoning items first, as sent (id, encrypted_content); another provider's has no
+        # place here.
+        items.extend(dict(r.raw) for r in m.reasoning if r.wire == "responses")
+        if m.content or not (m.tool_calls or m.reasoning):
             items.append({"type": "message", "role": m.role,
                           "content": _content(m, assistant=m.role == "assistant")})
         items.extend(
@@ -268,11 +278,12 @@ class EventParser:
                 return []
             tokens = event.get("logprobs")
             return [TextDelta(str(event["delta"]), tuple(tokens) if tokens else None)]
-        if kind.startswith("response.reasoning") or (
+        if kind in _REASONING_EVENTS or (
             kind in _ITEM_EVENTS and event["item"].get("type") == "reasoning"
         ):
             # Reasoning items and their summaries: a Responses client gets them as sent.
-            return [WireEvent("responses", "event", event)]
+            done = reasoning_of(event["item"]) if kind == "response.output_item.done" else None
+            return [WireEvent("responses", "event", event, done)]
         if kind == "response.refusal.delta":
             self._refusals.add(str(event["item_id"]))
             return [RefusalDelta(str(event["delta"]))] if event["delta"] else []

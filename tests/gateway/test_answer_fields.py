@@ -261,3 +261,35 @@ def test_reasoning_items_are_dropped_outside_responses(
         assert seen.final.choices[0].message.content == "Forty-two."
     else:
         assert [b.type for b in seen.final.content] == ["text"]
+
+
+def test_an_upstream_event_name_never_reaches_the_clients_event_line(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    """Only the reasoning events the gateway knows by name pass through: an upstream's
+    ``type`` with a line break in it would otherwise write an event of its own."""
+    evil = "response.reasoning_summary_text.delta\nevent: error"
+
+    def event(kind: str, **data: Any) -> bytes:
+        return b"data: " + json.dumps({"type": kind, **data}).encode() + b"\n\n"
+
+    response = {"id": "resp_up", "object": "response", "created_at": 1, "status": "completed",
+                "model": "x", "output": [], "usage": {"input_tokens": 1, "output_tokens": 1,
+                                                      "total_tokens": 2}}
+    item = {"type": "reasoning", "id": "rs_1", "summary": []}
+    message = {"type": "message", "id": "m", "role": "assistant", "status": "completed",
+               "content": []}
+    events = [
+        event("response.created", response={**response, "status": "in_progress"}),
+        event("response.output_item.added", output_index=0, item=item),
+        event(evil, item_id="rs_1", output_index=0, summary_index=0, delta="x"),
+        event("response.output_item.done", output_index=0, item=item),
+        event("response.output_item.added", output_index=1, item=message),
+        event("response.output_text.delta", item_id="m", output_index=1, content_index=0,
+              delta="Hi"),
+        event("response.completed", response=response),
+    ]
+    upstream.queue(RawStream(events), RawStream(events))
+    seen = ask(gw, "responses", "rs", stream=True)
+    assert "error" not in [e["type"] for e in seen.events]
+    assert [item.type for item in seen.final.output] == ["reasoning", "message"]
