@@ -2,13 +2,39 @@
 
 from __future__ import annotations
 
-from gateway.canonical.model import FinishReason, Usage
+from typing import Any
+
+from gateway.canonical.model import FinishReason, Reasoning, TokenLogprob, Usage, Wire
 from gateway.canonical.record import record
 
 
 @record
 class TextDelta:
     text: str
+    logprobs: tuple[TokenLogprob, ...] | None = None  # the fragment's tokens, when asked
+
+
+@record
+class RefusalDelta:
+    """A fragment of the model's refusal (chat ``delta.refusal``, Responses
+    ``response.refusal.delta``)."""
+
+    text: str
+    logprobs: tuple[TokenLogprob, ...] | None = None
+
+
+@record
+class WireEvent:
+    """An upstream stream event the gateway does not interpret (thinking blocks, reasoning
+    items, their summaries), as the upstream's ``wire`` sent it: a dialect of the same wire
+    re-emits it in place (renumbering what it numbers itself), any other drops it."""
+
+    wire: Wire
+    kind: str
+    data: dict[str, Any]
+    # On the event that ends a reasoning block or item: the whole of it, so a correction
+    # can send the turn back with its reasoning.
+    reasoning: Reasoning | None = None
 
 
 @record
@@ -32,6 +58,9 @@ class ToolCallDelta:
 class Finish:
     reason: FinishReason
     stop_sequence: str | None = None  # as ``ChatResponse.stop_sequence``
+    # The upstream ended the turn as a refusal (Anthropic ``stop_reason: "refusal"``, or
+    # refusal deltas were sent).
+    refused: bool = False
 
 
 @record
@@ -39,4 +68,6 @@ class UsageReport:
     usage: Usage
 
 
-StreamEvent = TextDelta | ToolCallStart | ToolCallDelta | Finish | UsageReport
+StreamEvent = (
+    TextDelta | RefusalDelta | ToolCallStart | ToolCallDelta | Finish | UsageReport | WireEvent
+)

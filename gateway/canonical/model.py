@@ -9,6 +9,11 @@ from gateway.canonical.record import record
 
 Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
+# The wire format a raw value is spelled in: chat completions, Responses, Anthropic Messages.
+Wire = Literal["openai", "responses", "anthropic"]
+# What a refusal says when the upstream refused without words (Anthropic may send none), so
+# a client that tests ``message.refusal`` for truth still sees one.
+DEFAULT_REFUSAL = "The model declined to answer this request."
 
 
 @record
@@ -26,6 +31,50 @@ class ImagePart:
 
 
 ContentPart = TextPart | ImagePart
+
+
+@record
+class Reasoning:
+    """Reasoning the model produced, sealed by its provider: an Anthropic ``thinking`` or
+    ``redacted_thinking`` block, or a Responses ``reasoning`` item. ``raw`` is the block or
+    item as the upstream sent it (``signature``, ``encrypted_content`` inside), returned
+    unchanged to a client and an upstream of the same ``wire``; ``text`` is its readable
+    part (the thinking, or the summary), empty when redacted or encrypted."""
+
+    wire: Wire
+    raw: dict[str, Any]
+    text: str = ""
+
+
+@record
+class Passthrough:
+    """Members of an upstream's answer that the gateway does not interpret, as that
+    upstream's ``wire`` spelled them, for a client of the same wire: ``response`` at the
+    top level (``service_tier``, ``system_fingerprint``), ``message`` inside the chat
+    message (``annotations``, ``audio``, ``reasoning_content``, ...)."""
+
+    wire: Wire
+    response: dict[str, Any] = field(default_factory=dict)
+    message: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def service_tier(self) -> Any:
+        """OpenAI's ``service_tier``, which chat completions and Responses share."""
+        return self.response.get("service_tier") if self.wire != "anthropic" else None
+
+
+TokenLogprob = dict[str, Any]
+"""One token's log probability as both OpenAI APIs spell it: ``token``, ``logprob``,
+``bytes``, ``top_logprobs``."""
+
+
+@record
+class Logprobs:
+    """An answer's token log probabilities: ``content`` for its text, ``refusal`` for a
+    refusal's words (chat ``choices[].logprobs``, Responses ``output_text.logprobs``)."""
+
+    content: tuple[TokenLogprob, ...] | None = None
+    refusal: tuple[TokenLogprob, ...] | None = None
 
 
 @record
@@ -51,6 +100,8 @@ class Message:
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
+    # An assistant turn's reasoning as the client sent it back (before its content).
+    reasoning: tuple[Reasoning, ...] = ()
 
     @property
     def text(self) -> str:
@@ -173,3 +224,10 @@ class ChatResponse:
     # Which of the request's ``stop`` strings ended the turn, when the provider says
     # (Anthropic does; its Messages dialect reports ``stop_reason: "stop_sequence"``).
     stop_sequence: str | None = None
+    # Not None: the model refused, saying this (possibly "" when it said nothing). A
+    # refusal is an answer: strict output and strict tools do not validate it.
+    refusal: str | None = None
+    # Reasoning the answer carried, in order, before its content and tool calls.
+    reasoning: tuple[Reasoning, ...] = ()
+    logprobs: Logprobs | None = None
+    passthrough: Passthrough | None = None

@@ -20,7 +20,8 @@ For every tool call of a request with strict tools:
 Parallel calls are enforced independently and their corrections run concurrently.
 ``enforce_call`` handles ONE call and is what the streaming hold-back reuses.
 A strict ``response_format`` gets the same treatment (``enforce_output``), code
-``json_output_invalid``.
+``json_output_invalid``. A refusal (``ChatResponse.refusal``) is an answer, as in OpenAI's
+structured outputs: it is returned as it is, never corrected.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from gateway.canonical import (
     ForcedTool,
     JsonSchemaFormat,
     Message,
+    Reasoning,
     TextPart,
     ToolCall,
     ToolChoice,
@@ -180,10 +182,13 @@ def correction_request(
     plan: StrictPlan,
     *,
     as_content: bool = False,
+    reasoning: tuple[Reasoning, ...] = (),
 ) -> ChatRequest:
     """The one correction: conversation + the bad call + a tool message with the errors,
     ``tool_choice`` forcing the same function (or any tool, for an unknown name).
-    ``as_content``: no tools; the reply is the arguments, under the tool's schema."""
+    ``as_content``: no tools; the reply is the arguments, under the tool's schema.
+    ``reasoning``: the answer's own, sent back before the call (a provider that made it
+    may require it, as Anthropic does for thinking before a tool call)."""
     known = call.name in plan.tool_names
     tool = request.tool(call.name) if known and as_content else None
     if tool is not None:
@@ -201,7 +206,7 @@ def correction_request(
     text = _feedback(f"The arguments for {call.name}", violations, instruction)
     messages = (
         *request.messages,
-        Message(role="assistant", tool_calls=(call,)),
+        Message(role="assistant", tool_calls=(call,), reasoning=reasoning),
         Message(role="tool", tool_call_id=call.id, content=(TextPart(text),), is_error=True),
     )
     if tool is not None:
@@ -246,12 +251,15 @@ async def enforce_call(
     ctx: EnforceContext,
     *,
     finish_reason: FinishReason | None = None,
+    reasoning: tuple[Reasoning, ...] = (),
 ) -> ToolCall:
     """Return ``call`` if valid, else its single correction (same ``id``); raise 422."""
     violations = await call_violations_async(call, ctx.plan)
     if not violations:
         return call
-    return await correct_call(call, violations, request, ctx, finish_reason=finish_reason)
+    return await correct_call(
+        call, violations, request, ctx, finish_reason=finish_reason, reasoning=reasoning
+    )
 
 
 async def correct_call(
@@ -261,13 +269,16 @@ async def correct_call(
     ctx: EnforceContext,
     *,
     finish_reason: FinishReason | None = None,
+    reasoning: tuple[Reasoning, ...] = (),
 ) -> ToolCall:
     """The one correction of a call known to be invalid; raise 422 if it stays invalid."""
     if finish_reason == "length":
         raise _reject_call(call, violations, truncated=True)
     wanted = call.name if call.name in ctx.plan.tool_names else None
     as_content = wanted is not None and answers_in_content(ctx.model)
-    fixed = correction_request(request, call, violations, ctx.plan, as_content=as_content)
+    fixed = correction_request(
+        request, call, violations, ctx.plan, as_content=as_content, reasoning=reasoning
+    )
     response = await _correction(fixed, ctx)
     candidate = next(
         (c for c in response.tool_calls if wanted is None or c.name == wanted), None
@@ -297,6 +308,8 @@ async def enforce_output(
     response: ChatResponse, request: ChatRequest, ctx: EnforceContext
 ) -> ChatResponse:
     """Validate a strict ``response_format`` reply; one correction; raise 422."""
+    if response.refusal is not None:
+        return response  # a refusal is an answer, not output that failed its schema
     violations = await _output_violations(response, ctx.plan)
     if not violations:
         return response
@@ -311,12 +324,14 @@ async def enforce_output(
     )
     messages = (
         *request.messages,
-        Message(role="assistant", content=(TextPart(response.content or ""),)),
+        Message(role="assistant", content=(TextPart(response.content or ""),),
+                reasoning=response.reasoning),
         Message(role="user", content=(TextPart(text),)),
     )
     fixed = dataclasses.replace(request, messages=messages, stream=False)
     second = await _correction(fixed, ctx)
-    again = [] if second.tool_calls else await _output_violations(second, ctx.plan)
+    refused = second.refusal is not None
+    again = [] if second.tool_calls or refused else await _output_violations(second, ctx.plan)
     if again:
         if second.finish_reason == "length":
             message = _truncated_message("The JSON output")
@@ -340,7 +355,8 @@ async def enforce_response(
         found = [(i, v) for i, c in enumerate(calls) if (v := await call_violations_async(c, plan))]
         if found:
             reason = response.finish_reason
-            fixes = [correct_call(calls[i], v, request, ctx, finish_reason=reason)
+            fixes = [correct_call(calls[i], v, request, ctx, finish_reason=reason,
+                                  reasoning=response.reasoning)
                      for i, v in found]
             if len(fixes) == 1:
                 results: list[ToolCall | BaseException] = [await fixes[0]]
@@ -352,7 +368,7 @@ async def enforce_response(
                     raise result
                 fixed[i] = result
             calls = tuple(fixed)
-    elif plan.output is not None and not calls:
+    elif plan.output is not None and not calls and response.refusal is None:
         response = await enforce_output(response, request, ctx)
     if plan.projected:
         calls = tuple(finished_call(c, plan) for c in calls)

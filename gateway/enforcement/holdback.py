@@ -26,7 +26,11 @@ Rules, in upstream order:
   stream accumulator inserts by list position, so index 1 before index 0 corrupts both),
   and text after a call stays after it (Anthropic content blocks are ordered).
 - With a strict ``response_format`` and no tool call, the text is held whole, validated
-  and corrected once, then released as one delta.
+  and corrected once, then released as one delta. A refusal (``RefusalDelta``, or a
+  ``Finish`` that says ``refused``) is not validated: held text is released as it is (as
+  the refusal's own words when the upstream refused without refusal deltas).
+- Refusal deltas and ``WireEvent``s (what the gateway passes through without
+  interpreting) go out in upstream order, as text does.
 - A call still invalid after its correction, a ``length`` cut-off inside a held call, or an
   upstream failure raise ``GatewayError``; held arguments are never released. Pending
   corrections and the upstream iterator are cancelled/closed on error, on ``aclose()``
@@ -48,13 +52,18 @@ from gateway.canonical import (
     ChatResponse,
     Finish,
     FinishReason,
+    Logprobs,
+    Reasoning,
+    RefusalDelta,
     StreamEvent,
     TextDelta,
+    TokenLogprob,
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
     Usage,
     UsageReport,
+    WireEvent,
 )
 from gateway.canonical.record import record
 from gateway.context import Tally
@@ -72,8 +81,11 @@ from gateway.errors import UpstreamError
 CallEnforcer = Callable[[ToolCall, "FinishReason | None"], Awaitable[ToolCall]]
 """Validate + correct ONE call: return the valid call (original ``id``) or raise 422."""
 
-OutputEnforcer = Callable[[str, FinishReason], Awaitable[str]]
-"""Validate + correct a strict ``response_format`` reply: return valid content or raise."""
+OutputEnforcer = Callable[
+    [str, FinishReason, "tuple[TokenLogprob, ...] | None"], Awaitable["TextDelta | RefusalDelta"]
+]
+"""Validate + correct a strict ``response_format`` reply (its text, how it ended, its
+logprobs): return the valid content (or the correction's refusal) or raise."""
 
 
 @record
@@ -100,13 +112,14 @@ HeldEvent = StreamEvent | FinalUsage | Choice
 class _Held:
     """One held strict call (or the held text of a strict ``response_format``)."""
 
-    __slots__ = ("call_id", "done", "early", "index", "name", "open", "out", "parts")
+    __slots__ = ("call_id", "done", "early", "index", "name", "open", "out", "parts", "tokens")
 
     def __init__(self, index: int, call_id: str, name: str) -> None:
         self.index = index
         self.call_id = call_id
         self.name = name
         self.parts: list[str] = []
+        self.tokens: list[TokenLogprob] = []  # held text's logprobs, when the upstream sent them
         self.open = True
         self.early = False  # released on a complete object, before the call formally closed
         self.done = False
@@ -165,6 +178,10 @@ class HoldBack:
         self._open: list[_Held] = []
         self._text: _Held | None = None
         self._saw_call = False
+        self._refused = False  # the upstream refused: held text is not validated
+        # The answer's reasoning so far, for the corrections (``holdback_for``).
+        self.reasoning: tuple[Reasoning, ...] = ()
+        self._refusal_deltas = False
         self._tasks: dict[asyncio.Task[None], _Held] = {}
         self._finished = False
         self.finish_reason: FinishReason | None = None
@@ -272,11 +289,23 @@ class HoldBack:
                     self._text = _Held(_TEXT, "", "")
                     self._queue.append(self._text)
                 self._text.parts.append(event.text)
+                if event.logprobs:
+                    self._text.tokens.extend(event.logprobs)
             else:
                 self._emit(event, out)
         elif isinstance(event, ToolCallDelta):
             self._chars += len(event.arguments)
             self._on_delta(event, out)
+        elif isinstance(event, RefusalDelta):
+            self._chars += len(event.text)
+            if not self._finished:
+                self._refused = self._refusal_deltas = True
+                self._emit(event, out)
+        elif isinstance(event, WireEvent):
+            if event.reasoning is not None:
+                self.reasoning = (*self.reasoning, event.reasoning)
+            if not self._finished:
+                self._emit(event, out)
         elif isinstance(event, ToolCallStart):
             self._on_start(event, out)
         elif isinstance(event, Finish):
@@ -356,6 +385,7 @@ class HoldBack:
             return
         self._finished = True
         self.finish_reason = event.reason
+        self._refused = self._refused or event.refused
         cut: FinishReason | None = "length" if event.reason == "length" else None
         for slot in self._open:
             self._close(slot, cut)
@@ -390,7 +420,12 @@ class HoldBack:
         assert slot is not None
         slot.open = False
         text = "".join(slot.parts)
-        if self._saw_call or self._enforce_output is None:
+        if self._refused and not self._refusal_deltas:
+            # Refused without refusal deltas (Anthropic): the held text is the refusal.
+            slot.out = [RefusalDelta(text, tuple(slot.tokens) or None)] if text else []
+            slot.done = True
+            return
+        if self._saw_call or self._refused or self._enforce_output is None:
             # As non-streaming: a reply that calls tools is not held to response_format.
             self._release_text(slot, text)
             return
@@ -398,11 +433,13 @@ class HoldBack:
 
     async def _correct_text(self, slot: _Held, text: str, reason: FinishReason) -> None:
         assert self._enforce_output is not None
-        self._release_text(slot, await self._enforce_output(text, reason))
+        fixed = await self._enforce_output(text, reason, tuple(slot.tokens) or None)
+        slot.out = [fixed] if fixed.text else []
+        slot.done = True
 
     @staticmethod
     def _release_text(slot: _Held, text: str) -> None:
-        slot.out = [TextDelta(text)] if text else []
+        slot.out = [TextDelta(text, tuple(slot.tokens) or None)] if text else []
         slot.done = True
 
     def _spawn(self, slot: _Held, work: Awaitable[None]) -> None:
@@ -431,23 +468,32 @@ def holdback_for(
     ``response_format``. ``ctx.tally`` receives every call's usage."""
 
     async def one_call(call: ToolCall, cut: FinishReason | None) -> ToolCall:
-        return await enforce_call(call, request, ctx, finish_reason=cut)
+        return await enforce_call(
+            call, request, ctx, finish_reason=cut, reasoning=hold.reasoning
+        )
 
-    async def output(text: str, reason: FinishReason) -> str:
+    async def output(
+        text: str, reason: FinishReason, tokens: tuple[TokenLogprob, ...] | None
+    ) -> TextDelta | RefusalDelta:
         reply = ChatResponse(
             id="", model=request.model, content=text, tool_calls=(), finish_reason=reason,
-            usage=Usage(),
+            usage=Usage(), logprobs=Logprobs(tokens) if tokens else None,
+            reasoning=hold.reasoning,
         )
         fixed = await enforce_output(reply, request, ctx)
-        return fixed.content or ""
+        lp = fixed.logprobs
+        if fixed.refusal is not None:
+            return RefusalDelta(fixed.refusal, lp.refusal if lp else None)
+        return TextDelta(fixed.content or "", lp.content if lp else None)
 
-    return HoldBack(
+    hold = HoldBack(
         events,
         plan=ctx.plan,
         tally=ctx.tally,
         enforce_call=one_call,
         enforce_output=output if ctx.plan.output is not None else None,
     )
+    return hold
 
 
 __all__ = [

@@ -26,12 +26,14 @@ import validator
 from gateway.canonical import (
     ChatRequest,
     ChatResponse,
+    Reasoning,
     StreamEvent,
     ToolCall,
     Usage,
 )
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.anthropic_codec import (
+    THINKING_BLOCKS,
     StreamDecoder,
     encode_request,
     finish_reason,
@@ -88,6 +90,7 @@ def decode_response(
         raise UpstreamInvalidResponse("The upstream returned a malformed message.")
     texts: list[str] = []
     calls: list[ToolCall] = []
+    reasoning: list[Reasoning] = []
     as_sent = None
     if raw is not None and validator.duplicate_key(raw, body) is not None:
         inputs = _inputs_as_sent(raw)
@@ -100,6 +103,9 @@ def decode_response(
             continue
         if block.get("type") == "text":
             texts.append(str(block.get("text", "")))
+        elif block.get("type") in THINKING_BLOCKS:
+            # Kept whole: the signature is what lets the client send it back.
+            reasoning.append(Reasoning("anthropic", block, str(block.get("thinking") or "")))
         elif block.get("type") == "tool_use":
             calls.append(
                 ToolCall(
@@ -112,14 +118,19 @@ def decode_response(
                 )
             )
     usage = usage_of(body.get("usage"))
+    # A refusal's text (possibly none) is what the model said instead of an answer.
+    refused = body.get("stop_reason") == "refusal"
+    text = "".join(texts) if texts else None
     response = ChatResponse(
         id=str(body.get("id", "")),
         model=str(body.get("model", model.upstream_model)),
-        content="".join(texts) if texts else None,
+        content=None if refused else text,
         tool_calls=tuple(calls),
         finish_reason=finish_reason(body.get("stop_reason")),
         usage=usage or Usage(),
         stop_sequence=stop if isinstance(stop := body.get("stop_sequence"), str) else None,
+        refusal=(text or "") if refused else None,
+        reasoning=tuple(reasoning),
     )
     if usage is None:
         return dataclasses.replace(response, usage=estimated_usage(request_bytes, response))

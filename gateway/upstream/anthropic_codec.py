@@ -17,6 +17,7 @@ from gateway.canonical import (
     ForcedTool,
     JsonSchemaFormat,
     Message,
+    Reasoning,
     StreamEvent,
     TextDelta,
     TextPart,
@@ -25,6 +26,7 @@ from gateway.canonical import (
     ToolCallStart,
     Usage,
     UsageReport,
+    WireEvent,
 )
 from gateway.errors import UpstreamError
 from gateway.settings import ModelConfig
@@ -34,6 +36,7 @@ from gateway.upstream.redact import scrub
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "THINKING_BLOCKS",
     "StreamDecoder",
     "encode_request",
     "finish_reason",
@@ -48,8 +51,12 @@ _FINISH: dict[str, FinishReason] = {
     "max_tokens": "length",
     "model_context_window_exceeded": "length",
     "tool_use": "tool_calls",
-    "refusal": "content_filter",
+    "refusal": "stop",  # the answer is the refusal (``ChatResponse.refusal``)
 }
+
+
+# Content blocks of the model's reasoning, passed through whole (signature, data).
+THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
 def finish_reason(stop_reason: object) -> FinishReason:
@@ -142,7 +149,10 @@ def _messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict[str,
         elif msg.role == "tool":
             add("user", [_tool_result(msg)])
         else:
-            add("assistant", parts + [_tool_use(c) for c in msg.tool_calls])
+            # Thinking first, as sent (Anthropic checks the signature); another
+            # provider's reasoning has no place here.
+            thinking = [dict(r.raw) for r in msg.reasoning if r.wire == "anthropic"]
+            add("assistant", thinking + parts + [_tool_use(c) for c in msg.tool_calls])
     return ("\n\n".join(system) if system else None), out
 
 
@@ -228,14 +238,16 @@ class StreamDecoder:
     shaped like a credential), since it reaches the client, the logs and the ledger."""
 
     __slots__ = (
-        "_blocks", "_done", "_got_input", "_reason", "_secret", "_stop_seq", "_tools",
-        "_usage",
+        "_blocks", "_done", "_got_input", "_reason", "_secret", "_stop_seq", "_thinking",
+        "_tools", "_usage",
     )  # fmt: skip
 
     def __init__(self, secret: str | None = None) -> None:
         self._secret = secret
         self._blocks: dict[int, int | None] = {}  # block index -> tool ordinal (None: text)
         self._got_input: set[int] = set()
+        # block index -> the thinking block so far, and its thinking text in pieces
+        self._thinking: dict[int, tuple[dict[str, Any], list[str]]] = {}
         self._tools = 0
         self._reason: Any = None
         self._stop_seq: str | None = None
@@ -280,6 +292,9 @@ class StreamDecoder:
     def _on_content_block_start(self, event: dict[str, Any]) -> list[StreamEvent]:
         block = event.get("content_block") or {}
         index = int(event.get("index", 0))
+        if block.get("type") in THINKING_BLOCKS:
+            self._thinking[index] = (dict(block), [str(block.get("thinking") or "")])
+            return [WireEvent("anthropic", "event", event)]
         if block.get("type") == "tool_use":
             ordinal = self._tools
             self._tools += 1
@@ -297,7 +312,15 @@ class StreamDecoder:
 
     def _on_content_block_delta(self, event: dict[str, Any]) -> list[StreamEvent]:
         delta = event.get("delta") or {}
-        ordinal = self._blocks.get(int(event.get("index", 0)))
+        index = int(event.get("index", 0))
+        thought = self._thinking.get(index)
+        if thought is not None:  # thinking_delta, signature_delta
+            if delta.get("type") == "thinking_delta":
+                thought[1].append(str(delta["thinking"]))
+            elif delta.get("type") == "signature_delta":
+                thought[0]["signature"] = str(delta["signature"])
+            return [WireEvent("anthropic", "event", event)]
+        ordinal = self._blocks.get(index)
         if delta.get("type") == "text_delta" and delta.get("text"):
             return [TextDelta(str(delta["text"]))]
         if delta.get("type") == "input_json_delta" and ordinal is not None:
@@ -309,7 +332,15 @@ class StreamDecoder:
         return []
 
     def _on_content_block_stop(self, event: dict[str, Any]) -> list[StreamEvent]:
-        ordinal = self._blocks.get(int(event.get("index", 0)))
+        index = int(event.get("index", 0))
+        thought = self._thinking.pop(index, None)
+        if thought is not None:
+            block, pieces = thought
+            if block.get("type") == "thinking":
+                block["thinking"] = "".join(pieces)
+            done = Reasoning("anthropic", block, str(block.get("thinking") or ""))
+            return [WireEvent("anthropic", "event", event, done)]
+        ordinal = self._blocks.get(index)
         if ordinal is not None and ordinal not in self._got_input:
             # A tool with no arguments streams no input_json_delta; its input is {}.
             self._got_input.add(ordinal)
@@ -327,7 +358,9 @@ class StreamDecoder:
 
     def _on_message_stop(self, event: dict[str, Any]) -> list[StreamEvent]:
         self._done = True
-        finish = Finish(finish_reason(self._reason), self._stop_seq)
+        finish = Finish(
+            finish_reason(self._reason), self._stop_seq, refused=self._reason == "refusal"
+        )
         usage = usage_of(self._usage)
         # Without usage the hold-back estimates, as for any stream that sends none.
         return [finish] if usage is None else [finish, UsageReport(usage)]

@@ -31,7 +31,10 @@ from gateway.canonical import (
     ForcedTool,
     ImagePart,
     JsonSchemaFormat,
+    Logprobs,
     Message,
+    Passthrough,
+    RefusalDelta,
     StreamEvent,
     TextDelta,
     TextPart,
@@ -40,6 +43,7 @@ from gateway.canonical import (
     ToolCallStart,
     Usage,
     UsageReport,
+    WireEvent,
 )
 from gateway.settings import ConstrainedField, ModelConfig, Settings
 from gateway.upstream import openai_responses
@@ -193,6 +197,30 @@ def decode_usage(raw: Any) -> Usage | None:
     )
 
 
+# What the gateway reads of a message (or a stream's delta); the rest rides along.
+_MESSAGE_KNOWN = frozenset({"role", "content", "refusal", "tool_calls", "function_call"})
+# Top-level answer members a chat-completions client gets back as the upstream sent them.
+_RESPONSE_FIELDS = ("service_tier", "system_fingerprint")
+
+
+def _tokens(raw: Any) -> tuple[dict[str, Any], ...] | None:
+    return tuple(raw) if isinstance(raw, list) and raw else None
+
+
+def logprobs_of(raw: Any) -> Logprobs | None:
+    """A choice's ``logprobs`` object (``content`` and ``refusal`` token lists)."""
+    if not isinstance(raw, Mapping):
+        return None
+    content, refusal = _tokens(raw.get("content")), _tokens(raw.get("refusal"))
+    return Logprobs(content, refusal) if content or refusal else None
+
+
+def _passthrough(data: Mapping[str, Any], message: Mapping[str, Any]) -> Passthrough | None:
+    top = {k: data[k] for k in _RESPONSE_FIELDS if data.get(k) is not None}
+    extra = {k: v for k, v in message.items() if k not in _MESSAGE_KNOWN and v is not None}
+    return Passthrough("openai", top, extra) if top or extra else None
+
+
 def _check_arguments(size: int, limit: int | None) -> None:
     if limit is not None and size > limit:
         raise OutputTooLarge(f"The model's tool-call arguments exceed the {limit} byte limit.")
@@ -222,6 +250,7 @@ def decode_response(
             _check_arguments(len(call.raw_arguments), max_argument_bytes)
         content = message.get("content")
         usage = decode_usage(data.get("usage"))
+        refusal = message.get("refusal")
         response = ChatResponse(
             id=str(data.get("id") or ""),
             model=str(data.get("model") or model.upstream_model),
@@ -230,6 +259,9 @@ def decode_response(
             finish_reason=_FINISH.get(str(choice.get("finish_reason")), "stop"),
             usage=usage or Usage(),
             created=int(data.get("created") or time.time()),
+            refusal=refusal if isinstance(refusal, str) else None,
+            logprobs=logprobs_of(choice.get("logprobs")),
+            passthrough=_passthrough(data, message),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise UpstreamInvalidResponse(
@@ -346,7 +378,10 @@ class OpenAIUpstream:
 class ChunkParser:
     """Parses chat-completion SSE lines into canonical events (first choice only)."""
 
-    __slots__ = ("arg_bytes", "done", "finished", "max_argument_bytes", "secret", "started")
+    __slots__ = (
+        "arg_bytes", "done", "fields", "finished", "max_argument_bytes", "refused", "secret",
+        "started",
+    )  # fmt: skip
 
     def __init__(
         self, *, max_argument_bytes: int | None = None, secret: str | None = None
@@ -354,6 +389,8 @@ class ChunkParser:
         self.secret = secret
         self.done = False  # saw data: [DONE]
         self.finished = False  # saw a finish_reason
+        self.refused = False  # saw delta.refusal
+        self.fields: tuple[Any, ...] = (None, None)  # the last service_tier, fingerprint
         self.started: set[int] = set()
         self.max_argument_bytes = max_argument_bytes
         self.arg_bytes: dict[int, int] = {}
@@ -382,13 +419,30 @@ class ChunkParser:
 
     def feed_chunk(self, chunk: Any) -> list[StreamEvent]:
         events: list[StreamEvent] = []
+        fields = (chunk.get("service_tier"), chunk.get("system_fingerprint"))
+        if fields != self.fields:
+            self.fields = fields
+            top = {k: v for k, v in zip(_RESPONSE_FIELDS, fields, strict=True) if v is not None}
+            events.append(WireEvent("openai", "fields", top))
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
+            logprobs = choice.get("logprobs")
             text = delta.get("content")
             if text:
-                events.append(TextDelta(text))
+                tokens = _tokens(logprobs.get("content")) if logprobs else None
+                events.append(TextDelta(text, tokens))
+            refusal = delta.get("refusal")
+            if refusal:
+                self.refused = True
+                tokens = _tokens(logprobs.get("refusal")) if logprobs else None
+                events.append(RefusalDelta(str(refusal), tokens))
+            if delta and not _MESSAGE_KNOWN.issuperset(delta):
+                extra = {k: v for k, v in delta.items()
+                         if k not in _MESSAGE_KNOWN and v is not None}
+                if extra:  # reasoning_content, audio, annotations: chat clients only
+                    events.append(WireEvent("openai", "delta", extra))
             for frag in delta.get("tool_calls") or ():
                 index = int(frag.get("index", 0))
                 fn = frag.get("function") or {}
@@ -406,7 +460,7 @@ class ChunkParser:
             reason = choice.get("finish_reason")
             if reason:
                 self.finished = True
-                events.append(Finish(_FINISH.get(reason, "stop")))
+                events.append(Finish(_FINISH.get(reason, "stop"), refused=self.refused))
         usage = decode_usage(chunk.get("usage"))
         if usage is not None:
             events.append(UsageReport(usage))

@@ -31,7 +31,11 @@ from gateway.canonical import (
     ForcedTool,
     ImagePart,
     JsonSchemaFormat,
+    Logprobs,
     Message,
+    Passthrough,
+    Reasoning,
+    RefusalDelta,
     StreamEvent,
     TextDelta,
     TextPart,
@@ -40,6 +44,7 @@ from gateway.canonical import (
     ToolCallStart,
     Usage,
     UsageReport,
+    WireEvent,
 )
 from gateway.settings import ModelConfig
 from gateway.upstream.errors import OutputTooLarge, UpstreamError, UpstreamInvalidResponse
@@ -51,6 +56,15 @@ from gateway.upstream.tokens import estimated_usage
 PASSTHROUGH_KEY = "openai.passthrough"
 # Passthrough fields the Responses API takes under the same name.
 _SAME_NAME = ("service_tier",)
+
+_ITEM_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
+# A reasoning item's own events, passed through by name: only these (an upstream's event
+# name goes into the client's ``event:`` line).
+_REASONING_EVENTS = frozenset({
+    "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
+    "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
+    "response.reasoning_text.delta", "response.reasoning_text.done",
+})  # fmt: skip
 
 _INCOMPLETE: dict[str, FinishReason] = {
     "max_output_tokens": "length",
@@ -79,7 +93,10 @@ def encode_items(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
             items.append({"type": "function_call_output", "call_id": m.tool_call_id or "",
                           "output": m.text})
             continue
-        if m.content or not m.tool_calls:
+        # Reasoning items first, as sent (id, encrypted_content); another provider's has no
+        # place here.
+        items.extend(dict(r.raw) for r in m.reasoning if r.wire == "responses")
+        if m.content or not (m.tool_calls or m.reasoning):
             items.append({"type": "message", "role": m.role,
                           "content": _content(m, assistant=m.role == "assistant")})
         items.extend(
@@ -169,6 +186,18 @@ def _finish(data: Mapping[str, Any], has_calls: bool) -> FinishReason:
     return "tool_calls" if has_calls else "stop"
 
 
+def reasoning_of(item: Mapping[str, Any]) -> Reasoning:
+    """A ``reasoning`` output item, kept whole (``id``, ``summary``, ``encrypted_content``)."""
+    summary = item.get("summary") or ()
+    text = "".join(str(s.get("text") or "") for s in summary if isinstance(s, Mapping))
+    return Reasoning("responses", dict(item), text)
+
+
+def _passthrough(data: Mapping[str, Any]) -> Passthrough | None:
+    tier = data.get("service_tier")
+    return Passthrough("responses", {"service_tier": tier}) if tier is not None else None
+
+
 def _check_arguments(size: int, limit: int | None) -> None:
     if limit is not None and size > limit:
         raise OutputTooLarge(f"The model's tool-call arguments exceed the {limit} byte limit.")
@@ -185,15 +214,21 @@ def decode_response(
     is billed an estimate (``request_bytes``: the body sent)."""
     try:
         texts: list[str] = []
+        refusals: list[str] = []
         calls: list[ToolCall] = []
+        reasoning: list[Reasoning] = []
+        tokens: list[dict[str, Any]] = []
         for item in data["output"]:
             kind = item.get("type")
-            if kind == "message":
+            if kind == "reasoning":
+                reasoning.append(reasoning_of(item))
+            elif kind == "message":
                 for part in item.get("content") or ():
                     if part.get("type") == "output_text":
                         texts.append(str(part["text"]))
+                        tokens.extend(part.get("logprobs") or ())
                     elif part.get("type") == "refusal":
-                        texts.append(str(part["refusal"]))
+                        refusals.append(str(part["refusal"]))
             elif kind == "function_call":
                 call = ToolCall(id=str(item["call_id"]), name=str(item["name"]),
                                 raw_arguments=str(item.get("arguments") or ""))
@@ -208,6 +243,10 @@ def decode_response(
             finish_reason=_finish(data, bool(calls)),
             usage=usage or Usage(),
             created=int(data.get("created_at") or time.time()),
+            refusal="".join(refusals) if refusals else None,
+            reasoning=tuple(reasoning),
+            logprobs=Logprobs(tuple(tokens)) if tokens else None,
+            passthrough=_passthrough(data),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise UpstreamInvalidResponse(
@@ -221,7 +260,9 @@ def decode_response(
 class EventParser:
     """Responses SSE lines -> canonical events. ``done`` once the response ended."""
 
-    __slots__ = ("_arg_bytes", "_calls", "_secret", "done", "max_argument_bytes")
+    __slots__ = (
+        "_arg_bytes", "_calls", "_refusals", "_secret", "done", "max_argument_bytes",
+    )  # fmt: skip
 
     def __init__(
         self, *, max_argument_bytes: int | None = None, secret: str | None = None
@@ -230,6 +271,7 @@ class EventParser:
         self._secret = secret
         self._calls: dict[int, int] = {}  # output_index -> canonical call index
         self._arg_bytes: dict[int, int] = {}
+        self._refusals: set[str] = set()  # item ids whose refusal came in deltas
         self.done = False
 
     def feed_line(self, line: str) -> list[StreamEvent]:
@@ -256,7 +298,25 @@ class EventParser:
     def feed_event(self, event: Any) -> list[StreamEvent]:
         kind = event["type"]
         if kind == "response.output_text.delta":
-            return [TextDelta(str(event["delta"]))] if event["delta"] else []
+            if not event["delta"]:
+                return []
+            tokens = event.get("logprobs")
+            return [TextDelta(str(event["delta"]), tuple(tokens) if tokens else None)]
+        if kind in _REASONING_EVENTS or (
+            kind in _ITEM_EVENTS and event["item"].get("type") == "reasoning"
+        ):
+            # Reasoning items and their summaries: a Responses client gets them as sent.
+            done = reasoning_of(event["item"]) if kind == "response.output_item.done" else None
+            return [WireEvent("responses", "event", event, done)]
+        if kind == "response.refusal.delta":
+            self._refusals.add(str(event["item_id"]))
+            return [RefusalDelta(str(event["delta"]))] if event["delta"] else []
+        if kind == "response.refusal.done":
+            item_id = str(event["item_id"])
+            if item_id in self._refusals:
+                return []
+            self._refusals.add(item_id)  # a server that sends the refusal only here
+            return [RefusalDelta(str(event["refusal"]))]
         if kind == "response.output_item.added" and event["item"]["type"] == "function_call":
             item = event["item"]
             index = self._calls[int(event["output_index"])] = len(self._calls)
@@ -274,9 +334,14 @@ class EventParser:
             response = event["response"]
             self.done = True
             reason = _finish(response, bool(self._calls))
+            finish = Finish(reason, refused=bool(self._refusals))
             usage = decode_usage(response.get("usage"))
             # Without usage the hold-back estimates, as for any stream that sends none.
-            return [Finish(reason)] if usage is None else [Finish(reason), UsageReport(usage)]
+            out: list[StreamEvent] = [finish] if usage is None else [finish, UsageReport(usage)]
+            if response.get("service_tier") is not None:
+                fields = {"service_tier": response["service_tier"]}
+                out.insert(0, WireEvent("responses", "fields", fields))
+            return out
         if kind == "error":
             detail = scrub(str(event.get("message"))[:300], self._secret)
             raise UpstreamError(f"Upstream stream error: {detail}")

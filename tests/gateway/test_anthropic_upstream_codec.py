@@ -200,7 +200,7 @@ def test_encode_sampling_and_output_format() -> None:
         ("stop_sequence", "stop"),
         ("max_tokens", "length"),
         ("tool_use", "tool_calls"),
-        ("refusal", "content_filter"),
+        ("refusal", "stop"),
         ("something_new", "stop"),
     ],
 )
@@ -218,7 +218,8 @@ def test_decode_response(stop: str, finish: str) -> None:
         "usage": {"input_tokens": 4, "cache_read_input_tokens": 2, "output_tokens": 3},
     }
     resp = decode_response(body, MODEL)
-    assert resp.content == "ab"
+    # A refusal's words are the refusal, not content.
+    assert (resp.content, resp.refusal) == ((None, "ab") if stop == "refusal" else ("ab", None))
     assert resp.tool_calls == (ToolCall("toolu_1", "f", orjson.dumps({"x": [1, "é"]}).decode()),)
     assert resp.finish_reason == finish
     assert resp.usage == Usage(6, 3, cache_read_tokens=2)  # the prompt includes the cache

@@ -13,6 +13,7 @@ from gateway.canonical import (
     Finish,
     ImagePart,
     Message,
+    Reasoning,
     TextDelta,
     TextPart,
     ToolCall,
@@ -51,8 +52,14 @@ OUTPUT = {"type": "function_call_output", "call_id": "call_1", "output": "ok"}
          [Message(role="assistant", content=(TextPart("ok"),),
                   tool_calls=(ToolCall("call_1", "f", "{}"), ToolCall("call_2", "f", "{}"))),
           Message(role="tool", content=(TextPart("ok"),), tool_call_id="call_1")]),
+        # reasoning stays with the turn it belongs to (a Responses upstream wants it back)
         ([{"type": "reasoning", "id": "rs_1", "summary": []}, CALL],
-         [Message(role="assistant", tool_calls=(ToolCall("call_1", "f", "{}"),))]),
+         [Message(role="assistant", tool_calls=(ToolCall("call_1", "f", "{}"),),
+                  reasoning=(Reasoning("responses", {"type": "reasoning", "id": "rs_1",
+                                                     "summary": []}),))]),
+        # ... and without a turn after it, it is dropped (OpenAI refuses it alone)
+        ([{"role": "user", "content": "hi"}, {"type": "reasoning", "id": "rs_1", "summary": []}],
+         [Message(role="user", content=(TextPart("hi"),))]),
     ],
 )
 def test_input_items_to_messages(items: Any, expected: list[Message]) -> None:

@@ -22,6 +22,7 @@ from tests.support.scripted_upstream import (
     RecordedRequest,
     Renderer,
     Reply,
+    Thinking,
     pieces,
     sse,
 )
@@ -79,7 +80,20 @@ def output_usage(step: Reply) -> dict[str, Any]:
 
 
 def stop_reason(step: Reply) -> str:
+    if step.refusal is not None:
+        return "refusal"
     return _STOP.get(step.finish, step.finish)
+
+
+def _text(step: Reply) -> str | None:
+    """The text block: a refusal's words are text here (``stop_reason`` says the rest)."""
+    return step.content if step.refusal is None else (step.content or "") + step.refusal
+
+
+def thinking_block(thought: Thinking) -> dict[str, Any]:
+    if thought.redacted:
+        return {"type": "redacted_thinking", "data": thought.text}
+    return {"type": "thinking", "thinking": thought.text, "signature": thought.signature}
 
 
 def tool_input(arguments: str) -> Any:
@@ -99,9 +113,9 @@ class AnthropicRenderer:
 
     def render(self, step: Reply, request: RecordedRequest, seq: int) -> bytes:
         mid, call_ids = self._ids(step, seq)
-        content: list[dict[str, Any]] = []
-        if step.content:
-            content.append({"type": "text", "text": step.content})
+        content: list[dict[str, Any]] = [thinking_block(t) for t in step.thinking]
+        if _text(step):
+            content.append({"type": "text", "text": _text(step)})
         for cid, call in zip(call_ids, step.tool_calls, strict=True):
             content.append(
                 {
@@ -163,10 +177,21 @@ class AnthropicRenderer:
             events.append(sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
             index += 1
 
-        if step.content:
+        for thought in step.thinking:
+            if thought.redacted:
+                block(thinking_block(thought), [])
+                continue
+            block(
+                {"type": "thinking", "thinking": "", "signature": ""},
+                [{"type": "thinking_delta", "thinking": p}
+                 for p in pieces(thought.text, step.fragment)]
+                + [{"type": "signature_delta", "signature": thought.signature}],
+            )
+        text = _text(step)
+        if text:
             block(
                 {"type": "text", "text": ""},
-                [{"type": "text_delta", "text": p} for p in pieces(step.content, step.fragment)],
+                [{"type": "text_delta", "text": p} for p in pieces(text, step.fragment)],
             )
         for cid, call in zip(call_ids, step.tool_calls, strict=True):
             block(

@@ -17,12 +17,23 @@ import orjson
 
 from tests.support.scripted_upstream import (
     HttpError,
+    ReasoningItem,
     RecordedRequest,
     Reply,
     Tokens,
     pieces,
     sse,
 )
+
+
+def reasoning_item(reasoning: ReasoningItem) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "type": "reasoning", "id": reasoning.id,
+        "summary": [{"type": "summary_text", "text": t} for t in reasoning.summary],
+    }
+    if reasoning.encrypted_content is not None:
+        item["encrypted_content"] = reasoning.encrypted_content
+    return item
 
 
 def _status(step: Reply) -> tuple[str, dict[str, str] | None]:
@@ -35,12 +46,15 @@ class ResponsesRenderer:
     """``response`` JSON bodies and Responses SSE streams for scripted ``Reply`` steps."""
 
     def _items(self, step: Reply, seq: int) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
+        items: list[dict[str, Any]] = [reasoning_item(r) for r in step.reasoning]
+        parts: list[dict[str, Any]] = []
         if step.content:
+            parts.append({"type": "output_text", "text": step.content, "annotations": []})
+        if step.refusal is not None:
+            parts.append({"type": "refusal", "refusal": step.refusal})
+        if parts:
             items.append({"type": "message", "id": f"msg_up_{seq}", "role": "assistant",
-                          "status": "completed",
-                          "content": [{"type": "output_text", "text": step.content,
-                                       "annotations": []}]})
+                          "status": "completed", "content": parts})
         items.extend(
             {"type": "function_call", "id": f"fc_up_{seq}_{i}",
              "call_id": c.id or f"call_up_{seq}_{i}", "name": c.name,
@@ -66,6 +80,7 @@ class ResponsesRenderer:
             "model": (request.body or {}).get("model", "scripted"), "output": output,
             "incomplete_details": incomplete, "error": None,
             "usage": usage if done and step.report_usage else None,
+            **({"service_tier": step.service_tier} if step.service_tier else {}),
         }
 
     def render(self, step: Reply, request: RecordedRequest, seq: int) -> bytes:
@@ -84,15 +99,48 @@ class ResponsesRenderer:
         started = self._response(step, request, seq, [], done=False)
         events = [event("response.created", response=started)]
         for index, item in enumerate(items):
-            if item["type"] == "message":
+            if item["type"] == "reasoning":
+                empty = {"type": "reasoning", "id": item["id"], "summary": []}
+                events.append(event("response.output_item.added", output_index=index,
+                                    item=empty))
+                where = {"item_id": item["id"], "output_index": index}
+                for i, part in enumerate(item["summary"]):
+                    events.append(event("response.reasoning_summary_part.added", **where,
+                                        summary_index=i,
+                                        part={"type": "summary_text", "text": ""}))
+                    events.extend(
+                        event("response.reasoning_summary_text.delta", **where,
+                              summary_index=i, delta=p)
+                        for p in pieces(part["text"], step.fragment)
+                    )
+                    events.append(event("response.reasoning_summary_text.done", **where,
+                                        summary_index=i, text=part["text"]))
+                    events.append(event("response.reasoning_summary_part.done", **where,
+                                        summary_index=i, part=part))
+            elif item["type"] == "message":
                 empty = {**item, "status": "in_progress", "content": []}
                 events.append(event("response.output_item.added", output_index=index,
                                     item=empty))
-                events.extend(
-                    event("response.output_text.delta", item_id=item["id"],
-                          output_index=index, content_index=0, delta=p, logprobs=[])
-                    for p in pieces(item["content"][0]["text"], step.fragment)
-                )
+                for j, part in enumerate(item["content"]):
+                    where = {"item_id": item["id"], "output_index": index, "content_index": j}
+                    text = part.get("text", part.get("refusal", ""))
+                    kind = "output_text" if part["type"] == "output_text" else "refusal"
+                    blank = {**part, kind if kind == "refusal" else "text": ""}
+                    events.append(event("response.content_part.added", **where, part=blank))
+                    if kind == "output_text":
+                        events.extend(
+                            event("response.output_text.delta", **where, delta=p, logprobs=[])
+                            for p in pieces(text, step.fragment)
+                        )
+                        events.append(event("response.output_text.done", **where, text=text,
+                                            logprobs=[]))
+                    else:
+                        events.extend(
+                            event("response.refusal.delta", **where, delta=p)
+                            for p in pieces(text, step.fragment)
+                        )
+                        events.append(event("response.refusal.done", **where, refusal=text))
+                    events.append(event("response.content_part.done", **where, part=part))
             else:
                 empty = {**item, "status": "in_progress", "arguments": ""}
                 events.append(event("response.output_item.added", output_index=index,

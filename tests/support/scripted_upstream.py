@@ -19,7 +19,12 @@ Steps:
   cached tokens); ``details=Tokens(cache_read, cache_write, reasoning)`` adds the wire's
   cache and reasoning fields; ``report_usage=False`` leaves usage out of the answer and
   the stream.
-  ``finish_reason`` defaults to ``tool_calls`` / ``stop``. If the request has
+  ``finish_reason`` defaults to ``tool_calls`` / ``stop``. ``refusal``: the model refuses
+  with this text (chat ``message.refusal``, a Responses ``refusal`` part, Anthropic
+  ``stop_reason: "refusal"`` after the text). Answer fields: ``logprobs`` (chat: each
+  content fragment's ``token_logprobs``), ``service_tier``, ``system_fingerprint``;
+  ``thinking`` (Anthropic ``Thinking`` blocks before the content), ``reasoning``
+  (Responses ``ReasoningItem``s before the output). If the request has
   ``"stream": true`` the same step is sent as SSE chunks: text and arguments split into
   ``fragment`` characters, ``chunk_delay`` between chunks, ``stall_after=N`` (send N
   chunks then go silent until the client leaves) or ``drop_after=N`` (send N chunks then
@@ -89,6 +94,31 @@ class Tokens:
 
 
 @dataclass(frozen=True, slots=True)
+class Thinking:
+    """An Anthropic ``thinking`` block, or (``redacted``) a ``redacted_thinking`` block whose
+    ``data`` is ``text``."""
+
+    text: str
+    signature: str = "sig-scripted"
+    redacted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningItem:
+    """A Responses ``reasoning`` output item."""
+
+    id: str
+    summary: tuple[str, ...] = ()
+    encrypted_content: str | None = None
+
+
+def token_logprobs(text: str, fragment: int) -> list[dict[str, Any]]:
+    """Chat ``logprobs.content`` for ``text``: one token per ``fragment`` characters."""
+    return [{"token": p, "logprob": -0.25, "bytes": list(p.encode()), "top_logprobs": []}
+            for p in pieces(text, fragment) if p]
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     content: str | None = None
     tool_calls: tuple[Call, ...] | list[Call] = ()
@@ -104,6 +134,12 @@ class Reply:
     content_after: str | None = None  # streamed text after the tool calls
     details: Tokens | None = None  # cache and reasoning counts in the wire's usage
     report_usage: bool = True  # False: an engine that sends no usage at all
+    refusal: str | None = None
+    logprobs: bool = False
+    service_tier: str | None = None
+    system_fingerprint: str | None = None
+    thinking: tuple[Thinking, ...] = ()
+    reasoning: tuple[ReasoningItem, ...] = ()
 
     @property
     def finish(self) -> str:
@@ -188,7 +224,8 @@ class OpenAIRenderer:
 
     def render(self, step: Reply, request: RecordedRequest, seq: int) -> bytes:
         rid, call_ids = self._ids(step, seq)
-        message: dict[str, Any] = {"role": "assistant", "content": step.content, "refusal": None}
+        message: dict[str, Any] = {"role": "assistant", "content": step.content,
+                                   "refusal": step.refusal}
         if step.tool_calls:
             message["tool_calls"] = [
                 {"id": cid, "type": "function",
@@ -201,9 +238,10 @@ class OpenAIRenderer:
             "created": int(time.time()),
             "model": (request.body or {}).get("model", "scripted"),
             "choices": [{"index": 0, "message": message, "finish_reason": step.finish,
-                         "logprobs": None}],
+                         "logprobs": self._logprobs(step, step.content or "")}],
             "usage": self.usage(step),
-            "system_fingerprint": None,
+            "system_fingerprint": step.system_fingerprint,
+            **({"service_tier": step.service_tier} if step.service_tier else {}),
         }
         if not step.report_usage:
             del body["usage"]
@@ -224,6 +262,12 @@ class OpenAIRenderer:
                                                 "audio_tokens": 0}
         return out
 
+    @staticmethod
+    def _logprobs(step: Reply, text: str) -> dict[str, Any] | None:
+        if not step.logprobs:
+            return None
+        return {"content": token_logprobs(text, step.fragment), "refusal": None}
+
     def render_stream(self, step: Reply, request: RecordedRequest, seq: int) -> list[bytes]:
         rid, call_ids = self._ids(step, seq)
         body = request.body or {}
@@ -232,12 +276,16 @@ class OpenAIRenderer:
         model = body.get("model", "scripted")
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            text = delta.get("content")
+            logprobs = self._logprobs(step, text) if isinstance(text, str) and text else None
             out: dict[str, Any] = {
                 "id": rid, "object": "chat.completion.chunk", "created": created,
-                "model": model, "system_fingerprint": None,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                "model": model, "system_fingerprint": step.system_fingerprint,
+                "choices": [{"index": 0, "delta": delta, "logprobs": logprobs,
                              "finish_reason": finish}],
             }
+            if step.service_tier:
+                out["service_tier"] = step.service_tier
             if usage_on:
                 out["usage"] = None
             return sse(out)
@@ -245,6 +293,8 @@ class OpenAIRenderer:
         events = [chunk({"role": "assistant", "content": "", "refusal": None})]
         if step.content:
             events.extend(chunk({"content": p}) for p in pieces(step.content, step.fragment))
+        if step.refusal:
+            events.extend(chunk({"refusal": p}) for p in pieces(step.refusal, step.fragment))
         for i, (cid, c) in enumerate(zip(call_ids, step.tool_calls, strict=True)):
             events.append(chunk({"tool_calls": [{
                 "index": i, "id": cid, "type": "function",

@@ -27,6 +27,7 @@ from gateway.canonical import (
     ImagePart,
     JsonSchemaFormat,
     Message,
+    Reasoning,
     TextPart,
     ToolCall,
     ToolChoice,
@@ -169,6 +170,7 @@ def _assistant_turn(content: object, param: str) -> Message:
         return Message(role="assistant", content=(TextPart(content),))
     parts: list[ContentPart] = []
     calls: list[ToolCall] = []
+    reasoning: list[Reasoning] = []
     for j, raw in enumerate(_list(content, param)):
         p = f"{param}[{j}]"
         block = _obj(raw, p)
@@ -185,14 +187,20 @@ def _assistant_turn(content: object, param: str) -> Message:
                 )
             )
         elif kind in ("thinking", "redacted_thinking"):
-            # Replayed reasoning from an earlier turn: there is no canonical place for it and
-            # other providers cannot take it, so it is dropped rather than refused.
-            continue
+            # Replayed reasoning: kept whole (its signature) for an Anthropic upstream, which
+            # wants it back before a tool_use; other upstreams cannot take it and drop it.
+            sealed = "signature" if kind == "thinking" else "data"
+            _str(block.get(sealed), f"{p}.{sealed}")
+            text = _str(block.get("thinking"), f"{p}.thinking") if kind == "thinking" else ""
+            reasoning.append(Reasoning("anthropic", dict(block), text))
         else:
             raise _bad(
                 f"Unsupported content block type {kind!r} in an assistant message.", f"{p}.type"
             )
-    return Message(role="assistant", content=tuple(parts), tool_calls=tuple(calls))
+    return Message(
+        role="assistant", content=tuple(parts), tool_calls=tuple(calls),
+        reasoning=tuple(reasoning),
+    )
 
 
 def _messages(body: Mapping[str, Any]) -> list[Message]:

@@ -38,13 +38,20 @@ STOP_REASONS: dict[FinishReason, str] = {
 
 
 def stop_reason(
-    reason: FinishReason, stop_sequence: str | None = None, *, tool_use: bool = False
+    reason: FinishReason,
+    stop_sequence: str | None = None,
+    *,
+    tool_use: bool = False,
+    refused: bool = False,
 ) -> str:
     """The Anthropic ``stop_reason`` for a canonical finish reason.
 
     Some OpenAI-compatible servers finish a tool-calling turn with ``stop``; Messages
     clients run tools when ``stop_reason == "tool_use"``, so a turn with tool calls says so.
+    A refused turn is ``refusal`` whichever wire it came from.
     """
+    if refused:
+        return "refusal"
     if reason == "stop" and tool_use:
         return "tool_use"
     if reason == "stop" and stop_sequence is not None:
@@ -113,9 +120,12 @@ def encode_response(
     to the one the upstream reported."""
     if stop_sequence is None:
         stop_sequence = response.stop_sequence
-    content: list[dict[str, Any]] = []
+    # Thinking blocks only from an Anthropic upstream: a signature is Anthropic's own.
+    content: list[dict[str, Any]] = [r.raw for r in response.reasoning if r.wire == "anthropic"]
     if response.content:
         content.append({"type": "text", "text": response.content})
+    if response.refusal:  # what the model said instead (OpenAI's refusal text)
+        content.append({"type": "text", "text": response.refusal})
     for call in response.tool_calls:
         content.append(
             {"type": "tool_use", "id": call.id, "name": call.name, "input": tool_input(call)}
@@ -127,7 +137,8 @@ def encode_response(
         "model": model,
         "content": content,
         "stop_reason": stop_reason(
-            response.finish_reason, stop_sequence, tool_use=bool(response.tool_calls)
+            response.finish_reason, stop_sequence, tool_use=bool(response.tool_calls),
+            refused=response.refusal is not None,
         ),
         "stop_sequence": stop_sequence,
         "usage": encode_usage(response.usage, schema_retries),

@@ -3,14 +3,17 @@
 The event sequence follows the Messages streaming format::
 
     message_start
-      content_block_start (text | tool_use with empty input)
-      content_block_delta (text_delta | input_json_delta)*
+      content_block_start (thinking | redacted_thinking | text | tool_use, empty input)
+      content_block_delta (thinking_delta | signature_delta | text_delta |
+                           input_json_delta)*
       content_block_stop
       ...
     message_delta (stop_reason, usage: every count, cumulative, incl. schema_retries)
     message_stop
 
 Blocks are numbered in the order they are emitted, which is what clients index by.
+Thinking blocks come only from an Anthropic upstream (``WireEvent``), passed through with
+their signature and renumbered.
 The encoder only sees events the hold-back released, so a strict ``tool_use`` block is
 opened only once its input validated.
 
@@ -32,12 +35,14 @@ import orjson
 from gateway.canonical import (
     Finish,
     FinishReason,
+    RefusalDelta,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
     ToolCallStart,
     Usage,
     UsageReport,
+    WireEvent,
 )
 from gateway.dialects.anthropic.encode import encode_error, encode_usage, stop_reason
 from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent
@@ -69,8 +74,10 @@ class MessageStreamEncoder:
         "_finish",
         "_model",
         "_next_index",
+        "_refused",
         "_retries",
         "_stop_sequence",
+        "_thinking",
         "_tool_blocks",
         "_usage",
         "message_id",
@@ -83,10 +90,12 @@ class MessageStreamEncoder:
         self._current: int | None = None  # the open block's index
         self._current_is_text = False
         self._tool_blocks: dict[int, int] = {}  # canonical tool index -> block index
+        self._thinking: dict[int, int] = {}  # the upstream's thinking block -> ours
         self._finish: FinishReason = "stop"
         self._usage = Usage()
         self._retries = 0
         self._stop_sequence: str | None = None
+        self._refused = False
 
     def start(self, input_tokens: int = 0) -> bytes:
         """``message_start`` with an empty assistant message. Its usage is not known yet
@@ -128,7 +137,10 @@ class MessageStreamEncoder:
 
     def encode(self, event: StreamEvent | FinalUsage) -> bytes:
         """The SSE bytes for one canonical event (possibly empty)."""
-        if isinstance(event, TextDelta):
+        if isinstance(event, TextDelta | RefusalDelta):
+            # A refusal's words are text here; ``stop_reason: "refusal"`` says what they are.
+            if isinstance(event, RefusalDelta):
+                self._refused = True
             if not event.text:
                 return b""
             out = b""
@@ -156,6 +168,7 @@ class MessageStreamEncoder:
         if isinstance(event, Finish):
             self._finish = event.reason
             self._stop_sequence = event.stop_sequence
+            self._refused = self._refused or event.refused
             return b""
         if isinstance(event, UsageReport):
             # Each upstream call (the correction included) reports its own usage; the
@@ -167,7 +180,26 @@ class MessageStreamEncoder:
             self._usage = event.usage
             self._retries = event.schema_retries
             return b""
+        if isinstance(event, WireEvent):
+            return self._passed(event) if event.wire == "anthropic" else b""
         raise TypeError(f"unknown stream event {event!r}")
+
+    def _passed(self, event: WireEvent) -> bytes:
+        """A thinking block's start, delta or stop, under this stream's block numbering."""
+        data = event.data
+        kind = data.get("type")
+        if kind == "content_block_start":
+            index, out = self._open(dict(data["content_block"]), text=False)
+            self._thinking[int(data["index"])] = index
+            return out
+        index = self._thinking.get(int(data.get("index", -1)), -1)
+        if index < 0:
+            return b""
+        if kind == "content_block_stop":
+            if self._current != index:
+                return b""
+            return self._close_current()
+        return sse(str(kind), {**data, "index": index})
 
     def finish(
         self, *, schema_retries: int | None = None, stop_sequence: str | None = None
@@ -183,7 +215,8 @@ class MessageStreamEncoder:
             "type": "message_delta",
             "delta": {
                 "stop_reason": stop_reason(
-                    self._finish, stop_sequence, tool_use=bool(self._tool_blocks)
+                    self._finish, stop_sequence, tool_use=bool(self._tool_blocks),
+                    refused=self._refused,
                 ),
                 "stop_sequence": stop_sequence,
             },

@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.canonical import ChatResponse, Usage
+from gateway.canonical import DEFAULT_REFUSAL, ChatResponse, Logprobs, Passthrough, Usage
+
+
+def refusal_text(refusal: str | None) -> str | None:
+    """``message.refusal``: the model's words, never "" for a refusal (clients test it for
+    truth)."""
+    if refusal is None:
+        return None
+    return refusal or DEFAULT_REFUSAL
 
 
 def encode_chat_response(
@@ -32,7 +40,7 @@ def encode_chat_choices(
 ) -> dict[str, Any]:
     """The ``chat.completion`` object with one choice per response (``n``), in order."""
     first = responses[0]
-    return {
+    body: dict[str, Any] = {
         "id": first.id or "chatcmpl-" + request_id.removeprefix("req_"),
         "object": "chat.completion",
         "created": first.created,
@@ -42,12 +50,37 @@ def encode_chat_choices(
                 "index": i,
                 "message": _message(response),
                 "finish_reason": response.finish_reason,
-                "logprobs": None,
+                "logprobs": logprobs_json(response.logprobs),
             }
             for i, response in enumerate(responses)
         ],
         "usage": encode_usage(usage, schema_retries),
         "system_fingerprint": None,
+    }
+    body.update(top_fields(first.passthrough))
+    return body
+
+
+def top_fields(passthrough: Passthrough | None) -> dict[str, Any]:
+    """The answer's ``service_tier`` (from either OpenAI wire) and ``system_fingerprint``
+    (chat completions only), as the upstream sent them."""
+    if passthrough is None:
+        return {}
+    out: dict[str, Any] = {}
+    if passthrough.service_tier is not None:
+        out["service_tier"] = passthrough.service_tier
+    if passthrough.wire == "openai" and "system_fingerprint" in passthrough.response:
+        out["system_fingerprint"] = passthrough.response["system_fingerprint"]
+    return out
+
+
+def logprobs_json(logprobs: Logprobs | None) -> dict[str, Any] | None:
+    """A choice's ``logprobs``: the content's and the refusal's token lists."""
+    if logprobs is None:
+        return None
+    return {
+        "content": list(logprobs.content) if logprobs.content is not None else None,
+        "refusal": list(logprobs.refusal) if logprobs.refusal is not None else None,
     }
 
 
@@ -75,8 +108,12 @@ def _message(response: ChatResponse) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "assistant",
         "content": response.content,
-        "refusal": None,
+        "refusal": refusal_text(response.refusal),
     }
+    extra = response.passthrough
+    if extra is not None and extra.wire == "openai" and extra.message:
+        # annotations, audio, reasoning_content...: the upstream's, same wire
+        message.update((k, v) for k, v in extra.message.items() if k not in message)
     if response.tool_calls:
         message["tool_calls"] = [
             {

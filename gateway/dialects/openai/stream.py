@@ -7,6 +7,7 @@ The wire format, as the OpenAI API sends it and the ``openai`` SDK parses it::
            "choices":[{"index":0,"delta":{"role":"assistant","content":""},
                        "logprobs":null,"finish_reason":null}]}
     data: {..."delta":{"content":"Hi"}...}
+    data: {..."delta":{"refusal":"I can't"}...}            (a refusal, instead of content)
     data: {..."delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function",
                        "function":{"name":"create_refund","arguments":""}}]}...}
     data: {..."delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"a"}}]}...}
@@ -35,11 +36,15 @@ from collections.abc import Sequence
 import orjson
 
 from gateway.canonical import (
+    DEFAULT_REFUSAL,
     Finish,
+    RefusalDelta,
     TextDelta,
+    TokenLogprob,
     ToolCallDelta,
     ToolCallStart,
     UsageReport,
+    WireEvent,
 )
 from gateway.dialects.openai.encode import encode_usage
 from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent
@@ -60,8 +65,8 @@ class ChunkEncoder:
     """Encodes one stream's events. Create one per response."""
 
     __slots__ = (
-        "_common", "_finish_tail", "_head", "_heads", "_tail", "_usage_head", "choices",
-        "include_usage",
+        "_common", "_finish_tail", "_head", "_heads", "_id_part", "_index", "_refused",
+        "_tail", "_usage_head", "_usage_null", "choices", "include_usage",
     )  # fmt: skip
 
     def __init__(
@@ -75,24 +80,43 @@ class ChunkEncoder:
     ) -> None:
         self.include_usage = include_usage
         self.choices = choices
-        common = (
+        self._id_part = (
             b'{"id":' + _dumps(completion_id)
             + b',"object":"chat.completion.chunk","created":' + str(int(created)).encode()
-            + b',"model":' + _dumps(model) + b',"system_fingerprint":null'
+            + b',"model":' + _dumps(model)
         )
-        usage_null = b',"usage":null' if include_usage else b""
-        self._common = common
-        self._head = b"data: " + common + b',"choices":[{"index":0,"delta":'
-        self._heads: dict[int, bytes] = {0: self._head}
-        self._tail = b',"logprobs":null,"finish_reason":null}]' + usage_null + b"}\n\n"
-        self._finish_tail = b'}]' + usage_null + b"}\n\n"
-        self._usage_head = b"data: " + common + b',"choices":[],"usage":'
+        self._usage_null = b',"usage":null' if include_usage else b""
+        self._index = 0
+        self._refused: set[int] = set()  # choices that sent a refusal delta
+        self._tail = b',"logprobs":null,"finish_reason":null}]' + self._usage_null + b"}\n\n"
+        self._finish_tail = b'}]' + self._usage_null + b"}\n\n"
+        self._prefix({})
 
+    def _prefix(self, fields: dict[str, object]) -> None:
+        """The members every chunk starts with; ``fields`` are the upstream's
+        ``system_fingerprint`` and ``service_tier``."""
+        common = self._id_part + b',"system_fingerprint":' + _dumps(
+            fields.get("system_fingerprint")
+        )
+        if fields.get("service_tier") is not None:
+            common += b',"service_tier":' + _dumps(fields["service_tier"])
+        self._common = common
+        self._heads: dict[int, bytes] = {}
+        self._usage_head = b"data: " + common + b',"choices":[],"usage":'
+        self.choice(self._index)
+
+    def fields(self, event: WireEvent) -> None:
+        """The upstream's answer fields, from chunks on (either OpenAI wire)."""
+        data = event.data
+        if event.wire != "openai":  # Responses has a service_tier, no fingerprint
+            data = {"service_tier": data.get("service_tier")}
+        self._prefix(data)
     def _chunk(self, delta: bytes) -> bytes:
         return self._head + delta + self._tail
 
     def choice(self, index: int) -> None:
         """Chunks from now on belong to choice ``index`` (``n > 1``)."""
+        self._index = index
         head = self._heads.get(index)
         if head is None:
             head = self._heads[index] = (
@@ -111,8 +135,26 @@ class ChunkEncoder:
         self.choice(0)
         return b"".join(out)
 
-    def text(self, text: str) -> bytes:
-        return self._chunk(b'{"content":' + _dumps(text) + b"}")
+    def _scored(self, delta: bytes, logprobs: dict[str, object]) -> bytes:
+        return (
+            self._head + delta + b',"logprobs":' + _dumps(logprobs)
+            + b',"finish_reason":null}]' + self._usage_null + b"}\n\n"
+        )
+
+    def text(self, text: str, logprobs: tuple[TokenLogprob, ...] | None = None) -> bytes:
+        delta = b'{"content":' + _dumps(text) + b"}"
+        if logprobs is None:
+            return self._chunk(delta)
+        return self._scored(delta, {"content": logprobs, "refusal": None})
+
+    def refusal(self, text: str, logprobs: tuple[TokenLogprob, ...] | None = None) -> bytes:
+        if not text:
+            return b""
+        self._refused.add(self._index)
+        delta = b'{"refusal":' + _dumps(text) + b"}"
+        if logprobs is None:
+            return self._chunk(delta)
+        return self._scored(delta, {"content": None, "refusal": logprobs})
 
     def tool_start(self, event: ToolCallStart, arguments: str = "") -> bytes:
         return self._chunk(
@@ -129,7 +171,11 @@ class ChunkEncoder:
         )
 
     def finish(self, event: Finish) -> bytes:
-        return (
+        # A refusal without words of its own (Anthropic's) still says it is one.
+        said = b"" if not event.refused or self._index in self._refused else (
+            self.refusal(DEFAULT_REFUSAL)
+        )
+        return said + (
             self._head + b'{},"logprobs":null,"finish_reason":' + _dumps(event.reason)
             + self._finish_tail
         )
@@ -152,7 +198,9 @@ class ChunkEncoder:
             event = batch[i]
             i += 1
             if isinstance(event, TextDelta):
-                parts.append(self.text(event.text))
+                parts.append(self.text(event.text, event.logprobs))
+            elif isinstance(event, RefusalDelta):
+                parts.append(self.refusal(event.text, event.logprobs))
             elif isinstance(event, ToolCallDelta):
                 parts.append(self.tool_arguments(event))
             elif isinstance(event, ToolCallStart):
@@ -169,6 +217,12 @@ class ChunkEncoder:
                 parts.append(DONE)
             elif isinstance(event, Choice):
                 self.choice(event.index)
+            elif isinstance(event, WireEvent):
+                if event.kind == "fields":
+                    self.fields(event)
+                elif event.kind == "delta" and event.wire == "openai":
+                    parts.append(self._chunk(_dumps(event.data)))
+                # another wire's events (reasoning, thinking) have no place here
             elif isinstance(event, UsageReport):
                 continue
         return b"".join(parts)

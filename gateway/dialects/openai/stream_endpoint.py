@@ -29,7 +29,7 @@ import time
 
 from starlette.responses import Response
 
-from gateway.canonical import ChatRequest
+from gateway.canonical import ChatRequest, WireEvent
 from gateway.context import RequestContext
 from gateway.dialects.openai.decode import STREAM_OPTIONS_KEY
 from gateway.dialects.openai.stream import KEEPALIVE, ChunkEncoder, error_event
@@ -73,7 +73,12 @@ class SSEResponse(HeldSSEResponse[ChunkEncoder]):
     """The committed chat-completions stream (``data:`` chunks, ``: keep-alive``)."""
 
     def opening(self, first: list[HeldEvent]) -> bytes:
-        return self.encoder.role() + self.encoder.encode(first)
+        # The upstream's first chunk names its fingerprint and tier: the role chunk too.
+        fields = [e for e in first if isinstance(e, WireEvent) and e.kind == "fields"]
+        rest = [e for e in first if not (isinstance(e, WireEvent) and e.kind == "fields")]
+        for event in fields:
+            self.encoder.fields(event)
+        return self.encoder.role() + self.encoder.encode(rest)
 
     def encode(self, batch: list[HeldEvent]) -> bytes:
         return self.encoder.encode(batch)

@@ -23,6 +23,7 @@ from gateway.canonical import (
     ImagePart,
     JsonSchemaFormat,
     Message,
+    Reasoning,
     ResponseFormat,
     TextPart,
     ToolCall,
@@ -231,24 +232,58 @@ def append_items(out: list[Message], items: Sequence[Any], param: str) -> None:
         p = f"{param}[{i}]"
         item = _object(raw, p)
         kind = item.get("type", "message")
+        last = out[-1] if out else None
+        thought = last is not None and _reasoning_only(last)
         if kind == "message":
-            out.append(_message_item(item, p))
+            message = _message_item(item, p)
+            if thought and message.role == "assistant":
+                assert last is not None
+                out[-1] = Message(role="assistant", content=message.content,
+                                  reasoning=last.reasoning)
+                continue
+            if thought:
+                out.pop()  # reasoning without its following item: no upstream takes it
+            out.append(message)
         elif kind == "function_call":
             call = _call_item(item, p)
-            last = out[-1] if out else None
             if last is not None and last.role == "assistant":
                 out[-1] = Message(role="assistant", content=last.content,
-                                  tool_calls=(*last.tool_calls, call))
+                                  tool_calls=(*last.tool_calls, call), reasoning=last.reasoning)
             else:
                 out.append(Message(role="assistant", tool_calls=(call,)))
         elif kind == "function_call_output":
+            if thought:
+                out.pop()
             out.append(_output_item(item, p))
         elif kind == "reasoning":
-            # Replayed reasoning from another provider's turn: no canonical place for it and
-            # no upstream here can take it back, so it is dropped rather than refused.
-            continue
+            # Kept whole (id, encrypted_content) for a Responses upstream, which needs it
+            # back between tool calls; other upstreams cannot take it and drop it.
+            reasoning = _reasoning_item(item, p)
+            if thought:
+                assert last is not None
+                out[-1] = Message(role="assistant", reasoning=(*last.reasoning, reasoning))
+            else:
+                out.append(Message(role="assistant", reasoning=(reasoning,)))
         else:
             raise _unsupported(f"{p}.type", f"An input item of type {kind!r}")
+    if out and _reasoning_only(out[-1]):
+        out.pop()
+
+
+def _reasoning_only(message: Message) -> bool:
+    return bool(message.reasoning) and not message.content and not message.tool_calls
+
+
+def _reasoning_item(item: Mapping[str, Any], p: str) -> Reasoning:
+    _str(item.get("id"), f"{p}.id")
+    summary = _list(item.get("summary", []), f"{p}.summary")
+    text = "".join(
+        _str(_object(s, f"{p}.summary[{j}]").get("text"), f"{p}.summary[{j}].text")
+        for j, s in enumerate(summary)
+    )
+    if item.get("encrypted_content") is not None:
+        _str(item["encrypted_content"], f"{p}.encrypted_content")
+    return Reasoning("responses", dict(item), text)
 
 
 def _items(value: Any) -> tuple[dict[str, Any], ...]:

@@ -22,17 +22,22 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.canonical import (
+    DEFAULT_REFUSAL,
     ChatResponse,
     FinishReason,
     ForcedTool,
     JsonSchemaFormat,
+    TokenLogprob,
     ToolCall,
     ToolSpec,
     Usage,
 )
 from gateway.dialects.responses.decode import ResponsesRequest
 
-__all__ = ["ResponseShape", "encode_usage", "function_call_item", "message_item", "response_id"]
+__all__ = [
+    "ResponseShape", "encode_usage", "function_call_item", "message_item", "refusal_part",
+    "response_id",
+]  # fmt: skip
 
 _INCOMPLETE: dict[FinishReason, str] = {
     "length": "max_output_tokens",
@@ -65,12 +70,29 @@ def encode_usage(usage: Usage, schema_retries: int) -> dict[str, Any]:
     return out
 
 
-def output_text(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def output_text(
+    text: str, logprobs: tuple[TokenLogprob, ...] | None = None
+) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [],
+            "logprobs": list(logprobs) if logprobs else []}
 
 
-def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
-    content = [output_text(text)] if status != "in_progress" else []
+def refusal_part(refusal: str) -> dict[str, Any]:
+    return {"type": "refusal", "refusal": refusal}
+
+
+def message_item(
+    item_id: str, text: str | None, status: str = "completed", refusal: str | None = None,
+    logprobs: tuple[TokenLogprob, ...] | None = None,
+) -> dict[str, Any]:
+    """A message item: its ``output_text`` part (when ``text`` is not None), then its
+    ``refusal`` part (when ``refusal`` is not None); no parts while ``in_progress``."""
+    content: list[dict[str, Any]] = []
+    if status != "in_progress":
+        if text is not None:
+            content.append(output_text(text, logprobs))
+        if refusal is not None:
+            content.append(refusal_part(refusal))
     return {"type": "message", "id": item_id, "role": "assistant", "status": status,
             "content": content}
 
@@ -140,8 +162,11 @@ class ResponseShape:
         incomplete_details: dict[str, str] | None = None,
         error: dict[str, Any] | None = None,
         completed_at: int | None = None,
+        service_tier: Any = None,
     ) -> dict[str, Any]:
         body = dict(self._echo)
+        if service_tier is not None:  # the tier the upstream served the request on
+            body["service_tier"] = service_tier
         body["status"] = status
         body["output"] = output
         body["usage"] = usage
@@ -155,17 +180,25 @@ class ResponseShape:
     ) -> dict[str, Any]:
         """The finished ``response`` object of a non-streaming call."""
         status, incomplete = status_of(response.finish_reason)
-        output: list[dict[str, Any]] = []
-        if response.content:
-            output.append(message_item(self.item_id("msg"), response.content,
-                                       "completed" if status == "completed" else "incomplete"))
+        # Reasoning items only from a Responses upstream, as sent (id, encrypted_content).
+        output = [dict(r.raw) for r in response.reasoning if r.wire == "responses"]
+        refusal = response.refusal
+        if response.content or refusal is not None:
+            output.append(message_item(
+                self.item_id("msg"), response.content or None,
+                "completed" if status == "completed" else "incomplete",
+                refusal=(refusal or DEFAULT_REFUSAL) if refusal is not None else None,
+                logprobs=response.logprobs.content if response.logprobs else None,
+            ))
         output.extend(function_call_item(self.item_id("fc"), c) for c in response.tool_calls)
+        tier = response.passthrough.service_tier if response.passthrough else None
         return self.body(
             status=status,
             output=output,
             usage=encode_usage(response.usage, schema_retries),
             incomplete_details=incomplete,
             completed_at=completed_at if status == "completed" else None,
+            service_tier=tier,
         )
 
 

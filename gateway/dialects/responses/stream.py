@@ -10,6 +10,10 @@ The sequence, as the API sends it and the ``openai`` SDK's ``responses.stream`` 
         response.output_text.delta*
         response.output_text.done
         response.content_part.done
+        (response.content_part.added                (a refusal: its own part, refusal "")
+         response.refusal.delta*
+         response.refusal.done
+         response.content_part.done)
       response.output_item.done                     (the message, completed)
       response.output_item.added                    (a function_call, empty arguments)
         response.function_call_arguments.delta*
@@ -34,14 +38,18 @@ from typing import Any
 import orjson
 
 from gateway.canonical import (
+    DEFAULT_REFUSAL,
     Finish,
     FinishReason,
+    RefusalDelta,
     TextDelta,
+    TokenLogprob,
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
     Usage,
     UsageReport,
+    WireEvent,
 )
 from gateway.dialects.responses.encode import (
     ResponseShape,
@@ -49,6 +57,7 @@ from gateway.dialects.responses.encode import (
     function_call_item,
     message_item,
     output_text,
+    refusal_part,
     status_of,
 )
 from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent
@@ -57,6 +66,40 @@ from gateway.errors import GatewayError, UpstreamError
 __all__ = ["KEEPALIVE", "ResponseStreamEncoder"]
 
 KEEPALIVE = b": keep-alive\n\n"
+
+
+class _Part:
+    """A content part of the message being streamed: its kind, text and logprobs so far."""
+
+    __slots__ = ("kind", "pieces", "tokens")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.pieces: list[str] = []
+        self.tokens: list[TokenLogprob] = []
+
+    def done(self) -> dict[str, Any]:
+        text = "".join(self.pieces)
+        if self.kind == "output_text":
+            return output_text(text, tuple(self.tokens))
+        return refusal_part(text)
+
+
+class _Message:
+    """The message item still being streamed: its position, id, and its content parts so
+    far (``output_text`` or ``refusal``)."""
+
+    __slots__ = ("id", "index", "parts")
+
+    def __init__(self, index: int, item_id: str) -> None:
+        self.index = index
+        self.id = item_id
+        self.parts: list[_Part] = []
+
+    def item(self, status: str) -> dict[str, Any]:
+        content = [part.done() for part in self.parts]
+        return {"type": "message", "id": self.id, "role": "assistant", "status": status,
+                "content": content}
 
 
 class _Item:
@@ -80,15 +123,19 @@ class ResponseStreamEncoder:
     """Encodes one streamed response. Not thread-safe; one per response."""
 
     __slots__ = (
-        "_calls", "_closed_calls", "_finish", "_output", "_retries", "_seq", "_text",
-        "_usage", "final", "shape",
+        "_calls", "_closed_calls", "_finish", "_output", "_reasoning", "_refused", "_retries",
+        "_said", "_seq", "_text", "_tier", "_usage", "final", "shape",
     )  # fmt: skip
 
     def __init__(self, shape: ResponseShape) -> None:
         self.shape = shape
         self._seq = 0
         self._output: list[dict[str, Any]] = []  # finished items, by output_index
-        self._text: _Item | None = None
+        self._text: _Message | None = None
+        self._refused = False  # the upstream's Finish said so
+        self._said = False  # a refusal part was sent
+        self._reasoning: dict[int, int] = {}  # the upstream's open reasoning item -> ours
+        self._tier: Any = None  # the upstream's service_tier
         self._calls: dict[int, _Item] = {}  # canonical call index -> open item
         self._closed_calls: set[int] = set()
         self._finish: FinishReason = "stop"
@@ -103,7 +150,29 @@ class ResponseStreamEncoder:
         return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
     def _next_index(self) -> int:
-        return len(self._output) + (self._text is not None) + len(self._calls)
+        return (
+            len(self._output) + (self._text is not None) + len(self._calls)
+            + len(self._reasoning)
+        )
+
+    def _passed(self, event: WireEvent) -> bytes:
+        """A reasoning item's event (added, its summary and text, done) as the upstream
+        sent it, at this response's output index and sequence number."""
+        data = dict(event.data)
+        kind = str(data.pop("type"))
+        data.pop("sequence_number", None)
+        upstream = int(data.get("output_index", -1))
+        if kind == "response.output_item.added":
+            out = self._close_text() + self._close_calls()  # the item before it is over
+            index = self._reasoning[upstream] = self._next_index()
+            return out + self._event(kind, {**data, "output_index": index})
+        found = self._reasoning.get(upstream)
+        if found is None:
+            return b""
+        if kind == "response.output_item.done":
+            del self._reasoning[upstream]
+            self._output.append(data["item"])
+        return self._event(kind, {**data, "output_index": found})
 
     def start(self) -> bytes:
         """``response.created`` and ``response.in_progress``."""
@@ -115,24 +184,50 @@ class ResponseStreamEncoder:
     # -- items --------------------------------------------------------------------------
 
     def _open_text(self) -> bytes:
-        item = self._text = _Item(self._next_index(), self.shape.item_id("msg"))
-        added = self._event("response.output_item.added", {
+        item = self._text = _Message(self._next_index(), self.shape.item_id("msg"))
+        return self._event("response.output_item.added", {
             "output_index": item.index, "item": message_item(item.id, "", "in_progress"),
         })
-        return added + self._event("response.content_part.added", {
-            "item_id": item.id, "output_index": item.index, "content_index": 0,
-            "part": output_text(""),
-        })
+
+    def _part(self, kind: str) -> tuple[_Part, _Message, int, bytes]:
+        """The open message's last part if it is a ``kind`` part, else a new one (the
+        previous part closed first)."""
+        out = self._close_calls()  # text after a call: the call is over (upstream order)
+        if self._text is None:
+            out += self._open_text()
+        item = self._text
+        assert item is not None
+        if not item.parts or item.parts[-1].kind != kind:
+            out += self._close_part(item)
+            item.parts.append(_Part(kind))
+            empty = output_text("") if kind == "output_text" else refusal_part("")
+            out += self._event("response.content_part.added", {
+                "item_id": item.id, "output_index": item.index,
+                "content_index": len(item.parts) - 1, "part": empty,
+            })
+        return item.parts[-1], item, len(item.parts) - 1, out
+
+    def _close_part(self, item: _Message) -> bytes:
+        if not item.parts:
+            return b""
+        index = len(item.parts) - 1
+        part = item.parts[index]
+        done = part.done()
+        where = {"item_id": item.id, "output_index": item.index, "content_index": index}
+        if part.kind == "output_text":
+            out = self._event("response.output_text.done", {
+                **where, "text": done["text"], "logprobs": done["logprobs"],
+            })
+        else:
+            out = self._event("response.refusal.done", {**where, "refusal": done["refusal"]})
+        return out + self._event("response.content_part.done", {**where, "part": done})
 
     def _close_text(self, status: str = "completed") -> bytes:
         item, self._text = self._text, None
         if item is None:
             return b""
-        text = item.text
-        where = {"item_id": item.id, "output_index": item.index, "content_index": 0}
-        out = self._event("response.output_text.done", {**where, "text": text, "logprobs": []})
-        out += self._event("response.content_part.done", {**where, "part": output_text(text)})
-        done = message_item(item.id, text, status)
+        out = self._close_part(item)
+        done = item.item(status)
         self._output.append(done)
         return out + self._event(
             "response.output_item.done", {"output_index": item.index, "item": done}
@@ -154,18 +249,27 @@ class ResponseStreamEncoder:
             )
         return out
 
-    def text(self, delta: str) -> bytes:
+    def text(self, delta: str, logprobs: tuple[TokenLogprob, ...] | None = None) -> bytes:
         if not delta:
             return b""
-        out = self._close_calls()  # text after a call: the call is over (upstream order)
-        if self._text is None:
-            out += self._open_text()
-        item = self._text
-        assert item is not None
-        item.parts.append(delta)
+        part, item, index, out = self._part("output_text")
+        part.pieces.append(delta)
+        if logprobs:
+            part.tokens.extend(logprobs)
         return out + self._event("response.output_text.delta", {
-            "item_id": item.id, "output_index": item.index, "content_index": 0,
-            "delta": delta, "logprobs": [],
+            "item_id": item.id, "output_index": item.index, "content_index": index,
+            "delta": delta, "logprobs": list(logprobs) if logprobs else [],
+        })
+
+    def refusal(self, delta: str) -> bytes:
+        if not delta:
+            return b""
+        self._said = True
+        part, item, index, out = self._part("refusal")
+        part.pieces.append(delta)
+        return out + self._event("response.refusal.delta", {
+            "item_id": item.id, "output_index": item.index, "content_index": index,
+            "delta": delta,
         })
 
     def tool_start(self, event: ToolCallStart) -> bytes:
@@ -198,16 +302,24 @@ class ResponseStreamEncoder:
         parts: list[bytes] = []
         for event in batch:
             if isinstance(event, TextDelta):
-                parts.append(self.text(event.text))
+                parts.append(self.text(event.text, event.logprobs))
+            elif isinstance(event, RefusalDelta):
+                parts.append(self.refusal(event.text))
             elif isinstance(event, ToolCallStart):
                 parts.append(self.tool_start(event))
             elif isinstance(event, ToolCallDelta):
                 parts.append(self.tool_arguments(event))
             elif isinstance(event, Finish):
                 self._finish = event.reason
+                self._refused = self._refused or event.refused
             elif isinstance(event, FinalUsage):
                 self._usage = event.usage
                 self._retries = event.schema_retries
+            elif isinstance(event, WireEvent):
+                if event.kind == "fields":
+                    self._tier = event.data.get("service_tier")
+                elif event.wire == "responses":
+                    parts.append(self._passed(event))
             elif isinstance(event, UsageReport | Choice):
                 continue  # the hold-back totals usage; one choice only here
         return b"".join(parts)
@@ -216,7 +328,9 @@ class ResponseStreamEncoder:
         """Close the open items, then ``response.completed`` (``response.incomplete`` on a
         length or content-filter cut) with the whole response."""
         status, incomplete = status_of(self._finish)
-        out = self._close_text("completed" if status == "completed" else "incomplete")
+        # A refusal without words of its own (Anthropic's) still says it is one.
+        out = self.refusal(DEFAULT_REFUSAL) if self._refused and not self._said else b""
+        out += self._close_text("completed" if status == "completed" else "incomplete")
         out += self._close_calls()
         self.final = self.shape.body(
             status=status,
@@ -224,6 +338,7 @@ class ResponseStreamEncoder:
             usage=encode_usage(self._usage, self._retries),
             incomplete_details=incomplete,
             completed_at=int(time.time()) if status == "completed" else None,
+            service_tier=self._tier,
         )
         kind = "response.completed" if status == "completed" else "response.incomplete"
         return out + self._event(kind, {"response": self.final})
