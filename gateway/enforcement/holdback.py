@@ -34,13 +34,17 @@ Rules, in upstream order:
 
 Usage goes to the request's ``Tally`` (first call + corrections); the last batch ends with
 ``FinalUsage`` carrying the total and ``schema_retries``.
+
+The preamble hold (``until_output``): when the request is strict (``refusable``), the
+dialect's first bytes wait for the first batch that shows output, so a call that is still
+invalid before anything was shown can be answered as a plain HTTP error.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from gateway.canonical import (
@@ -95,6 +99,29 @@ class Choice:
 
 
 HeldEvent = StreamEvent | FinalUsage | Choice
+
+
+def shows_output(batch: Sequence[HeldEvent]) -> bool:
+    """Whether a batch carries anything a client would see after the preamble: text, a
+    released call, the finish or the end (not usage reports or choice markers)."""
+    for event in batch:
+        if isinstance(event, TextDelta):
+            if event.text:
+                return True
+        elif not isinstance(event, UsageReport | Choice):
+            return True
+    return False
+
+
+async def until_output(batches: AsyncIterator[list[HeldEvent]]) -> list[HeldEvent]:
+    """The batches up to and including the first that ``shows_output``, as one: what the
+    preamble is held behind. Raises what the batches raise (a 422 before any output)."""
+    held: list[HeldEvent] = []
+    async for batch in batches:
+        held.extend(batch)
+        if shows_output(batch):
+            return held
+    return held  # pragma: no cover - the last batch ends with FinalUsage, which shows
 
 
 class _Held:
@@ -170,6 +197,11 @@ class HoldBack:
         self.finish_reason: FinishReason | None = None
         self.usage_reported = False
         self._chars = 0
+
+    @property
+    def refusable(self) -> bool:
+        """Whether this stream can end in a 422 (a strict tool or a strict output)."""
+        return bool(self._strict) or self._hold_text
 
     @property
     def estimated_completion_tokens(self) -> int:
@@ -458,4 +490,6 @@ __all__ = [
     "HoldBack",
     "OutputEnforcer",
     "holdback_for",
+    "shows_output",
+    "until_output",
 ]
