@@ -26,7 +26,8 @@ Rules, in upstream order:
   stream accumulator inserts by list position, so index 1 before index 0 corrupts both),
   and text after a call stays after it (Anthropic content blocks are ordered).
 - With a strict ``response_format`` and no tool call, the text is held whole, validated
-  and corrected once, then released as one delta.
+  and corrected once, then released as one delta. A reply with no text at all is checked
+  too (it is no JSON value), as it is when not streamed.
 - A call still invalid after its correction, a ``length`` cut-off inside a held call, or an
   upstream failure raise ``GatewayError``; held arguments are never released. Pending
   corrections and the upstream iterator are cancelled/closed on error, on ``aclose()``
@@ -392,6 +393,9 @@ class HoldBack:
         for slot in self._open:
             self._close(slot, cut)
         self._open = []
+        if self._hold_text and self._text is None and not self._saw_call:
+            self._text = _Held(_TEXT, "", "")  # no text at all: no JSON value either
+            self._queue.append(self._text)
         if self._text is not None:
             self._close_text(event.reason)
         self._queue.append(event)
@@ -467,9 +471,9 @@ def holdback_for(
 
     async def output(text: str, reason: FinishReason) -> str:
         reply = ChatResponse(
-            id="", model=request.model, content=text, tool_calls=(), finish_reason=reason,
-            usage=Usage(),
-        )
+            id="", model=request.model, content=text or None, tool_calls=(),
+            finish_reason=reason, usage=Usage(),
+        )  # no text: "the reply has no content", as when not streamed
         fixed = await enforce_output(reply, request, ctx)
         return fixed.content or ""
 

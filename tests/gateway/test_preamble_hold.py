@@ -388,6 +388,36 @@ def test_text_streams_before_the_upstream_finishes(
     assert len(upstream.requests) == 1
 
 
+# -- a strict output with no text --------------------------------------------------------
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize("way", WAYS)
+def test_an_empty_strict_output_streamed_is_corrected_then_a_422(
+    gw: GatewayProcess, upstream: ScriptedUpstream, way: str, wire: str
+) -> None:
+    upstream.queue(Reply(content=None), Reply(content=None))
+    with pytest.raises(unprocessable(way)) as info:
+        consume(way, gw, f"{wire}-strict", **strict_output(way))
+    body = assert_plain_422(info.value, way, "json_output_invalid", "")
+    assert "no content" in body["error"]["message"]
+    assert len(upstream.requests) == 2
+    feedback = json.dumps(upstream.requests[1].body)
+    assert "the reply has no content" in feedback
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize("way", DIALECT_WAYS)
+def test_an_empty_strict_output_streamed_is_corrected(
+    gw: GatewayProcess, upstream: ScriptedUpstream, way: str, wire: str
+) -> None:
+    upstream.queue(Reply(content=None), Reply(content='{"text": "five"}'))
+    out = consume(way, gw, f"{wire}-strict", **strict_output(way))
+    assert out.final_text == '{"text": "five"}'
+    assert out.text == ['{"text": "five"}']  # released whole, once valid
+    assert len(upstream.requests) == 2
+
+
 # -- a client that leaves while the preamble is held ---------------------------------------
 
 
