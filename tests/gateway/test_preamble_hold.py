@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import agents
 import anthropic
 import httpx
 import openai
@@ -415,6 +416,66 @@ def test_an_empty_strict_output_streamed_is_corrected(
     out = consume(way, gw, f"{wire}-strict", **strict_output(way))
     assert out.final_text == '{"text": "five"}'
     assert out.text == ['{"text": "five"}']  # released whole, once valid
+    assert len(upstream.requests) == 2
+
+
+# -- openai-agents: Runner.run_streamed ---------------------------------------------------
+
+
+@agents.function_tool
+def create_refund(order_number: str, amount_pence: int) -> str:
+    """Refund an order.
+
+    Args:
+        order_number: The order.
+        amount_pence: How much.
+    """
+    raise AssertionError("an invalid call never reaches the tool")
+
+
+async def run_streamed(gw: GatewayProcess, model_class: str, model: str) -> None:
+    """``Runner.run_streamed`` to the end, with the SDK's default retries."""
+    agents.set_tracing_disabled(True)  # the SDK would upload traces: loopback only here
+    async with openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key,
+                                  timeout=20) as client:
+        classes: dict[str, Any] = {"responses": agents.OpenAIResponsesModel,
+                                   "chat": agents.OpenAIChatCompletionsModel}
+        agent = agents.Agent(
+            name="refunds", instructions="Refund orders.", tools=[create_refund],
+            model=classes[model_class](model=model, openai_client=client),
+        )
+        result = agents.Runner.run_streamed(agent, PROMPT)
+        async for _event in result.stream_events():
+            pass
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize("model_class", ["responses", "chat"])
+async def test_agents_run_streamed_raises_unprocessable_before_any_output(
+    gw: GatewayProcess, upstream: ScriptedUpstream, model_class: str, wire: str
+) -> None:
+    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD)]),
+                   Reply(tool_calls=[Call("create_refund", BAD)]))
+    with pytest.raises(openai.UnprocessableEntityError) as info:
+        await run_streamed(gw, model_class, f"{wire}-strict")
+    assert (info.value.code, info.value.param) == ("tool_arguments_invalid", "/amount_pence")
+    assert len(upstream.requests) == 2
+
+
+@pytest.mark.parametrize("model_class", ["responses", "chat"])
+async def test_agents_run_streamed_after_text(
+    gw: GatewayProcess, upstream: ScriptedUpstream, model_class: str
+) -> None:
+    upstream.queue(Reply(content="One moment.", tool_calls=[Call("create_refund", BAD)]),
+                   Reply(tool_calls=[Call("create_refund", BAD)]))
+    raised: type[Exception] = (
+        agents.ModelBehaviorError if model_class == "responses" else openai.APIError)
+    with pytest.raises(raised) as info:
+        await run_streamed(gw, model_class, "ch-strict")
+    # in band: the Responses model stops at response.failed, chat at the error chunk
+    assert type(info.value) is raised
+    assert "tool_arguments_invalid" in str(info.value) or (
+        isinstance(info.value, openai.APIError) and info.value.code == "tool_arguments_invalid")
     assert len(upstream.requests) == 2
 
 
