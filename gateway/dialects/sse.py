@@ -1,23 +1,29 @@
-"""What both dialects' streaming endpoints share: opening a held stream and
-the committed SSE response around it. A dialect supplies only its bytes.
+"""What the three dialects' streaming endpoints share: opening a held stream and the
+committed SSE response around it. A dialect supplies only its bytes.
 
-    opened = await open_held_stream(service, chat, paths, ctx, estimated_tokens=n)
+    opened = await open_held_stream(service, chat, paths, ctx, receive, estimated_tokens=n)
     return MyDialectSSE(opened, ctx, service, estimated_tokens=n, keepalive_s=15.0)
 
 - ``open_held_stream``: prepare (400/404) -> admit (429) -> ``upstream.stream`` ->
-  hold-back, up to the upstream's first event. A failure before that is an ordinary HTTP
-  error (the tally and rate limiter are settled first). After it, the response is
-  committed, and ``x-syntic-schema-retries`` is not sent (streams report retries in their
-  final usage and the ledger).
+  hold-back, up to the commit point. A failure before it is an ordinary HTTP error (the
+  tally and rate limiter are settled first): a strict call still invalid after its
+  correction is a plain ``422`` with ``x-should-retry: false``, not a 200 stream.
+- The commit point: for a strict request (``refusable``: a strict tool or a strict
+  output) the first batch that shows output (``until_output``): text releases the
+  preamble at once, a strict call only once it validated or was corrected. For any other
+  request, the upstream's first event. Nothing is sent before it, not even a keep-alive
+  (any byte would commit the 200); the request deadline bounds the wait.
+  ``x-syntic-schema-retries`` is not sent on a committed stream (streams report retries
+  in their final usage and the ledger); a refused one has it, as a non-streamed 422.
 - ``HeldSSEResponse``: one extra task per stream, none per event: the pump runs in the
   request's task (one ``send`` per batch, so a slow client slows the upstream reads), a
-  disconnect watcher task cancels it, and a timer starts a keep-alive send after a
-  silence of ``keepalive_s``. A ``GatewayError`` after the
-  commit is one in-band error event. A client disconnect cancels the pump (the hold-back
-  cancels corrections in flight and closes the upstream); the ledger row then has status
-  499 ``client_disconnected`` and the tokens so far (``estimated`` if unreported).
-  Subclasses define ``opening``, ``encode``, ``closing`` (or ``aclosing``), ``error``
-  and ``keepalive``.
+  ``DisconnectWatch`` (started before the hold) cancels it, and a timer starts a
+  keep-alive send after a silence of ``keepalive_s``. A ``GatewayError`` after the
+  commit is one in-band error event. A client disconnect, held or committed, cancels the
+  work (the hold-back cancels corrections in flight and closes the upstream); the ledger
+  row then has status 499 ``client_disconnected`` and the tokens so far (``estimated`` if
+  unreported). Subclasses define ``opening``, ``encode``, ``closing`` (or ``aclosing``),
+  ``error`` and ``keepalive``.
 """
 
 from __future__ import annotations
@@ -26,15 +32,17 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import Generic, TypeVar
 
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.canonical import ChatRequest
 from gateway.canonical.record import record
 from gateway.context import RequestContext, Tally
+from gateway.dialects.disconnect import DisconnectWatch
 from gateway.enforcement import ParamPaths
 from gateway.enforcement.choices import ChoiceStreams
-from gateway.enforcement.holdback import HeldEvent, HoldBack, holdback_for
+from gateway.enforcement.holdback import HeldEvent, HoldBack, holdback_for, until_output
 from gateway.errors import GatewayError, UpstreamTimeout
 from gateway.service import ChatService
 
@@ -51,11 +59,13 @@ SSE_HEADERS = [
 
 @record
 class OpenedStream:
-    """A stream past its commit point: the hold-back, its batches, and the first batch."""
+    """A stream past its commit point: the hold-back, its batches, what the preamble was
+    held behind, and the watch the response takes over."""
 
     hold: HoldBack | ChoiceStreams
     batches: AsyncGenerator[list[HeldEvent], None]
     first: list[HeldEvent]
+    watch: DisconnectWatch
 
 
 async def open_held_stream(
@@ -63,10 +73,11 @@ async def open_held_stream(
     chat: ChatRequest,
     paths: ParamPaths,
     ctx: RequestContext,
+    receive: Receive,
     *,
     estimated_tokens: int,
 ) -> OpenedStream:
-    """Run the pre-stream part (errors are HTTP errors) up to the upstream's first event."""
+    """Run the pre-stream part (errors are HTTP errors) up to the commit point."""
     ctx.streamed = True
     prepared = await service.admitted(chat, paths, ctx, estimated_tokens)
     if ctx.tally is None:
@@ -79,15 +90,25 @@ async def open_held_stream(
         holds.append(one)
     hold: HoldBack | ChoiceStreams = holds[0] if chat.n == 1 else ChoiceStreams(holds, ctx.tally)
     batches = hold.batches()
+    watch = DisconnectWatch(receive)
     try:
-        first = await anext(batches)  # the upstream answered: commit point
-    except BaseException:
+        if hold.refusable:
+            first = await until_output(batches)  # a 422 here is still an HTTP answer
+        else:
+            first = await anext(batches)  # the upstream answered
+    except BaseException as exc:
+        watch.disarm()
+        left = isinstance(exc, asyncio.CancelledError) and watch.consumed()
+        await watch.stop()
         await batches.aclose()
-        hold.account_partial()
+        if hold.account_partial():
+            ctx.estimated = True
         await service.settle(ctx, estimated_tokens)
+        if left:
+            raise ClientDisconnect() from None  # recorded as 499 client_disconnected
         raise
     ctx.enforced = False  # no retries header on a stream (see module docstring)
-    return OpenedStream(hold, batches, first)
+    return OpenedStream(hold, batches, first, watch)
 
 
 class HeldSSEResponse(Response, Generic[E]):
@@ -110,6 +131,7 @@ class HeldSSEResponse(Response, Generic[E]):
         self._hold = opened.hold
         self._batches = opened.batches
         self._first = opened.first
+        self._watch = opened.watch
         self.encoder = encoder
         self._ctx = ctx
         self._service = service
@@ -148,41 +170,24 @@ class HeldSSEResponse(Response, Generic[E]):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The pump runs in this task (a task and an ``asyncio.wait`` per stream fewer);
-        # the watcher cancels it on a disconnect; keep-alives come from a timer that starts
+        # the watch cancels it on a disconnect; keep-alives come from a timer that starts
         # a send only when the stream has been silent for ``keepalive_s``.
-        loop = asyncio.get_running_loop()
-        current = asyncio.current_task()
-        assert current is not None
-        disconnected = False
-        pumping = True
-        watch: asyncio.Future[None] | None = None
-
-        def on_disconnect(task: asyncio.Future[None]) -> None:
-            nonlocal disconnected
-            if task.cancelled() or task.exception() is not None or not pumping:
-                return
-            disconnected = True
-            current.cancel()
-
+        watch = self._watch
+        watch.follow()
         try:
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": self.raw_headers})
-            self._last_send = loop.time()
-            watch = asyncio.ensure_future(_disconnected(receive))
-            watch.add_done_callback(on_disconnect)
-            self._arm_keepalive(send)
             try:
+                await send({"type": "http.response.start", "status": 200,
+                            "headers": self.raw_headers})
+                self._last_send = asyncio.get_running_loop().time()
+                self._arm_keepalive(send)
                 await self._pump(send)
             except asyncio.CancelledError:
-                if not (disconnected and current.uncancel() == 0):
+                if not watch.consumed():
                     raise
             finally:
-                pumping = False
+                watch.disarm()
         finally:
             pending: list[asyncio.Future[None]] = []
-            if watch is not None:
-                watch.cancel()
-                pending.append(watch)
             if self._keepalive_timer is not None:
                 self._keepalive_timer.cancel()
                 self._keepalive_timer = None
@@ -190,10 +195,11 @@ class HeldSSEResponse(Response, Generic[E]):
                 self._keepalive_task.cancel()
                 pending.append(self._keepalive_task)
             await asyncio.gather(*pending, return_exceptions=True)
+            await watch.stop()
             await self._batches.aclose()
-            self._settle_outcome(disconnected)
+            self._settle_outcome(watch.disconnected)
             await self._service.settle(self._ctx, self._estimate)
-        if not disconnected:
+        if not watch.disconnected:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     def _settle_outcome(self, disconnected: bool) -> None:
@@ -254,9 +260,3 @@ class HeldSSEResponse(Response, Generic[E]):
 
         self._keepalive_timer = loop.call_later(interval, tick)
 
-
-async def _disconnected(receive: Receive) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return

@@ -35,6 +35,11 @@ class ChoiceStreams:
         self.tally = tally
         self._estimated = False
 
+    @property
+    def refusable(self) -> bool:
+        """``HoldBack.refusable`` of the choices (all alike: one request's plan)."""
+        return any(h.refusable for h in self.holds)
+
     def account_partial(self) -> bool:
         """``HoldBack.account_partial`` for every choice; True if any was estimated."""
         results = [h.account_partial() for h in self.holds]

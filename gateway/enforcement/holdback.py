@@ -26,7 +26,8 @@ Rules, in upstream order:
   stream accumulator inserts by list position, so index 1 before index 0 corrupts both),
   and text after a call stays after it (Anthropic content blocks are ordered).
 - With a strict ``response_format`` and no tool call, the text is held whole, validated
-  and corrected once, then released as one delta. A refusal (``RefusalDelta``, or a
+  and corrected once, then released as one delta. A reply with no text at all is checked
+  too (it is no JSON value), as it is when not streamed. A refusal (``RefusalDelta``, or a
   ``Finish`` that says ``refused``) is not validated: held text is released as it is (as
   the refusal's own words when the upstream refused without refusal deltas).
 - Refusal deltas and ``WireEvent``s (what the gateway passes through without
@@ -38,13 +39,17 @@ Rules, in upstream order:
 
 Usage goes to the request's ``Tally`` (first call + corrections); the last batch ends with
 ``FinalUsage`` carrying the total and ``schema_retries``.
+
+The preamble hold (``until_output``): when the request is strict (``refusable``), the
+dialect's first bytes wait for the first batch that shows output, so a call that is still
+invalid before anything was shown can be answered as a plain HTTP error.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from gateway.canonical import (
@@ -107,6 +112,29 @@ class Choice:
 
 
 HeldEvent = StreamEvent | FinalUsage | Choice
+
+
+def shows_output(batch: Sequence[HeldEvent]) -> bool:
+    """Whether a batch carries anything a client would see after the preamble: text, a
+    released call, the finish or the end (not usage reports or choice markers)."""
+    for event in batch:
+        if isinstance(event, TextDelta):
+            if event.text:
+                return True
+        elif not isinstance(event, UsageReport | Choice):
+            return True
+    return False
+
+
+async def until_output(batches: AsyncIterator[list[HeldEvent]]) -> list[HeldEvent]:
+    """The batches up to and including the first that ``shows_output``, as one: what the
+    preamble is held behind. Raises what the batches raise (a 422 before any output)."""
+    held: list[HeldEvent] = []
+    async for batch in batches:
+        held.extend(batch)
+        if shows_output(batch):
+            return held
+    return held  # pragma: no cover - the last batch ends with FinalUsage, which shows
 
 
 class _Held:
@@ -187,6 +215,11 @@ class HoldBack:
         self.finish_reason: FinishReason | None = None
         self.usage_reported = False
         self._chars = 0
+
+    @property
+    def refusable(self) -> bool:
+        """Whether this stream can end in a 422 (a strict tool or a strict output)."""
+        return bool(self._strict) or self._hold_text
 
     @property
     def estimated_completion_tokens(self) -> int:
@@ -390,6 +423,9 @@ class HoldBack:
         for slot in self._open:
             self._close(slot, cut)
         self._open = []
+        if self._hold_text and self._text is None and not self._saw_call:
+            self._text = _Held(_TEXT, "", "")  # no text at all: no JSON value either
+            self._queue.append(self._text)
         if self._text is not None:
             self._close_text(event.reason)
         self._queue.append(event)
@@ -476,10 +512,10 @@ def holdback_for(
         text: str, reason: FinishReason, tokens: tuple[TokenLogprob, ...] | None
     ) -> TextDelta | RefusalDelta:
         reply = ChatResponse(
-            id="", model=request.model, content=text, tool_calls=(), finish_reason=reason,
-            usage=Usage(), logprobs=Logprobs(tokens) if tokens else None,
+            id="", model=request.model, content=text or None, tool_calls=(),
+            finish_reason=reason, usage=Usage(), logprobs=Logprobs(tokens) if tokens else None,
             reasoning=hold.reasoning,
-        )
+        )  # no text: "the reply has no content", as when not streamed
         fixed = await enforce_output(reply, request, ctx)
         lp = fixed.logprobs
         if fixed.refusal is not None:
@@ -504,4 +540,6 @@ __all__ = [
     "HoldBack",
     "OutputEnforcer",
     "holdback_for",
+    "shows_output",
+    "until_output",
 ]

@@ -78,7 +78,7 @@ def test_every_messages_outcome_is_recorded(
         Reply(tool_calls=[Call("create_refund", GOOD)], usage=(11, 3)),  # ok
         Reply(tool_calls=[Call("create_refund", BAD)], usage=(20, 4)),  # corrected, streamed
         Reply(tool_calls=[Call("create_refund", GOOD)], usage=(30, 5)),
-        Reply(tool_calls=[Call("create_refund", BAD)], usage=(40, 6)),  # 422 in-band, streamed
+        Reply(tool_calls=[Call("create_refund", BAD)], usage=(40, 6)),  # 422 streamed
         Reply(tool_calls=[Call("create_refund", BAD)], usage=(50, 7)),
     )
     responses = {
@@ -90,10 +90,10 @@ def test_every_messages_outcome_is_recorded(
     assert {k: r.status_code for k, r in responses.items()} == {
         "ok": 200,
         "stream-corrected": 200,
-        "stream-422": 200,
+        "stream-422": 422,  # refused before any output: a plain HTTP error
         "400": 400,
     }
-    assert "event: error" in responses["stream-422"].text
+    assert responses["stream-422"].json()["error"]["code"] == "tool_arguments_invalid"
     last_delta = [
         json.loads(line[6:])
         for line in responses["stream-corrected"].text.splitlines()

@@ -147,9 +147,9 @@ def test_invalid_twice_ends_with_error_event(
         "/amount_pence",
     )
     assert data["request_id"] == resp.headers["x-request-id"]
-    # The SDK surfaces it as an API error carrying the same envelope.
+    # The SDK surfaces it as a status error carrying the same envelope (with the 200).
     upstream.queue(
-        Reply(tool_calls=[Call("create_refund", BAD_ARGS)]),
+        Reply(content="Trying.", tool_calls=[Call("create_refund", BAD_ARGS)]),
         Reply(tool_calls=[Call("create_refund", BAD_ARGS)]),
     )
     with (
@@ -160,9 +160,33 @@ def test_invalid_twice_ends_with_error_event(
         ) as stream,
     ):
         stream.get_final_message()
+    assert info.value.status_code == 200
     body: Any = info.value.body
     assert body["error"]["code"] == "tool_arguments_invalid"
     assert body["error"]["param"] == "/amount_pence"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_invalid_twice_before_any_output_is_a_plain_422(
+    gw: GatewayProcess, upstream: ScriptedUpstream, provider: str
+) -> None:
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", BAD_ARGS)]),
+        Reply(tool_calls=[Call("create_refund", BAD_ARGS)]),
+    )
+    with (
+        sdk(gw) as client,
+        pytest.raises(anthropic.UnprocessableEntityError) as info,
+        client.messages.stream(
+            model=f"{provider}-strict", max_tokens=256, messages=MESSAGES, tools=[TOOL]
+        ) as stream,
+    ):
+        stream.get_final_message()
+    assert info.value.response.headers["x-should-retry"] == "false"
+    body: Any = info.value.body
+    assert (body["type"], body["error"]["type"]) == ("error", "invalid_request_error")
+    assert body["error"]["code"] == "tool_arguments_invalid"
+    assert len(upstream.requests) == 2
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -225,7 +225,7 @@ def metric(gw: GatewayProcess, name: str, **labels: str) -> float:
     return 0.0
 
 
-def test_invalid_twice_raw_has_envelope_and_no_done(
+def test_invalid_twice_before_any_output_is_a_plain_422(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
     upstream.queue(Reply(tool_calls=[Call("create_refund", BAD_ARGS)]),
@@ -237,9 +237,10 @@ def test_invalid_twice_raw_has_envelope_and_no_done(
     while metric(gw, "syntic_requests_total", **labels) != before + 1:
         assert time.monotonic() < deadline, "422 stream not counted in syntic_requests_total"
         time.sleep(0.02)
-    last = payloads(r.content)[-1]
-    assert "[DONE]" not in r.text
-    env = orjson.loads(last)
+    # nothing had been shown: the preamble was held, so the answer is an HTTP error
+    assert (r.status_code, r.headers["content-type"]) == (422, "application/json")
+    assert r.headers["x-should-retry"] == "false"
+    env = r.json()
     assert env["request_id"] == r.headers["x-request-id"]
     assert env["error"]["code"] == "tool_arguments_invalid"
     assert b"12.50" not in r.content
@@ -325,7 +326,8 @@ def test_length_cut_off_inside_held_call(gw: GatewayProcess, upstream: ScriptedU
     upstream.queue(Reply(tool_calls=[Call("create_refund", GOOD_ARGS[:30])],
                          finish_reason="length"))
     r = raw_stream(gw)
-    env = orjson.loads(payloads(r.content)[-1])
+    assert r.status_code == 422  # before any output: a plain HTTP error
+    env = r.json()
     assert env["error"]["code"] == "tool_arguments_invalid"
     assert 'finish_reason "length"' in env["error"]["message"]
     assert b"tool_calls" not in r.content and b"582131" not in r.content
@@ -333,8 +335,9 @@ def test_length_cut_off_inside_held_call(gw: GatewayProcess, upstream: ScriptedU
 
 
 def test_keepalive_during_a_slow_correction(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
+    # text first commits the stream; the correction after it is filled with keep-alives
     upstream.queue(
-        Reply(tool_calls=[Call("create_refund", BAD_ARGS)]),
+        Reply(content="One moment.", tool_calls=[Call("create_refund", BAD_ARGS)]),
         Reply(tool_calls=[Call("create_refund", GOOD_ARGS)], delay=KEEPALIVE_S * 3),
     )
     r = raw_stream(gw)
@@ -406,10 +409,10 @@ def test_strict_json_output_is_held_and_corrected(
 def test_strict_json_output_invalid_twice(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
     upstream.queue(Reply(content='{"text": 5}'), Reply(content='{"text": 6}'))
     r = raw_stream(gw, tools=None, response_format=NOTE_FORMAT)
-    env = orjson.loads(payloads(r.content)[-1])
+    assert r.status_code == 422  # the output was held whole: nothing had been shown
+    env = r.json()
     assert (env["error"]["code"], env["error"]["param"]) == ("json_output_invalid", "/text")
-    chunks = [orjson.loads(p) for p in payloads(r.content)[:-1]]
-    assert [c["choices"][0]["delta"].get("content") for c in chunks] == [""]  # role chunk only
+    assert b"data:" not in r.content
 
 
 @pytest.mark.parametrize("kind", KINDS)

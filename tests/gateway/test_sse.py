@@ -148,7 +148,7 @@ def setup(upstream: StreamingUpstream) -> tuple[ChatService, Limiter, RequestCon
 async def run(upstream: StreamingUpstream, client: Client, *, estimated: int = 10,
               keepalive_s: float = 60.0) -> tuple[RequestContext, Limiter]:
     service, limiter, ctx = setup(upstream)
-    opened = await open_held_stream(service, chat(), OPENAI_PATHS, ctx,
+    opened = await open_held_stream(service, chat(), OPENAI_PATHS, ctx, client.receive,
                                     estimated_tokens=estimated)
     response = ToySSE(opened, None, ctx, service, estimated_tokens=estimated,
                       keepalive_s=keepalive_s)
@@ -194,7 +194,8 @@ async def test_a_failure_before_the_first_event_is_raised_and_settled(
     upstream = Failing()
     service, limiter, ctx = setup(upstream)
     with pytest.raises(error):
-        await open_held_stream(service, chat(), OPENAI_PATHS, ctx, estimated_tokens=12)
+        await open_held_stream(service, chat(), OPENAI_PATHS, ctx, Client().receive,
+                               estimated_tokens=12)
     assert upstream.closed.is_set()
     assert ctx.tally is not None and ctx.tally.upstream_calls == 1
     # settled before the error goes out: the prompt counts as sent (its estimate), with
@@ -207,7 +208,8 @@ async def test_an_unknown_model_fails_before_any_stream() -> None:
     upstream = StreamingUpstream(TextDelta("never"))
     service, limiter, ctx = setup(upstream)
     with pytest.raises(NotFound):
-        await open_held_stream(service, chat("nope"), OPENAI_PATHS, ctx, estimated_tokens=1)
+        await open_held_stream(service, chat("nope"), OPENAI_PATHS, ctx, Client().receive,
+                               estimated_tokens=1)
     # counted by the limiter first, its estimated token given back
     assert not upstream.closed.is_set() and limiter.added == [-1]
 

@@ -111,15 +111,31 @@ def test_invalid_twice_is_response_failed_then_an_error(
     assert error["error"]["param"] == "/amount_pence"  # the unified envelope
     assert error["request_id"] == answer.headers["x-request-id"]
     assert not any(e["type"] == "response.completed" for e in events)
-    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD)]),
+    upstream.queue(Reply(content="Let me see.", tool_calls=[Call("create_refund", BAD)]),
                    Reply(tool_calls=[Call("create_refund", BAD)]))
     with pytest.raises(openai.APIError) as info, client.responses.stream(
         model="strict-model", input="Refund A1", tools=[REFUND],  # type: ignore[list-item]
     ) as stream:
         for _event in stream:
             pass
+    assert type(info.value) is openai.APIError  # in band: no HTTP status to go by
     assert info.value.code == "tool_arguments_invalid"
     assert info.value.param == "/amount_pence"
+
+
+def test_invalid_twice_before_any_output_is_a_plain_422(
+    client: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD)]),
+                   Reply(tool_calls=[Call("create_refund", BAD)]))
+    with pytest.raises(openai.UnprocessableEntityError) as info, client.responses.stream(
+        model="strict-model", input="Refund A1", tools=[REFUND],  # type: ignore[list-item]
+    ) as stream:
+        for _event in stream:
+            pass
+    assert info.value.response.headers["x-should-retry"] == "false"
+    assert (info.value.code, info.value.param) == ("tool_arguments_invalid", "/amount_pence")
+    assert len(upstream.requests) == 2
 
 
 def test_bad_schema_is_an_http_400_before_any_event(

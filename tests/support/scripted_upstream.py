@@ -28,7 +28,10 @@ Steps:
   ``"stream": true`` the same step is sent as SSE chunks: text and arguments split into
   ``fragment`` characters, ``chunk_delay`` between chunks, ``stall_after=N`` (send N
   chunks then go silent until the client leaves) or ``drop_after=N`` (send N chunks then
-  close the connection).
+  close the connection); ``gate=threading.Event()`` with ``gate_at=b"..."``: pause before
+  the first chunk containing ``gate_at`` until the test sets the gate (the connection is
+  reset if it is not set within ``GATE_WAIT_S``, so a gate never opened fails the call
+  instead of letting it finish as if it had been).
 - ``HttpError(status, body=None, delay=0)``: an error status with a JSON body (a
   provider-style error object by default).
 - ``Drop(delay=0, reset=True)``: close the connection without answering (TCP reset when
@@ -140,6 +143,8 @@ class Reply:
     system_fingerprint: str | None = None
     thinking: tuple[Thinking, ...] = ()
     reasoning: tuple[ReasoningItem, ...] = ()
+    gate: threading.Event | None = None  # streamed: pause before the chunk with ``gate_at``
+    gate_at: bytes = b""
 
     @property
     def finish(self) -> str:
@@ -326,6 +331,8 @@ class OpenAIRenderer:
 
 
 OPENAI_RENDERERS: Mapping[str, Renderer] = {"/chat/completions": OpenAIRenderer()}
+
+GATE_WAIT_S = 10.0
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
             429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
@@ -531,6 +538,11 @@ class ScriptedUpstream:
                     await gone
                     request.client_disconnected = True
                     return False
+                gated = step.gate is not None and step.gate_at in event
+                if gated and not await _gate_opened(step.gate, gone):  # type: ignore[arg-type]
+                    writer.transport.abort()
+                    request.client_disconnected = gone.done()
+                    return False
                 if gone.done():
                     request.client_disconnected = True
                     return False
@@ -548,6 +560,17 @@ class ScriptedUpstream:
             if not gone.done():
                 gone.cancel()
         return False  # one stream per connection keeps the reader simple
+
+
+async def _gate_opened(gate: threading.Event, gone: asyncio.Future[bytes]) -> bool:
+    """Wait for the test to set ``gate``: False if the client left or it took too long."""
+    deadline = time.monotonic() + GATE_WAIT_S
+    while not gate.is_set():
+        if gone.done() or time.monotonic() > deadline:
+            return False
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(gone), 0.01)
+    return True
 
 
 async def _client_left(reader: asyncio.StreamReader, seconds: float) -> bool:

@@ -58,6 +58,7 @@ async def messages(request: Request) -> Response:
             chat,
             ctx,
             service,
+            request.receive,
             paths,
             estimated_tokens=estimate,
             keepalive_s=service.settings.stream_keepalive_s,

@@ -2,16 +2,17 @@
 
     prepare (400/404) -> admit (429) -> upstream.stream -> hold-back -> MessageStreamEncoder
 
-- Until the upstream answered (its first event) every failure is an ordinary HTTP error.
-  Then the response is committed: ``message_start`` goes out, and a later failure (422
-  after the correction, upstream dropped) is one ``event: error`` with the unified envelope
-  and no ``message_stop``.
+- Until the commit point (``gateway.dialects.sse``: a strict request's first output, else
+  the upstream's first event) every failure is an ordinary HTTP error: a strict call still
+  invalid before any text is a plain 422. Then ``message_start`` goes out with that
+  output, and a later failure (422 after the correction, upstream dropped) is one
+  ``event: error`` with the unified envelope and no ``message_stop``.
 - A strict ``tool_use`` block is opened only once its input validated (the hold-back
   releases the whole call at once), so the raw SSE never carries invalid input.
 - Retries: ``x-syntic-schema-retries`` cannot be known when headers go out; the final
   ``message_delta`` carries ``usage.schema_retries``, and the ledger row has it too.
-- ``event: ping`` during silences longer than ``settings.stream_keepalive_s`` (e.g. while
-  a held call is being corrected).
+- ``event: ping`` during silences longer than ``settings.stream_keepalive_s`` after the
+  commit point (e.g. while a call after text is being corrected).
 - A client disconnect cancels the pump: the hold-back cancels any correction in flight and
   closes the upstream stream; the ledger row gets status 499 ``client_disconnected``.
 
@@ -22,6 +23,7 @@ this module supplies the Messages bytes.
 from __future__ import annotations
 
 from starlette.responses import Response
+from starlette.types import Receive
 
 from gateway.canonical import ChatRequest
 from gateway.context import RequestContext
@@ -40,13 +42,16 @@ async def stream_messages(
     chat: ChatRequest,
     ctx: RequestContext,
     service: ChatService,
+    receive: Receive,
     paths: ParamPaths,
     *,
     estimated_tokens: int,
     keepalive_s: float,
 ) -> Response:
     """Run the pre-stream part (errors are HTTP errors) and return the SSE response."""
-    opened = await open_held_stream(service, chat, paths, ctx, estimated_tokens=estimated_tokens)
+    opened = await open_held_stream(
+        service, chat, paths, ctx, receive, estimated_tokens=estimated_tokens
+    )
     encoder = MessageStreamEncoder(model=chat.model, message_id=message_id(ctx.request_id))
     return MessagesSSEResponse(
         opened, encoder, ctx, service, estimated_tokens=estimated_tokens, keepalive_s=keepalive_s

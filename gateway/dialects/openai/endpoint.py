@@ -30,7 +30,7 @@ async def chat_completions(request: Request) -> Response:
     ctx.enforced = strict_requested(chat)
     if chat.stream:  # hold-back streaming
         return await stream_chat_completions(
-            chat, ctx, service, estimated_tokens=len(body) // 4 * chat.n,
+            chat, ctx, service, request.receive, estimated_tokens=len(body) // 4 * chat.n,
             keepalive_s=service.settings.stream_keepalive_s,
         )
     estimate = len(body) // 4 * chat.n

@@ -2,16 +2,18 @@
 
     prepare (400/404) -> admit (429) -> upstream.stream -> hold-back -> ChunkEncoder -> SSE
 
-- Until the upstream has answered (its first event), every failure is an ordinary HTTP
-  error with the unified envelope. After that the response is committed: headers and the
-  ``delta.role`` chunk go out, and a failure (422 after the correction, upstream dropped)
-  is one in-band ``data: {"error": ...}`` event with no ``[DONE]``.
+- Until the commit point (``gateway.dialects.sse``: a strict request's first output, else
+  the upstream's first event), every failure is an ordinary HTTP error with the unified
+  envelope: a strict call still invalid before any text is a plain 422. Then headers and
+  the ``delta.role`` chunk go out with that output, and a failure (422 after the
+  correction, upstream dropped) is one in-band ``data: {"error": ...}`` event with no
+  ``[DONE]``.
 - ``x-syntic-schema-retries`` cannot be known when the headers go out, so streams do not
   send it. Billing finds the retries in the final usage chunk
   (``stream_options.include_usage``: ``usage.schema_retries``) and in the usage ledger
   (``schema_retries``, ``streamed = true``), which is written for every outcome.
 - ``: keep-alive`` comments during silences longer than ``settings.stream_keepalive_s``
-  (e.g. while a held call is being corrected).
+  after the commit point (e.g. while a call after text is being corrected).
 - A client disconnect (``http.disconnect``) cancels the pump: the hold-back cancels any
   correction in flight and closes the upstream stream. The ledger row then has status 499,
   ``error_code = "client_disconnected"`` and the tokens so far (``estimated`` when the
@@ -28,6 +30,7 @@ from __future__ import annotations
 import time
 
 from starlette.responses import Response
+from starlette.types import Receive
 
 from gateway.canonical import ChatRequest, WireEvent
 from gateway.context import RequestContext
@@ -49,13 +52,14 @@ async def stream_chat_completions(
     chat: ChatRequest,
     ctx: RequestContext,
     service: ChatService,
+    receive: Receive,
     *,
     estimated_tokens: int,
     keepalive_s: float,
 ) -> Response:
     """Run the pre-stream part (errors are HTTP errors) and return the SSE response."""
     opened = await open_held_stream(
-        service, chat, OPENAI_PATHS, ctx, estimated_tokens=estimated_tokens
+        service, chat, OPENAI_PATHS, ctx, receive, estimated_tokens=estimated_tokens
     )
     encoder = ChunkEncoder(
         completion_id="chatcmpl-" + ctx.request_id.removeprefix("req_"),

@@ -70,7 +70,7 @@ async def create_response(request: Request) -> Response:
     )
     if chat.stream:
         return await stream_response(
-            chat, shape, ctx, service, RESPONSES_PATHS,
+            chat, shape, ctx, service, request.receive, RESPONSES_PATHS,
             store=store if decoded.store else None, decoded=decoded,
             estimated_tokens=estimate,
         )  # fmt: skip

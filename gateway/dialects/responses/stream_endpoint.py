@@ -2,17 +2,20 @@
 
     prepare (400/404) -> admit (429) -> upstream.stream -> hold-back -> ResponseStreamEncoder
 
-- Until the upstream has answered (its first event) every failure is an ordinary HTTP
-  error with the unified envelope. Then the response is committed: ``response.created``
-  goes out, and a later failure (422 after the correction, upstream dropped) is
-  ``response.failed`` and one ``error`` event with the envelope.
+- Until the commit point (``gateway.dialects.sse``: a strict request's first output, else
+  the upstream's first event) every failure is an ordinary HTTP error with the unified
+  envelope: a strict call still invalid before any text is a plain 422. Then
+  ``response.created`` goes out with that output, and a later failure (422 after the
+  correction, upstream dropped) is ``response.failed`` and one ``error`` event with the
+  envelope.
 - A strict call's ``function_call`` item is added only once its arguments validated (the
   hold-back releases the whole call at once); text flows as it comes.
 - ``x-syntic-schema-retries`` cannot be known when the headers go out: the final
   ``response.completed`` carries ``usage.schema_retries``, and the ledger row has it too.
 - With ``store`` the finished response is stored before ``response.completed`` is sent,
   so the client can continue from it as soon as it has read that event.
-- ``: keep-alive`` comments during silences longer than ``settings.stream_keepalive_s``.
+- ``: keep-alive`` comments during silences longer than ``settings.stream_keepalive_s``
+  after the commit point.
 
 The stream machinery is the one both other dialects use (``gateway.dialects.sse``).
 """
@@ -20,6 +23,7 @@ The stream machinery is the one both other dialects use (``gateway.dialects.sse`
 from __future__ import annotations
 
 from starlette.responses import Response
+from starlette.types import Receive
 
 from gateway.canonical import ChatRequest
 from gateway.context import RequestContext
@@ -42,6 +46,7 @@ async def stream_response(
     shape: ResponseShape,
     ctx: RequestContext,
     service: ChatService,
+    receive: Receive,
     paths: ParamPaths,
     *,
     store: ResponseStore | None,
@@ -49,7 +54,9 @@ async def stream_response(
     estimated_tokens: int,
 ) -> Response:
     """Run the pre-stream part (errors are HTTP errors) and return the SSE response."""
-    opened = await open_held_stream(service, chat, paths, ctx, estimated_tokens=estimated_tokens)
+    opened = await open_held_stream(
+        service, chat, paths, ctx, receive, estimated_tokens=estimated_tokens
+    )
     return ResponsesSSEResponse(
         opened, ResponseStreamEncoder(shape), ctx, service,
         estimated_tokens=estimated_tokens,
