@@ -326,6 +326,9 @@ def main() -> int:
                              "and LiteLLM, over alternating json c32 rounds")
     parser.add_argument("--peer-rounds", type=int, default=3,
                         help="with --compare-peers: rounds (each runs every contender once)")
+    parser.add_argument("--light-baseline", action="store_true",
+                        help="with --compare-peers: also the pass-through without a durable "
+                             "record (reported, not judged)")
     parser.add_argument("--portkey-budget", type=float, default=600.0,
                         help="seconds allowed to install + start Portkey's gateway")
     parser.add_argument("--low-rate-interval", type=float, default=3.0,
@@ -421,8 +424,11 @@ def main() -> int:
                                          figures)
             if ns.compare_peers:
                 contenders = [ours]
-                for start in (baseline_passthrough(mock.url),
-                              portkey_gateway(mock.url, ns.portkey_budget)):
+                starts = [baseline_passthrough(mock.url)]
+                if ns.light_baseline:
+                    starts.append(baseline_passthrough(mock.url, durable=False))
+                starts.append(portkey_gateway(mock.url, ns.portkey_budget))
+                for start in starts:
                     peer = peers.enter_context(start)
                     if peer is not None:
                         pin(peer.pid, SERVER_CPU)

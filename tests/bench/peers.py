@@ -2,7 +2,8 @@
 installed on first use under ``~/.cache/syntic-bench`` at a pinned version.
 
 - ``baseline_passthrough``: ``tests/bench/baseline_passthrough.py`` (Starlette + aiohttp +
-  the validator, nothing else), the floor a strict pass-through costs in Python;
+  the validator + a durable per-request record, nothing else), the floor a strict
+  pass-through that keeps a record costs in Python; ``durable=False``: without the record;
 - ``portkey_gateway``: Portkey's AI gateway (npm ``@portkey-ai/gateway``, Node), routed per
   request by its ``x-portkey-provider`` and ``x-portkey-custom-host`` headers;
 - ``litellm_proxy``: LiteLLM's proxy (PyPI ``litellm[proxy]``, its own venv), auth on.
@@ -79,17 +80,23 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def baseline_passthrough(mock_url: str) -> Iterator[Peer | None]:
+def baseline_passthrough(mock_url: str, *, durable: bool = True) -> Iterator[Peer | None]:
+    """The pass-through with its durable record (spool + batched SQLite rows) in a fresh
+    directory, or without one (``durable=False``: ``--light``)."""
     port = free_port()
-    log_path = Path(tempfile.mkdtemp(prefix="baseline-bench-")) / "baseline.log"
+    workdir = Path(tempfile.mkdtemp(prefix="baseline-bench-"))
+    log_path = workdir / "baseline.log"
+    mode = ["--record-dir", str(workdir / "record")] if durable else ["--light"]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [sys.executable, str(ROOT / "tests/bench/baseline_passthrough.py"), "--port",
-             str(port), "--upstream", mock_url + "/v1"], stdout=log, stderr=subprocess.STDOUT)
+             str(port), "--upstream", mock_url + "/v1", *mode],
+            stdout=log, stderr=subprocess.STDOUT)
     try:
         if _wait(lambda: _listening(port), proc, time.monotonic() + 30):
-            yield Peer("baseline", proc.pid, f"http://127.0.0.1:{port}",
-                       {"Content-Type": "application/json"}, "mock-good")
+            yield Peer("baseline" if durable else "baseline-light", proc.pid,
+                       f"http://127.0.0.1:{port}", {"Content-Type": "application/json"},
+                       "mock-good")
         else:
             print(f"baseline pass-through did not start; see {log_path}", file=sys.stderr)
             yield None
@@ -226,6 +233,7 @@ def peer_rounds(
     to ``cpu``), ``rounds`` times, each round starting one later in the list (the host
     drifts between runs; every contender sees every slot). Returns the report and the
     CPU-per-request ratios of the medians: ``vs_baseline`` (syntic / baseline),
+    ``vs_baseline_light`` (syntic / the pass-through without a record, when it ran),
     ``vs_portkey`` and ``vs_litellm`` (theirs / syntic)."""
     scripts = {p.name: wrk_script(p.headers, payload(p.model)) for p in contenders}
     for p in contenders:  # warm-up: JIT, caches, upstream pools
@@ -259,6 +267,7 @@ def peer_rounds(
                      + (f", {errors[p.name]} errors" if errors[p.name] else ""))
     figures: dict[str, float] = {}
     for key, over, under in (("vs_baseline", "syntic", "baseline"),
+                             ("vs_baseline_light", "syntic", "baseline-light"),
                              ("vs_portkey", "portkey", "syntic"),
                              ("vs_litellm", "litellm", "syntic")):
         if over in med and under in med:
