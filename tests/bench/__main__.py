@@ -79,6 +79,11 @@ def _peers(*workloads: str) -> Callable[[Plan, Options], None]:
     return apply
 
 
+def _local_peers(plan: Plan, o: Options) -> None:
+    _peers(*PEER_WORKLOADS)(plan, o)
+    plan.peer_set, plan.light_baseline = ("baseline",), True
+
+
 def _low_rate(plan: Plan, o: Options) -> None:
     plan.low_rate_requests, plan.low_rate_interval = o.low_rate_requests, o.low_rate_interval
 
@@ -136,6 +141,9 @@ GATEWAY: dict[str, GatewayScenario] = {
                                    _peers("small")),
     "peers-agent": GatewayScenario("the peer comparison on the agent-sized request only",
                                    _peers("agent")),
+    "peers-local": GatewayScenario("the peer comparison against the pass-through only, "
+                                   "with and without its record (nothing to install)",
+                                   _local_peers),
     "quick": GatewayScenario("json, tls and low-rate (gateway_bench.py --quick)", _quick),
     "gateway": GatewayScenario("every gateway row, ttfb, stall, low-rate "
                                "(gateway_bench.py without peers)", _all),
@@ -245,6 +253,8 @@ def run_scenarios(names: list[str], o: Options, json_path: Path,
                     low_rate_requests=0, redis_db=o.redis_db)
         for name in gateway_names:
             GATEWAY[name].apply(plan, o)
+        if {"peers", "peers-small", "peers-agent"} & set(gateway_names):
+            plan.peer_set = Plan().peer_set  # peers-local beside them narrows nothing
         try:
             measured = run(plan)
         except ToolMissing as exc:
@@ -279,6 +289,13 @@ def _write(path: Path, result: dict[str, Any], started: datetime.datetime) -> No
     path.write_text(json.dumps(_finite(result), indent=1, allow_nan=False) + "\n")
 
 
+# What each scenario leaves in a result file: the gateway's row, the peer workloads.
+_EXPECTED_ROWS = {"json": "json", "sse": "sse", "tls": "json-tls", "agent-sized": "agent",
+                  "sse-text": "sse-text10", "miss": "miss", "fix": "fix"}
+_EXPECTED_PEERS = {"peers": tuple(PEER_WORKLOADS), "peers-local": tuple(PEER_WORKLOADS),
+                   "peers-small": ("small",), "peers-agent": ("agent",)}
+
+
 def check(path: Path) -> list[str]:
     """What is wrong with a result file (empty: it is complete): strict JSON, the format,
     every gateway row with requests and no errors, each asked-for scenario's figures."""
@@ -306,6 +323,25 @@ def check(path: Path) -> list[str]:
                 problems.append(f"{where}: {row['errors']} errors")
             if not isinstance(row.get("cpu_us_per_req"), int | float):
                 problems.append(f"{where}: no CPU per request")
+        scenarios = data.get("scenarios", [])
+        have_rows = {r.get("scenario") for r in gateway.get("rows", [])
+                     if r.get("target") == "syntic"}
+        have_peers = {c.get("workload") for c in gateway.get("peers", [])}
+        for name in scenarios:
+            if name in _EXPECTED_ROWS and _EXPECTED_ROWS[name] not in have_rows:
+                problems.append(f"{name}: no syntic {_EXPECTED_ROWS[name]} row")
+            for workload in _EXPECTED_PEERS.get(name, ()):
+                if workload not in have_peers:
+                    problems.append(f"{name}: no peer comparison on the {workload} request")
+        if "low-rate" in scenarios and gateway.get("low_rate") is None:
+            problems.append("low-rate: no low-rate figures")
+        for comparison in gateway.get("peers", []):
+            for name, c in comparison.get("contenders", {}).items():
+                where = f"peers, {comparison.get('workload')}, {name}"
+                if c.get("errors"):
+                    problems.append(f"{where}: {c['errors']} errors")
+                if not isinstance(c.get("median_cpu_us_per_req"), int | float):
+                    problems.append(f"{where}: no CPU per request")
         if not gateway.get("rows") and not gateway.get("peers") \
                 and gateway.get("low_rate") is None and not gateway.get("figures"):
             problems.append("the gateway run measured nothing")

@@ -348,6 +348,7 @@ class Plan:
     litellm: bool = False  # LiteLLM's rows and the throughput ratio
     ratio_rounds: int = 3
     peers: tuple[str, ...] = ()  # the peer comparison's workloads: "small", "agent"
+    peer_set: tuple[str, ...] = ("baseline", "portkey", "litellm")  # who syntic meets
     peer_rounds: int = 3
     light_baseline: bool = False
     litellm_budget: float = 900.0
@@ -371,8 +372,9 @@ class Result:
     def report(self) -> str:
         lines, _ = verdict_lines(self.verdicts)
         return (f"machine: {self.machine_ms:.0f} ms for the pure-Python calibration loop on "
-                f"core {SERVER_CPU} (10M additions; lower is a faster machine)\n"
-                + table(self.rows) + self.text + "\n" + "\n".join(lines))
+                f"core {SERVER_CPU} (10M additions; lower is a faster machine)"
+                + ("\n" + table(self.rows) if self.rows else "") + self.text + "\n"
+                + "\n".join(lines))
 
     @property
     def missed(self) -> int:
@@ -501,7 +503,7 @@ def run(plan: Plan) -> Result:
             extra += f"\nsyntic RSS idle {rss_idle:.0f} MB"
         with contextlib.ExitStack() as peers:
             lite = None
-            if plan.litellm or plan.peers:
+            if plan.litellm or (plan.peers and "litellm" in plan.peer_set):
                 lite = peers.enter_context(litellm_proxy(mock.url, plan.litellm_budget))
                 if lite is not None:
                     pin(lite.pid, SERVER_CPU)
@@ -512,16 +514,19 @@ def run(plan: Plan) -> Result:
             if plan.peers:
                 workloads = _workloads(plan.peers)
                 contenders = [ours]
-                starts = [baseline_passthrough(mock.url)]
+                starts = []
+                if "baseline" in plan.peer_set:
+                    starts.append(baseline_passthrough(mock.url))
                 if plan.light_baseline:
                     starts.append(baseline_passthrough(mock.url, durable=False))
-                starts.append(portkey_gateway(mock.url, plan.portkey_budget))
+                if "portkey" in plan.peer_set:
+                    starts.append(portkey_gateway(mock.url, plan.portkey_budget))
                 for start in starts:
                     peer = peers.enter_context(start)
                     if peer is not None:
                         pin(peer.pid, SERVER_CPU)
                         contenders.append(peer)
-                if lite is not None:
+                if lite is not None and "litellm" in plan.peer_set:
                     contenders.append(lite)
                 for peer in contenders[1:]:
                     _check_peer(peer, mock, agent="agent" in plan.peers)
