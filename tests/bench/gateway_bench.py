@@ -15,10 +15,11 @@ line per request, metrics. With
 ``--compare-litellm``, LiteLLM's proxy (its own venv under ``~/.cache/syntic-bench``,
 ``pip install 'litellm[proxy]'``, bounded by ``--litellm-budget``) on core 0 against the
 same mock. ``wrk`` (one thread, core 1) drives each for ``--duration`` seconds. With
-``--compare-peers``, ``--peer-rounds`` rounds of json c32 runs alternate the gateway, the
-reference pass-through (``tests/bench/baseline_passthrough.py``), Portkey's gateway and
-LiteLLM (``tests/bench/peers.py``: each installed at a pinned version), and compare their
-server CPU per request as ratios of medians.
+``--compare-peers``, ``--peer-rounds`` rounds of c32 runs alternate the gateway, the
+reference pass-through with its durable record (``tests/bench/baseline_passthrough.py``),
+Portkey's gateway and LiteLLM (``tests/bench/peers.py``: each installed at a pinned
+version), on the small request and on the agent-sized one (``--peer-requests``), and
+compare their server CPU per request as ratios of medians.
 
 Prints one table: req/s, p50/p99 latency, added p50 versus the mock alone at the same
 concurrency, server CPU microseconds per request (utime+stime from /proc), RSS. Rows:
@@ -27,6 +28,8 @@ concurrency, server CPU microseconds per request (utime+stime from /proc), RSS. 
 - ``sse``: the same, streamed (the hold-back releases the call once it validates);
 - ``sse-text10``/``sse-text100``: 10 and 100 text deltas; their CPU difference / 90 is the
   gateway's CPU per extra SSE event;
+- ``agent``: the agent-sized request (``tests/bench/agent_request.py``: ~85 kB, 28 tools,
+  5 of them strict, 40 messages), answered with a strict ``edit_file`` call;
 - ``miss``: a new schema per request (lint + compile every time);
 - ``fix``: the upstream's first call is invalid; one correction call (two upstream calls);
 - ``stall``: hot requests while new ~400-property schemas arrive; max latency vs. without;
@@ -46,7 +49,9 @@ between runs; alternating puts both gateways under the same drift). A first line
 host's speed as the time of a fixed pure-Python loop on the server core (the ``machine:``
 line), so figures taken on different machines can be compared. Last, each of the
 targets with ``ok`` or ``MISS``; the exit status is 1 if any measured target was missed.
-Needs ``wrk`` (Debian: ``apt-get install -y wrk``), Redis on 127.0.0.1:6379. Profile with
+``run(Plan(...))`` does the same from code and returns the figures (``Result``): the
+entry point ``python -m tests.bench`` uses it. Needs ``wrk`` (Debian: ``apt-get install -y
+wrk``), Redis on 127.0.0.1:6379. Profile with
 ``tests/bench/profile_gateway.py`` (cProfile on a CPU clock, in process).
 """
 
@@ -70,6 +75,9 @@ import orjson
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tests.bench.agent_request import agent_body  # noqa: E402
+from tests.bench.agent_request import messages as agent_messages  # noqa: E402
+from tests.bench.agent_request import tools as agent_tools  # noqa: E402
 from tests.bench.loadgen import (  # noqa: E402
     Measured,
     calibrate,
@@ -82,16 +90,19 @@ from tests.bench.loadgen import (  # noqa: E402
     ttfb,
     wrk_script,
 )
-from tests.bench.low_rate import low_rate  # noqa: E402
-from tests.bench.mock_upstream import GOOD_ARGS  # noqa: E402
+from tests.bench.low_rate import LowRate, low_rate  # noqa: E402
+from tests.bench.mock_upstream import AGENT_ARGS, AGENT_TOOL, GOOD_ARGS  # noqa: E402
 from tests.bench.peers import (  # noqa: E402
     PATH,
+    Comparison,
     Peer,
+    Workload,
     baseline_passthrough,
     litellm_proxy,
     peer_rounds,
     portkey_gateway,
 )
+from tests.bench.targets import PEER_WORKLOADS, Verdict, judge, verdict_lines  # noqa: E402
 from tests.bench.tls_ca import TlsFiles, make_tls  # noqa: E402
 from tests.support.gateway_proc import (  # noqa: E402
     model_table,
@@ -168,6 +179,14 @@ class Row:
     m: Measured
     added_ms: float | None
 
+    def to_json(self) -> dict[str, Any]:
+        w = self.m.wrk
+        return {"target": self.target, "scenario": self.scenario, "conns": self.conns,
+                "requests": w.requests, "rps": w.rps, "p50_ms": w.p50_us / 1000,
+                "p99_ms": w.p99_us / 1000, "max_ms": w.max_us / 1000,
+                "added_p50_ms": self.added_ms, "cpu_us_per_req": self.m.cpu_us_per_req,
+                "rss_mb": self.m.rss_mb, "errors": w.errors}
+
 
 class Mock:
     """The mock upstream as a child process pinned to the load generator's core; over
@@ -207,6 +226,7 @@ def _models(mock_url: str, tls_url: str | None = None) -> list[dict[str, Any]]:
         model_table("bench-fix", base, upstream_model="mock-fix"),
         model_table("bench-text10", base, upstream_model="mock-text10"),
         model_table("bench-text100", base, upstream_model="mock-text100"),
+        model_table("bench-agent", base, upstream_model="mock-agent"),
     ]
     if tls_url is not None:
         models.append(model_table("bench-tls", tls_url + "/v1", upstream_model="mock-good"))
@@ -310,6 +330,232 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
+# The table's row sets, in the order they run; ``Plan.rows`` picks some.
+ROW_SETS = ("json", "sse", "tls", "agent", "sse-text", "miss", "fix")
+
+
+@dataclass(slots=True)
+class Plan:
+    """What one run measures. ``main`` builds it from the options, ``tests/bench``'s entry
+    point from scenario names."""
+
+    duration: float = 5.0
+    rows: tuple[str, ...] = ROW_SETS
+    ttfb: bool = True
+    stall: bool = True
+    low_rate_requests: int = 10
+    low_rate_interval: float = 3.0
+    litellm: bool = False  # LiteLLM's rows and the throughput ratio
+    ratio_rounds: int = 3
+    peers: tuple[str, ...] = ()  # the peer comparison's workloads: "small", "agent"
+    peer_set: tuple[str, ...] = ("baseline", "portkey", "litellm")  # who syntic meets
+    peer_rounds: int = 3
+    light_baseline: bool = False
+    litellm_budget: float = 900.0
+    portkey_budget: float = 600.0
+    redis_db: int = 0
+
+
+@dataclass(slots=True)
+class Result:
+    """What one run measured: the table's rows, the extra lines' figures, the peer
+    comparisons and the verdicts on the targets."""
+
+    machine_ms: float
+    rows: list[Row]
+    figures: dict[str, float]
+    text: str  # the lines printed after the table
+    comparisons: list[Comparison]
+    low_rate: LowRate | None
+    verdicts: tuple[list[Verdict], list[Verdict]]
+
+    def report(self) -> str:
+        lines, _ = verdict_lines(self.verdicts)
+        return (f"machine: {self.machine_ms:.0f} ms for the pure-Python calibration loop on "
+                f"core {SERVER_CPU} (10M additions; lower is a faster machine)"
+                + ("\n" + table(self.rows) if self.rows else "") + self.text + "\n"
+                + "\n".join(lines))
+
+    @property
+    def missed(self) -> int:
+        return verdict_lines(self.verdicts)[1]
+
+    def to_json(self) -> dict[str, Any]:
+        low = self.low_rate
+        return {
+            "machine_ms": self.machine_ms,
+            "rows": [r.to_json() for r in self.rows],
+            "figures": self.figures,
+            "peers": [c.to_json() for c in self.comparisons],
+            "low_rate": None if low is None else {
+                "requests": low.requests, "interval_s": low.interval_s,
+                "mock_ms": low.mock_ms, "gateway_ms": low.gateway_ms,
+                "added_p50_ms": low.added_p50_ms, "added_max_ms": low.added_max_ms,
+                "new_upstream_connections": low.handshakes},
+            "targets": [v.to_json() for v in self.verdicts[0]],
+            "peer_targets": [v.to_json() for v in self.verdicts[1]],
+        }
+
+
+def _row_plan(sets: tuple[str, ...], tls_json: str) -> tuple[
+        list[tuple[str, int, str]], list[tuple[str, int, str]], list[tuple[str, int, str]]]:
+    """(the mock's rows over HTTP, over HTTPS, the gateway's rows) for the row sets."""
+    json_body, sse_body = body("bench"), body("bench", stream=True)
+    mock, mock_tls, gw = [], [], []
+    if "json" in sets:
+        mock += [("json", 1, json_body), ("json", 32, json_body)]
+        gw += [("json", 1, json_body), ("json", 32, json_body)]
+    if "sse" in sets:
+        mock += [("sse", 1, sse_body), ("sse", 32, sse_body)]
+        gw += [("sse", 1, sse_body), ("sse", 32, sse_body)]
+    if "tls" in sets:
+        mock_tls += [("json-tls", 1, tls_json), ("json-tls", 32, tls_json)]
+        gw += [("json-tls", 1, tls_json), ("json-tls", 32, tls_json)]
+    if "agent" in sets:
+        mock += [("agent", 1, agent_body("mock-agent")), ("agent", 32, agent_body("mock-agent"))]
+        gw += [("agent", 1, agent_body("bench-agent")), ("agent", 32, agent_body("bench-agent"))]
+    if "sse-text" in sets:
+        for n in (10, 100):
+            mock.append((f"sse-text{n}", 32, body(f"mock-text{n}", stream=True, tools=False)))
+            gw.append((f"sse-text{n}", 32, body(f"bench-text{n}", stream=True, tools=False)))
+    if "miss" in sets:
+        gw += [("miss", 1, body("bench", schema=miss_schema())),
+               ("miss", 32, body("bench", schema=miss_schema()))]
+    if "fix" in sets:
+        gw += [("fix", 1, body("bench-fix")), ("fix", 32, body("bench-fix"))]
+    return mock, mock_tls, gw
+
+
+def _workloads(names: tuple[str, ...]) -> list[Workload]:
+    known = {
+        "small": Workload("small", "small request (create_refund, 660 B, 1 strict tool)",
+                          lambda p: body(p.model)),
+        "agent": Workload("agent", f"agent-sized request ({len(agent_body('m')) / 1000:.0f} "
+                          f"kB, {len(agent_tools())} tools, {len(agent_messages())} messages)",
+                          lambda p: agent_body(p.agent_model)),
+    }
+    return [known[n] for n in names]
+
+
+def run(plan: Plan) -> Result:
+    """Start the mocks and the gateway, measure what ``plan`` asks, stop everything.
+    Raises ``ToolMissing`` without ``wrk`` or ``trustme``."""
+    if not have_wrk():
+        raise ToolMissing("wrk not found: apt-get install -y wrk")
+    d = plan.duration
+    rows_wanted = plan.rows + (("json",) if plan.litellm and "json" not in plan.rows else ())
+    workdir = Path(tempfile.mkdtemp(prefix="syntic-bench-"))
+    try:
+        tls = make_tls(workdir / "tls")
+    except ImportError as exc:
+        raise ToolMissing("trustme not found: pip install -e '.[test]'") from exc
+    tls_json = body("bench-tls")
+    mock_rows, tls_rows, gw_rows = _row_plan(rows_wanted, tls_json)
+    rows: list[Row] = []
+    floor: dict[tuple[str, int], float] = {}
+    figures: dict[str, float] = {}
+    comparisons: list[Comparison] = []
+    slow: LowRate | None = None
+    extra = ""
+    mock, mock_tls = Mock(), Mock(tls)
+    gw = None
+    try:
+        if mock_rows or tls_rows:
+            print("mock upstream alone:", file=sys.stderr)
+        run_target("mock", mock.proc.pid, mock.url, _headers(None), mock_rows, d, floor, rows)
+        run_target("mock", mock_tls.proc.pid, mock_tls.url, _headers(None), tls_rows, d,
+                   floor, rows)
+        gw = start_gateway(workdir, _models(mock.url, mock_tls.url),
+                           env={"SYNTIC_REDIS_URL": f"redis://127.0.0.1:6379/{plan.redis_db}",
+                                "SSL_CERT_FILE": str(tls.ca)})
+        key = gw.create_key("bench", "--rpm", "1000000000", "--tpm", "2000000000")
+        pin(gw.proc.pid, SERVER_CPU)
+        _check_path(gw.base_url, key, mock_tls)
+        ours = Peer("syntic", gw.proc.pid, gw.base_url, _headers(key), "bench", "bench-agent")
+        rss_idle = rss_mb(gw.proc.pid)
+        if gw_rows:
+            print("syntic gateway:", file=sys.stderr)
+        run_target("syntic", gw.proc.pid, gw.base_url, ours.headers, gw_rows, d, floor, rows)
+        if plan.low_rate_requests > 0:
+            print(f"low rate: {plan.low_rate_requests} requests every "
+                  f"{plan.low_rate_interval:g} s...", file=sys.stderr)
+            slow = low_rate(mock_tls.url, tls.ca, gw.base_url, ours.headers, body("bench"),
+                            tls_json, requests=plan.low_rate_requests,
+                            interval_s=plan.low_rate_interval, cpu=LOAD_CPU)
+            extra += "\n" + slow.line()
+        if plan.ttfb:
+            text, figures["ttfb"] = first_bytes(mock.url, gw.base_url, key)
+            extra += text
+        syntic_rows = {(r.scenario, r.conns): r for r in rows if r.target == "syntic"}
+        if ("sse-text10", 32) in syntic_rows:
+            per_event = figures["sse_event"] = (
+                syntic_rows["sse-text100", 32].m.cpu_us_per_req
+                - syntic_rows["sse-text10", 32].m.cpu_us_per_req) / 90
+            extra += f"\nCPU per extra SSE event (text100 - text10) / 90: {per_event:.1f} us"
+        if plan.stall:
+            quiet, busy, slowest = stall(gw.proc.pid, gw.base_url, key, d)
+            figures["stall"] = (busy.wrk.max_us - quiet.wrk.max_us) / 1000
+            extra += (
+                f"\nstall: hot p99/max {quiet.wrk.p99_us / 1000:.2f}/{quiet.wrk.max_us / 1000:.2f}"
+                f" ms alone, {busy.wrk.p99_us / 1000:.2f}/{busy.wrk.max_us / 1000:.2f} ms while"
+                f" 400-property schemas arrive (slowest miss request {slowest * 1000:.0f} ms)")
+        if gw_rows:
+            extra += f"\nsyntic RSS idle {rss_idle:.0f} MB"
+        with contextlib.ExitStack() as peers:
+            lite = None
+            if plan.litellm or (plan.peers and "litellm" in plan.peer_set):
+                lite = peers.enter_context(litellm_proxy(mock.url, plan.litellm_budget))
+                if lite is not None:
+                    pin(lite.pid, SERVER_CPU)
+            if plan.litellm and lite is not None:
+                base = [s for s in gw_rows if s[0] in ("json", "sse")]
+                extra += compare_litellm(ours, lite, base, d, plan.ratio_rounds, floor, rows,
+                                         figures)
+            if plan.peers:
+                workloads = _workloads(plan.peers)
+                contenders = [ours]
+                starts = []
+                if "baseline" in plan.peer_set:
+                    starts.append(baseline_passthrough(mock.url))
+                if plan.light_baseline:
+                    starts.append(baseline_passthrough(mock.url, durable=False))
+                if "portkey" in plan.peer_set:
+                    starts.append(portkey_gateway(mock.url, plan.portkey_budget))
+                for start in starts:
+                    peer = peers.enter_context(start)
+                    if peer is not None:
+                        pin(peer.pid, SERVER_CPU)
+                        contenders.append(peer)
+                if lite is not None and "litellm" in plan.peer_set:
+                    contenders.append(lite)
+                for peer in contenders[1:]:
+                    _check_peer(peer, mock, agent="agent" in plan.peers)
+                comparisons = peer_rounds(contenders, workloads, d, plan.peer_rounds,
+                                          cpu=LOAD_CPU)
+                for comparison in comparisons:
+                    extra += comparison.report()
+                    figures.update(comparison.figures())
+        machine = calibrate(SERVER_CPU)
+    finally:
+        if gw is not None:
+            gw.stop()
+        mock.stop()
+        mock_tls.stop()
+    ours_rows = {(r.scenario, r.conns): r for r in rows if r.target == "syntic"}
+    if ("json", 32) in ours_rows:
+        figures["rps32"] = ours_rows["json", 32].m.wrk.rps
+        figures["cpu32"] = ours_rows["json", 32].m.cpu_us_per_req
+    if ("json", 1) in ours_rows and ours_rows["json", 1].added_ms is not None:
+        figures["added1"] = ours_rows["json", 1].added_ms or 0.0
+    if ours_rows:
+        figures["rss"] = max(r.m.rss_mb for r in ours_rows.values())
+    return Result(machine, rows, figures, extra, comparisons, slow, judge(figures))
+
+
+class ToolMissing(RuntimeError):
+    """A tool the benchmark needs is not installed (exit status 2)."""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="Syntic gateway benchmark")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per run")
@@ -322,10 +568,16 @@ def main() -> int:
                         help="with --compare-litellm: extra alternating json c32 runs of "
                              "syntic and LiteLLM for the throughput ratio (0: none)")
     parser.add_argument("--compare-peers", action="store_true",
-                        help="CPU per request against the reference pass-through, Portkey "
-                             "and LiteLLM, over alternating json c32 rounds")
+                        help="CPU per request against the pass-through with a durable "
+                             "record, Portkey and LiteLLM, over alternating c32 rounds")
+    parser.add_argument("--peer-requests", default="small,agent",
+                        help="with --compare-peers: the requests compared (small, agent)")
     parser.add_argument("--peer-rounds", type=int, default=3,
-                        help="with --compare-peers: rounds (each runs every contender once)")
+                        help="with --compare-peers: rounds (each runs every contender once "
+                             "per request)")
+    parser.add_argument("--light-baseline", action="store_true",
+                        help="with --compare-peers: also the pass-through without a durable "
+                             "record (reported, not judged)")
     parser.add_argument("--portkey-budget", type=float, default=600.0,
                         help="seconds allowed to install + start Portkey's gateway")
     parser.add_argument("--low-rate-interval", type=float, default=3.0,
@@ -333,119 +585,24 @@ def main() -> int:
     parser.add_argument("--low-rate-requests", type=int, default=10,
                         help="requests in the low-rate row (0: skip it)")
     ns = parser.parse_args()
-    if not have_wrk():
-        print("wrk not found: apt-get install -y wrk", file=sys.stderr)
-        return 2
-    d = ns.duration
-    json_body, sse_body = body("bench"), body("bench", stream=True)
-    base = [("json", 1, json_body), ("json", 32, json_body)]
-    if not ns.quick:
-        base += [("sse", 1, sse_body), ("sse", 32, sse_body)]
-    mock_rows = [
-        *base,
-        *([] if ns.quick else [
-            ("sse-text10", 32, body("mock-text10", stream=True, tools=False)),
-            ("sse-text100", 32, body("mock-text100", stream=True, tools=False))]),
-    ]
-    tls_json = body("bench-tls")
-    tls_rows = [("json-tls", 1, tls_json), ("json-tls", 32, tls_json)]
-    gw_rows = [
-        *base,
-        *tls_rows,
-        *([] if ns.quick else [
-            ("sse-text10", 32, body("bench-text10", stream=True, tools=False)),
-            ("sse-text100", 32, body("bench-text100", stream=True, tools=False)),
-            ("miss", 1, body("bench", schema=miss_schema())),
-            ("miss", 32, body("bench", schema=miss_schema())),
-            ("fix", 1, body("bench-fix")),
-            ("fix", 32, body("bench-fix"))]),
-    ]
-    rows: list[Row] = []
-    floor: dict[tuple[str, int], float] = {}
-    workdir = Path(tempfile.mkdtemp(prefix="syntic-bench-"))
+    workloads = tuple(w for w in ns.peer_requests.split(",") if w)
+    if set(workloads) - set(PEER_WORKLOADS):
+        parser.error(f"--peer-requests: one of {', '.join(PEER_WORKLOADS)}")
+    plan = Plan(
+        duration=ns.duration, rows=("json", "tls") if ns.quick else ROW_SETS,
+        ttfb=not ns.quick, stall=not ns.quick, low_rate_requests=ns.low_rate_requests,
+        low_rate_interval=ns.low_rate_interval, litellm=ns.compare_litellm,
+        ratio_rounds=ns.ratio_rounds, peers=workloads if ns.compare_peers else (),
+        peer_rounds=ns.peer_rounds, light_baseline=ns.light_baseline,
+        litellm_budget=ns.litellm_budget, portkey_budget=ns.portkey_budget,
+        redis_db=ns.redis_db)
     try:
-        tls = make_tls(workdir / "tls")
-    except ImportError:
-        print("trustme not found: pip install -e '.[test]'", file=sys.stderr)
+        result = run(plan)
+    except ToolMissing as exc:
+        print(exc, file=sys.stderr)
         return 2
-    mock, mock_tls = Mock(), Mock(tls)
-    gw = None
-    try:
-        print("mock upstream alone:", file=sys.stderr)
-        run_target("mock", mock.proc.pid, mock.url, _headers(None), mock_rows, d, floor, rows)
-        run_target("mock", mock_tls.proc.pid, mock_tls.url, _headers(None), tls_rows, d,
-                   floor, rows)
-        gw = start_gateway(workdir, _models(mock.url, mock_tls.url),
-                           env={"SYNTIC_REDIS_URL": f"redis://127.0.0.1:6379/{ns.redis_db}",
-                                "SSL_CERT_FILE": str(tls.ca)})
-        key = gw.create_key("bench", "--rpm", "1000000000", "--tpm", "2000000000")
-        pin(gw.proc.pid, SERVER_CPU)
-        _check_path(gw.base_url, key, mock_tls)
-        ours = Peer("syntic", gw.proc.pid, gw.base_url, _headers(key), "bench")
-        print("syntic gateway:", file=sys.stderr)
-        rss_idle = rss_mb(gw.proc.pid)
-        run_target("syntic", gw.proc.pid, gw.base_url, ours.headers, gw_rows, d, floor, rows)
-        extra = ""
-        figures: dict[str, float] = {}
-        if ns.low_rate_requests > 0:
-            print(f"low rate: {ns.low_rate_requests} requests every {ns.low_rate_interval:g} s"
-                  "...", file=sys.stderr)
-            slow = low_rate(mock_tls.url, tls.ca, gw.base_url, ours.headers, json_body,
-                            tls_json, requests=ns.low_rate_requests,
-                            interval_s=ns.low_rate_interval, cpu=LOAD_CPU)
-            extra += "\n" + slow.line()
-        if not ns.quick:
-            text, figures["ttfb"] = first_bytes(mock.url, gw.base_url, key)
-            extra += text
-            quiet, busy, slowest = stall(gw.proc.pid, gw.base_url, key, d)
-            figures["stall"] = (busy.wrk.max_us - quiet.wrk.max_us) / 1000
-            t10 = next(r for r in rows if r.target == "syntic" and r.scenario == "sse-text10")
-            t100 = next(r for r in rows if r.target == "syntic" and r.scenario == "sse-text100")
-            per_event = figures["sse_event"] = (
-                t100.m.cpu_us_per_req - t10.m.cpu_us_per_req) / 90
-            extra += (
-                f"\nCPU per extra SSE event (text100 - text10) / 90: {per_event:.1f} us\n"
-                f"stall: hot p99/max {quiet.wrk.p99_us / 1000:.2f}/{quiet.wrk.max_us / 1000:.2f}"
-                f" ms alone, {busy.wrk.p99_us / 1000:.2f}/{busy.wrk.max_us / 1000:.2f} ms while"
-                f" 400-property schemas arrive (slowest miss request {slowest * 1000:.0f} ms)\n"
-                f"syntic RSS idle {rss_idle:.0f} MB"
-            )
-        with contextlib.ExitStack() as peers:
-            lite = None
-            if ns.compare_litellm or ns.compare_peers:
-                lite = peers.enter_context(litellm_proxy(mock.url, ns.litellm_budget))
-                if lite is not None:
-                    pin(lite.pid, SERVER_CPU)
-            if ns.compare_litellm and lite is not None:
-                extra += compare_litellm(ours, lite, base, d, ns.ratio_rounds, floor, rows,
-                                         figures)
-            if ns.compare_peers:
-                contenders = [ours]
-                for start in (baseline_passthrough(mock.url),
-                              portkey_gateway(mock.url, ns.portkey_budget)):
-                    peer = peers.enter_context(start)
-                    if peer is not None:
-                        pin(peer.pid, SERVER_CPU)
-                        contenders.append(peer)
-                if lite is not None:
-                    contenders.append(lite)
-                for peer in contenders[1:]:
-                    _check_peer(peer, mock)
-                text, peer_figures = peer_rounds(contenders, body, d, ns.peer_rounds,
-                                                 cpu=LOAD_CPU)
-                extra += text
-                figures.update(peer_figures)
-        print(f"machine: {calibrate(SERVER_CPU):.0f} ms for the pure-Python calibration loop "
-              f"on core {SERVER_CPU} (10M additions; lower is a faster machine)")
-        print(table(rows) + extra)
-        lines, missed = verdicts(rows, figures)
-        print("\n".join(lines))
-    finally:
-        if gw is not None:
-            gw.stop()
-        mock.stop()
-        mock_tls.stop()
-    return 1 if missed else 0
+    print(result.report())
+    return 1 if result.missed else 0
 
 
 def compare_litellm(
@@ -468,65 +625,6 @@ def compare_litellm(
             ours, lite, duration, rounds, first=(mine.m.wrk.rps, theirs.m.wrk.rps))
         text += more
     return text
-
-
-# The gateway's targets: (name, figure, limit, at most (True) or at least (False), unit).
-TARGETS: tuple[tuple[str, str, float, bool, str], ...] = (
-    ("json c32 throughput", "rps32", 5000, False, "req/s"),
-    ("json c32 server CPU per request", "cpu32", 200, True, "us"),
-    ("json c1 added p50", "added1", 0.25, True, "ms"),
-    ("strict SSE added time to first byte", "ttfb", 0.3, True, "ms"),
-    ("CPU per extra SSE event", "sse_event", 25, True, "us"),
-    ("throughput vs LiteLLM (ratio of medians)", "litellm", 40, False, "x"),
-    ("RSS, largest of the gateway's rows", "rss", 80, True, "MB"),
-    ("stall: worst hot request, added by new schemas", "stall", 20, True, "ms"),
-)
-
-# The peer comparison's targets (``--compare-peers``): CPU per request, json c32, ratios of
-# the medians over alternating rounds.
-PEER_TARGETS: tuple[tuple[str, str, float, bool, str], ...] = (
-    ("CPU per request, syntic / reference pass-through", "vs_baseline", 1.3, True, "x"),
-    ("CPU per request, Portkey / syntic", "vs_portkey", 3, False, "x"),
-    ("CPU per request, LiteLLM / syntic", "vs_litellm", 30, False, "x"),
-)
-
-
-def verdicts(rows: list[Row], figures: dict[str, float]) -> tuple[list[str], int]:
-    """Each target against this run: the lines to print and how many missed
-    (a target this run did not measure, e.g. with ``--quick``, is listed, not counted)."""
-    ours = {(r.scenario, r.conns): r for r in rows if r.target == "syntic"}
-    got = dict(figures)
-    if ("json", 32) in ours:
-        got["rps32"] = ours["json", 32].m.wrk.rps
-        got["cpu32"] = ours["json", 32].m.cpu_us_per_req
-    if ("json", 1) in ours and ours["json", 1].added_ms is not None:
-        got["added1"] = ours["json", 1].added_ms or 0.0
-    if ours:
-        got["rss"] = max(r.m.rss_mb for r in ours.values())
-    lines: list[str] = []
-    missed = 0
-    for title, targets in (("targets:", TARGETS), ("targets (peers):", PEER_TARGETS)):
-        lines.append(title)
-        missed += _judge(targets, got, lines)
-    return lines, missed
-
-
-def _judge(
-    targets: tuple[tuple[str, str, float, bool, str], ...], got: dict[str, float],
-    lines: list[str],
-) -> int:
-    missed = 0
-    for name, key, limit, at_most, unit in targets:
-        bound = f"{'<=' if at_most else '>='} {limit:g} {unit}"
-        if key not in got:
-            lines.append(f"  {name}: not measured in this run (target {bound})")
-            continue
-        value = got[key]
-        ok = value <= limit if at_most else value >= limit
-        missed += not ok
-        shown = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
-        lines.append(f"  {'ok  ' if ok else 'MISS'} {name}: {shown} {unit} (target {bound})")
-    return missed
 
 
 def ratio_rounds(
@@ -565,9 +663,15 @@ def ratio_rounds(
             " give each, whatever the host's stalls)"), median
 
 
+def _agent_call_ok(answer: Any) -> bool:
+    call = answer["choices"][0]["message"]["tool_calls"][0]["function"]
+    return bool(call["name"] == AGENT_TOOL
+                and orjson.loads(call["arguments"]) == orjson.loads(AGENT_ARGS))
+
+
 def _check_path(base_url: str, key: str, mock_tls: Mock) -> None:
-    """Fail fast unless the full path answers: a valid call, a corrected one, and a valid
-    one from the HTTPS upstream (which counts it)."""
+    """Fail fast unless the full path answers: a valid call, a corrected one, a valid one
+    from the HTTPS upstream (which counts it), and the agent-sized request's call."""
     tls_before = mock_tls.requests()
     with httpx.Client(timeout=10, headers=_headers(key)) as client:
         for model, retries in (("bench", "0"), ("bench-fix", "1"), ("bench-tls", "0")):
@@ -577,12 +681,16 @@ def _check_path(base_url: str, key: str, mock_tls: Mock) -> None:
             assert orjson.loads(call["function"]["arguments"]) == orjson.loads(GOOD_ARGS), call
             assert r.headers["x-syntic-schema-retries"] == retries, r.headers
             assert "x-ratelimit-remaining-requests" in r.headers, r.headers
+        r = client.post(base_url + PATH, content=agent_body("bench-agent"))
+        if r.status_code != 200 or not _agent_call_ok(r.json()):
+            raise RuntimeError(f"the agent-sized request: {r.status_code} {r.text[:500]}")
+        assert r.headers["x-syntic-schema-retries"] == "0", r.headers
     assert mock_tls.requests() == tls_before + 1, "the HTTPS upstream did not answer"
 
 
-def _check_peer(peer: Peer, mock: Mock) -> None:
+def _check_peer(peer: Peer, mock: Mock, *, agent: bool) -> None:
     """Fail fast unless ``peer`` answers with the mock's own completion, fetched from the
-    mock (its request count moves by one)."""
+    mock (its request count moves by one); the agent-sized request's too with ``agent``."""
     before = mock.requests()
     r = httpx.post(peer.url + PATH, content=body(peer.model), headers=peer.headers, timeout=30)
     if r.status_code != 200:
@@ -592,7 +700,13 @@ def _check_peer(peer: Peer, mock: Mock) -> None:
     if answer.get("id") != "chatcmpl-mock" or orjson.loads(
             call["function"]["arguments"]) != orjson.loads(GOOD_ARGS):
         raise RuntimeError(f"{peer.name} did not return the mock's answer: {r.text[:500]}")
-    if mock.requests() != before + 1:
+    if agent:
+        r = httpx.post(peer.url + PATH, content=agent_body(peer.agent_model),
+                       headers=peer.headers, timeout=30)
+        if r.status_code != 200 or not _agent_call_ok(r.json()):
+            raise RuntimeError(f"{peer.name}, agent-sized request: {r.status_code} "
+                               f"{r.text[:500]}")
+    if mock.requests() != before + 1 + agent:
         raise RuntimeError(f"{peer.name}'s answer did not come from the mock")
 
 

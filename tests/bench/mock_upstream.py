@@ -8,6 +8,8 @@ Answers every ``POST .../chat/completions`` with a fixed ``chat.completion`` car
 - ``"stream":true`` -> SSE: role chunk, tool-call start, the arguments in fragments, finish,
   usage, ``[DONE]``; the upstream model name ``...-text<N>`` streams N text deltas instead
   (used to measure the gateway's CPU per extra SSE event);
+- upstream model ``...-agent`` -> one call to the strict ``edit_file`` of the agent-sized
+  request (``agent_request.py``), with ``AGENT_ARGS``, and an agent-sized prompt's usage;
 - upstream model ``...-fix`` -> an invalid call first (``amount_pence`` as a string), the
   valid one when the request is a correction (it carries a ``tool_call_id``);
 - ``GET`` (any path) -> ``{"connections": C, "requests": R}``: the connections that carried
@@ -37,15 +39,22 @@ from typing import Any
 GOOD_ARGS = '{"order_number":"582131","amount_pence":1250,"reason":"damaged","note":null}'
 BAD_ARGS = '{"order_number":"582131","amount_pence":"12.50","reason":"damaged","note":null}'
 
+AGENT_TOOL = "edit_file"
+AGENT_ARGS = ('{"path":"gateway/part_5/limits.py","old_string":"    return len(value) < limit\\n"'
+              ',"new_string":"    # the limit is inclusive, as documented\\n'
+              '    return len(value) <= limit\\n","replace_all":false}')
 
-def _completion(args: str) -> bytes:
-    escaped = args.replace('"', '\\"')
+
+def _completion(args: str, name: str = "create_refund",
+                usage: tuple[int, int] = (120, 30)) -> bytes:
+    escaped = args.replace("\\", "\\\\").replace('"', '\\"')
     return (
         '{"id":"chatcmpl-mock","object":"chat.completion","created":1764460800,'
         '"model":"mock","choices":[{"index":0,"message":{"role":"assistant","content":null,'
-        '"tool_calls":[{"id":"call_1","type":"function","function":{"name":"create_refund",'
+        f'"tool_calls":[{{"id":"call_1","type":"function","function":{{"name":"{name}",'
         f'"arguments":"{escaped}"}}}}]}},"finish_reason":"tool_calls"}}],'
-        '"usage":{"prompt_tokens":120,"completion_tokens":30,"total_tokens":150}}'
+        f'"usage":{{"prompt_tokens":{usage[0]},"completion_tokens":{usage[1]},'
+        f'"total_tokens":{sum(usage)}}}}}'
     ).encode()
 
 
@@ -102,6 +111,7 @@ _JSON = b"application/json"
 _SSE = b"text/event-stream"
 _GOOD = _response(_completion(GOOD_ARGS), _JSON)
 _BAD = _response(_completion(BAD_ARGS), _JSON)
+_AGENT = _response(_completion(AGENT_ARGS, AGENT_TOOL, (21400, 96)), _JSON)
 _SSE_TOOL = _response(_sse_tool(), _SSE)
 _TEXT_N = re.compile(rb'"model"\s*:\s*"[^"]*-text(\d+)"')
 _sse_text_cache: dict[int, bytes] = {}
@@ -118,6 +128,8 @@ def reply_for(body: bytes) -> bytes:
         if cached is None:
             cached = _sse_text_cache[n] = _response(_sse_text(n), _SSE)
         return cached
+    if b'-agent"' in body:
+        return _AGENT
     if b'-fix"' in body and b'"tool_call_id"' not in body:
         return _BAD
     return _GOOD

@@ -12,7 +12,8 @@ the mock upstream. Prints the top functions by own time and by cumulative time, 
 the CPU per request measured without the profiler's overhead when ``--no-profile``.
 ``--opcodes`` counts the bytecodes executed instead, by module and by function;
 ``--target baseline`` runs the reference pass-through of the CPU target
-(``baseline_passthrough.py``, on uvicorn's own protocol) the same way, to compare the two.
+(``baseline_passthrough.py`` with its durable record, on uvicorn's own protocol) the same
+way, to compare the two.
 """
 
 from __future__ import annotations
@@ -143,7 +144,8 @@ def main() -> int:
         limits = () if ns.no_limits else ("--rpm", "1000000000", "--tpm", "2000000000")
         key = _syntic(config, env, "keys", "create", "--name", "prof", *limits)
         settings = load_settings(config, env)
-        app: Any = (baseline_app(mock.url) if ns.target == "baseline"
+        app: Any = (baseline_app(mock.url, workdir / "baseline-record")
+                    if ns.target == "baseline"
                     else create_app(settings))
         # As ``syntic serve`` runs it (gateway.commands.serve).
         server = uvicorn.Server(uvicorn.Config(
