@@ -505,11 +505,11 @@ async def compile_async(schema: Mapping[str, Any] | bool) -> CompiledSchema:
 
 
 def _lint_then_compile(
-    schema: Any, path: str, dialect: Dialect
+    schema: Any, path: str, dialect: Dialect, local: bool
 ) -> tuple[list[Issue], CompiledSchema | None]:
     from validator._lint import lint  # the lint module imports the engine's helpers
 
-    issues = lint(schema, path=path, dialect=dialect)
+    issues = lint(schema, path=path, dialect=dialect, enforced_locally=local)
     if issues:
         return issues, None
     key, text = _canonical(schema)
@@ -522,17 +522,22 @@ def _lint_then_compile(
 
 
 async def lint_compile_async(
-    schema: Mapping[str, Any] | bool, *, path: str = "", dialect: Dialect = "openai"
+    schema: Mapping[str, Any] | bool,
+    *,
+    path: str = "",
+    dialect: Dialect = "openai",
+    enforced_locally: bool = False,
 ) -> tuple[list[Issue], CompiledSchema | None]:
     """``lint`` and, when it finds nothing, ``compile``: one lint walk (compile's own
     subset check is covered by it), all in a worker thread, through the shared cache.
+    ``enforced_locally`` as for ``lint``.
 
     Returns ``(issues, None)`` for a schema with issues, else ``([], compiled)``; raises
     ``SchemaError`` only if the engine refuses what lint accepted.
 
     >>> issues, compiled = await lint_compile_async(schema, path="tools[0].function.parameters")
     """
-    return await asyncio.to_thread(_lint_then_compile, schema, path, dialect)
+    return await asyncio.to_thread(_lint_then_compile, schema, path, dialect, enforced_locally)
 
 
 def _complete_quietly(key: str, text: bytes, flight: Future[CompiledSchema]) -> None:

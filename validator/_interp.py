@@ -64,6 +64,15 @@ class Interpreter:
     def is_valid(self, instance: Any) -> bool:
         return not self.errors(instance)
 
+    def accepts(self, nid: int, instance: Any) -> bool:
+        """Whether ``instance`` is valid against node ``nid`` (a subschema) alone."""
+        out: list[ValidationError] = []
+        try:
+            self._check(nid, instance, (), 0, out)
+        except RecursionError:
+            return False
+        return not out
+
     def _check(self, nid: int, x: Any, path: _Path, depth: int, out: list[ValidationError]) -> None:
         node = self._nodes[nid]
         if node[FALSE]:

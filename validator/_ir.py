@@ -20,7 +20,7 @@ from validator._paths import join, join_index, join_name
 from validator._regex import PatternError, Searcher, searcher
 from validator._table import ANY_OF, FALSE_NODE, REF, TRUE, Node, Packed, Table, pack, type_set
 
-__all__ = ["MAX_SCHEMA_DEPTH", "BuildError", "Node", "Table", "build"]
+__all__ = ["MAX_SCHEMA_DEPTH", "BuildError", "Node", "Table", "build", "build_located"]
 
 MAX_SCHEMA_DEPTH = 64
 MAX_NODES = 200_000
@@ -325,6 +325,12 @@ def _check_cycles(nodes: tuple[Packed, ...]) -> None:
 
 def build(schema: Any) -> Table:
     """Check ``schema`` and return its node table; node 0 is the root. Raises BuildError."""
+    return build_located(schema)[0]
+
+
+def build_located(schema: Any) -> tuple[Table, dict[str, int]]:
+    """``build``, with the node id of every schema location (a JSON pointer into
+    ``schema``: ``""``, ``/properties/pet/anyOf/1``, ``/$defs/Dog``). Raises BuildError."""
     builder = _Builder(schema)
     builder.build(schema, "", "", 0)
     builder.drain()
@@ -332,4 +338,4 @@ def build(schema: Any) -> Table:
         raise BuildError("", "internal error: unresolved schema node")
     nodes = tuple(n for n in builder.nodes if n is not None)
     _check_cycles(nodes)
-    return Table(nodes, builder.regex)
+    return Table(nodes, builder.regex), builder.by_location

@@ -128,15 +128,27 @@ class LintReport:
 
 
 def lint(
-    schema: Any, *, path: str = "", limits: Limits = LIMITS, dialect: Dialect = "openai"
+    schema: Any,
+    *,
+    path: str = "",
+    limits: Limits = LIMITS,
+    dialect: Dialect = "openai",
+    enforced_locally: bool = False,
 ) -> list[Issue]:
     """Check ``schema`` against the strict subset under ``dialect``'s rules; return every
     issue in document order.
 
+    ``enforced_locally=True``: the caller validates every answer against ``schema`` itself
+    (as the gateway does) and sends the vendor its copy (``openai_copy`` /
+    ``anthropic_copy``, which move what the vendor's strict mode lacks into descriptions),
+    so a keyword the vendor lacks but the validator checks is not an issue; the dialect's
+    structural rules still are.
+
     >>> lint({"type": "object", "properties": {"a": {"type": "string"}}}, path="p")[0].param
     'p'
     """
-    return list(_Walk(schema, path, limits, strict=True, dialect=dialect).run())
+    walk = _Walk(schema, path, limits, strict=True, dialect=dialect, local=enforced_locally)
+    return list(walk.run())
 
 
 def subset_issues(schema: Any, *, path: str = "", limits: Limits = LIMITS) -> list[Issue]:
@@ -148,10 +160,15 @@ def subset_issues(schema: Any, *, path: str = "", limits: Limits = LIMITS) -> li
 
 
 def lint_report(
-    schema: Any, *, path: str = "", limits: Limits = LIMITS, dialect: Dialect = "openai"
+    schema: Any,
+    *,
+    path: str = "",
+    limits: Limits = LIMITS,
+    dialect: Dialect = "openai",
+    enforced_locally: bool = False,
 ) -> LintReport:
     """Like :func:`lint`, plus every counted quantity beside its limit."""
-    walk = _Walk(schema, path, limits, strict=True, dialect=dialect)
+    walk = _Walk(schema, path, limits, strict=True, dialect=dialect, local=enforced_locally)
     issues = walk.run()
     return LintReport(issues=tuple(issues), counts=walk.counts())
 
@@ -171,6 +188,7 @@ class _Walk:
     limits: Limits
     strict: bool
     dialect: Dialect = "openai"
+    local: bool = False  # ``enforced_locally``
     issues: list[Issue] = field(default_factory=list)
     properties: int = 0
     max_obj_depth: int = 0
@@ -391,7 +409,8 @@ class _Walk:
         elif key == "pattern":
             self._pattern(value, kpath)
         elif key == "format":
-            formats = DIALECT_FORMATS[self.dialect] if self.strict else ENGINE_FORMATS
+            vendor = self.strict and not self.local
+            formats = DIALECT_FORMATS[self.dialect] if vendor else ENGINE_FORMATS
             if not isinstance(value, str) or value not in formats:
                 self.bad(
                     kpath,

@@ -157,10 +157,16 @@ class LintCache:
         return verdict.issues
 
     async def resolve(
-        self, schema: Any, path: str, dialect: validator.Dialect = "openai"
+        self,
+        schema: Any,
+        path: str,
+        dialect: validator.Dialect = "openai",
+        *,
+        enforced_locally: bool = False,
     ) -> validator.CompiledSchema:
-        """The compiled schema, or ``SchemaRejected`` with the lint (or compile) issues."""
-        found = await self._verdict(schema, path, dialect)
+        """The compiled schema, or ``SchemaRejected`` with the lint (or compile) issues
+        (``enforced_locally`` as for ``validator.lint``)."""
+        found = await self._verdict(schema, path, dialect, enforced_locally)
         assert found.compiled is not None
         return found.compiled
 
@@ -185,18 +191,21 @@ class LintCache:
             self._put(key, found)
         if found.projection is None:
             return None
-        # The projection's own verdict and compile go through the cache like any schema.
-        await self.resolve(found.projection.schema, path)
+        # The projection's own verdict and compile go through the cache like any schema;
+        # it keeps the formats the validator checks beyond the vendor's (its copy moves them).
+        await self.resolve(found.projection.schema, path, enforced_locally=True)
         return found.projection
 
-    async def _verdict(self, schema: Any, path: str, dialect: validator.Dialect) -> _Verdict:
-        key = (validator.canonical_json(schema), path, dialect)
+    async def _verdict(
+        self, schema: Any, path: str, dialect: validator.Dialect, local: bool = False
+    ) -> _Verdict:
+        key = (validator.canonical_json(schema), path, f"{dialect}+local" if local else dialect)
         found = self._get(key)
         if found is None:
             self.misses += 1
             # Off the event loop, one lint walk for both the verdict and the compile: a
             # large new schema takes long enough to stall every request; misses are rare.
-            issues, compiled = await _lint_compile(schema, path, dialect)
+            issues, compiled = await _lint_compile(schema, path, dialect, local)
             found = _Verdict(tuple(issues), compiled)
             self._put(key, found)
         if found.issues:
@@ -236,10 +245,12 @@ def provider_copy(
 
 
 async def _lint_compile(
-    schema: Any, path: str, dialect: validator.Dialect
+    schema: Any, path: str, dialect: validator.Dialect, local: bool
 ) -> tuple[list[validator.Issue], validator.CompiledSchema | None]:
     try:
-        return await validator.lint_compile_async(schema, path=path, dialect=dialect)
+        return await validator.lint_compile_async(
+            schema, path=path, dialect=dialect, enforced_locally=local
+        )
     except validator.SchemaError as exc:
         # compile() knows no param prefix: point at the schema itself.
         issues = [validator.Issue(i.code, path, i.message) for i in exc.issues] or [
@@ -311,7 +322,10 @@ async def check_request(
                     refused.append(tool.name)
                 else:
                     projected[tool.name] = found
-                    compiled[tool.name] = await lint_cache.resolve(found.schema, path)
+                    compiled[tool.name] = await lint_cache.resolve(
+                        found.schema, path, enforced_locally=True
+                    )
+                    _projection_copy(copies, tool.name, found, upstream)
             continue
         if upstream is None:
             compiled[tool.name] = await lint_cache.resolve(tool.parameters, path, dialect)
@@ -326,8 +340,10 @@ async def check_request(
             found = await lint_cache.projection(tool.parameters, path)
             if found is not None:
                 projected[tool.name] = found
-                compiled[tool.name] = await lint_cache.resolve(found.schema, path)
-                copy = found.schema
+                compiled[tool.name] = await lint_cache.resolve(
+                    found.schema, path, enforced_locally=True
+                )
+                copy = _vendor_copy(found.schema, upstream)
         if copy is not tool.parameters:
             copies[tool.name] = copy
     output = None
@@ -350,6 +366,24 @@ async def check_request(
         projected=projected,
         refused=tuple(refused),
     )
+
+
+def _vendor_copy(projected: dict[str, Any], upstream: validator.Dialect | None) -> Any:
+    """A projection as a constrained OpenAI upstream takes it: a format its strict mode
+    lacks (kept in the projection, which answers are validated against) described instead.
+    Anthropic's copy is made by its codec, for every strict schema it sends."""
+    return validator.openai_copy(projected) if upstream == "openai" else projected
+
+
+def _projection_copy(
+    copies: dict[str, dict[str, Any] | None],
+    name: str,
+    found: Projection,
+    upstream: validator.Dialect | None,
+) -> None:
+    copy = _vendor_copy(found.schema, upstream)
+    if copy is not found.schema:
+        copies[name] = copy
 
 
 def _upstream_dialect(model: ModelConfig) -> validator.Dialect | None:
