@@ -40,7 +40,7 @@ from validator._compile import (
     configure_cache,
     lint_compile_async,
 )
-from validator._copies import openai_copy
+from validator._copies import anthropic_copy, openai_copy
 from validator._dialect import Dialect
 from validator._dupkeys import duplicate_key
 from validator._errors import ValidationError
@@ -63,6 +63,7 @@ __all__ = [
     "SchemaError",
     "StrictifyResult",
     "ValidationError",
+    "anthropic_copy",
     "cache_stats",
     "canonical_json",
     "canonical_key",

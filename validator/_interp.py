@@ -4,7 +4,8 @@ Used only after the generated fast path has said "invalid" (or when code generat
 refused), so it favours clear, complete, deterministically ordered errors over speed.
 Order, per schema location: depth, false, type, enum, const, string keywords, number
 keywords, required (schema order), properties (schema order), additional properties
-(instance order), array sizes, items (index order), anyOf, then the ``$ref`` target.
+(instance order), array sizes, items (index order), anyOf, allOf (each branch's own
+errors), oneOf, then the ``$ref`` target.
 
 It walks the packed table (``_table``) directly: plain tuples the cyclic GC stops
 tracking, so a cached large schema adds next to nothing to full collections.
@@ -19,6 +20,7 @@ from validator._formats import FORMATS
 from validator._jsonvalue import is_number, json_equal, multiple_of, type_matches
 from validator._regex import Searcher
 from validator._table import (
+    ALL_OF,
     ANY_OF,
     ARRAY,
     CONST,
@@ -26,6 +28,7 @@ from validator._table import (
     FALSE,
     NUMBER,
     OBJECT,
+    ONE_OF,
     REF,
     STRING,
     TYPES,
@@ -100,6 +103,11 @@ class Interpreter:
             self._array(node[ARRAY], x, path, depth, out)
         if node[ANY_OF] is not None:
             self._any_of(node[ANY_OF], x, path, depth, out)
+        if node[ALL_OF] is not None:
+            for branch in node[ALL_OF]:
+                self._check(branch, x, path, depth, out)
+        if node[ONE_OF] is not None:
+            self._one_of(node[ONE_OF], x, path, depth, out)
         ref = node[REF]
         if ref is not None:
             if depth > MAX_INSTANCE_DEPTH:
@@ -179,6 +187,34 @@ class Interpreter:
             out.extend(typed[0])
         else:
             out.append(error(path, "anyOf", "must match at least one schema in anyOf"))
+
+
+    def _one_of(
+        self, branches: tuple[int, ...], x: Any, path: _Path, depth: int, out: list[ValidationError]
+    ) -> None:
+        results: list[list[ValidationError]] = []
+        for branch in branches:
+            found: list[ValidationError] = []
+            self._check(branch, x, path, depth, found)
+            results.append(found)
+        matched = [i for i, r in enumerate(results) if not r]
+        if len(matched) == 1:
+            return
+        if matched:
+            which = ", ".join(f"oneOf[{i}]" for i in matched)
+            out.append(error(path, "oneOf", f"must match exactly one schema in oneOf, not "
+                                            f"{len(matched)} ({which})"))  # fmt: skip
+            return
+        where = pointer(path)
+        typed = [
+            r for r in results
+            if not any(e.pointer == where and e.keyword in ("type", "false", "const", "enum")
+                       for e in r)
+        ]  # fmt: skip
+        if len(typed) == 1:
+            out.extend(typed[0])
+        else:
+            out.append(error(path, "oneOf", "must match exactly one schema in oneOf"))
 
 
 def _number(spec: Packed, x: int | float, path: _Path, out: list[ValidationError]) -> None:

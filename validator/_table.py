@@ -26,7 +26,7 @@ TYPE_ORDER = ("object", "array", "string", "integer", "number", "boolean", "null
 
 Packed = tuple[Any, ...]
 # Field positions in a packed node; absent keyword groups are None.
-FALSE, TYPES, REF, OBJECT, ARRAY, ANY_OF, ENUM, CONST, STRING, NUMBER = range(10)
+FALSE, TYPES, REF, OBJECT, ARRAY, ANY_OF, ENUM, CONST, STRING, NUMBER, ALL_OF, ONE_OF = range(12)
 _TYPE_SETS: dict[tuple[str, ...], frozenset[str]] = {}
 
 
@@ -42,6 +42,8 @@ class Node:
     additional: int | None = None
     items: int | None = None
     any_of: tuple[int, ...] | None = None
+    all_of: tuple[int, ...] | None = None
+    one_of: tuple[int, ...] | None = None
     enum: tuple[Any, ...] | None = None
     has_const: bool = False
     const: Any = None
@@ -96,6 +98,8 @@ def pack(node: Node) -> Packed:
         (node.const,) if node.has_const else None,
         strings if any(v is not None for v in strings) else None,
         numbers if any(v is not None for v in numbers) else None,
+        node.all_of,
+        node.one_of,
     )
 
 
@@ -118,7 +122,9 @@ class Table:
 
     def node(self, nid: int) -> Node:
         """Node ``nid`` unpacked (a fresh object each call: do not keep it around)."""
-        false, types, ref, obj, arr, any_of, enum, const, strings, numbers = self.nodes[nid]
+        false, types, ref, obj, arr, any_of, enum, const, strings, numbers, all_of, one_of = (
+            self.nodes[nid]
+        )
         properties, required, additional = obj if obj is not None else ((), (), None)
         min_items, max_items, items = arr if arr is not None else (None, None, None)
         min_length, max_length, pattern, fmt = strings if strings is not None else (None,) * 4
@@ -128,7 +134,7 @@ class Table:
         return Node(
             false=false, types=None if types is None else type_set(types), ref=ref,
             properties=properties, required=required, additional=additional, items=items,
-            any_of=any_of, enum=enum, has_const=const is not None,
+            any_of=any_of, all_of=all_of, one_of=one_of, enum=enum, has_const=const is not None,
             const=None if const is None else const[0], pattern=pattern,
             regex=self.regex.get(nid), min_length=min_length, max_length=max_length,
             format=fmt, minimum=minimum, maximum=maximum, exclusive_minimum=exclusive_minimum,

@@ -147,12 +147,14 @@ class LintCache:
         self, schema: Any, path: str, dialect: validator.Dialect = "openai"
     ) -> tuple[validator.Issue, ...]:
         """The lint issues of ``schema`` with params under ``path`` (cached)."""
-        key = (validator.canonical_json(schema), path, dialect)
+        local = client_enforced_locally(dialect)
+        key = (validator.canonical_json(schema), path, f"{dialect}+local" if local else dialect)
         found = self._get(key)
         if found is not None:
             return found.issues
         self.misses += 1
-        verdict = _Verdict(tuple(validator.lint(schema, path=path, dialect=dialect)))
+        issues = validator.lint(schema, path=path, dialect=dialect, enforced_locally=local)
+        verdict = _Verdict(tuple(issues))
         self._put(key, verdict)
         return verdict.issues
 
@@ -166,7 +168,8 @@ class LintCache:
     ) -> validator.CompiledSchema:
         """The compiled schema, or ``SchemaRejected`` with the lint (or compile) issues
         (``enforced_locally`` as for ``validator.lint``)."""
-        found = await self._verdict(schema, path, dialect, enforced_locally)
+        local = enforced_locally or client_enforced_locally(dialect)
+        found = await self._verdict(schema, path, dialect, local)
         assert found.compiled is not None
         return found.compiled
 
@@ -175,7 +178,7 @@ class LintCache:
     ) -> tuple[validator.CompiledSchema, dict[str, Any] | None]:
         """``resolve`` plus the copy a constrained ``upstream`` gets (``provider_copy``,
         cached with the verdict)."""
-        found = await self._verdict(schema, path, dialect)
+        found = await self._verdict(schema, path, dialect, client_enforced_locally(dialect))
         assert found.compiled is not None
         if upstream not in found.copies:
             found.copies[upstream] = provider_copy(schema, dialect, upstream)
@@ -230,17 +233,28 @@ class _Verdict:
         return 0 if self.compiled is None else self.compiled.schema_bytes
 
 
+def client_enforced_locally(dialect: validator.Dialect) -> bool:
+    """Whether a client's strict schema may carry keywords its vendor's strict mode lacks
+    (``validator.lint``'s ``enforced_locally``). A Messages client's may (bounds,
+    ``pattern``, ``oneOf``, ...): the gateway checks them itself and an Anthropic upstream
+    gets them in the description (``validator.anthropic_copy``, in its codec). A chat or
+    Responses client's is held to OpenAI's own rules, as OpenAI holds it."""
+    return dialect == "anthropic"
+
+
 def provider_copy(
     schema: Any, dialect: validator.Dialect, upstream: validator.Dialect
 ) -> dict[str, Any] | None:
     """The copy of a strict schema (valid under ``dialect``) that an ``upstream`` with
-    constrained decoding gets: annotations its strict mode refuses dropped (validation is
-    still against the client's schema), or ``None`` when the schema breaks that upstream's
-    strict rules (Messages optional properties to an every-property-required upstream):
-    the tool then travels non-strict and the gateway enforces it alone."""
-    if dialect != upstream and validator.lint(schema, dialect=upstream):
+    constrained decoding gets: annotations dropped, and for an OpenAI upstream a format
+    its strict mode lacks described (validation is still against the client's schema); or
+    ``None`` when the schema breaks that upstream's structural strict rules (Messages
+    optional properties to an every-property-required upstream): the tool then travels
+    non-strict and the gateway enforces it alone. Anthropic's own copy is made by its
+    codec, for every strict schema it sends."""
+    if dialect != upstream and validator.lint(schema, dialect=upstream, enforced_locally=True):
         return None
-    copy: dict[str, Any] = validator.without_annotations(schema)
+    copy: dict[str, Any] = _vendor_copy(validator.without_annotations(schema), upstream)
     return copy
 
 
