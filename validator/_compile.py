@@ -229,12 +229,11 @@ class CompiledSchema:
         try:
             instance = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            reason = str(exc).split(":", 1)[0] or "parse error"
-            return [ValidationError("", "json", f"/ is not valid JSON: {reason}")]
+            return [_json_error(raw, exc)]
         duplicate = duplicate_key(raw, instance)
         if duplicate is not None:
             path, key = duplicate
-            return [error(path, "json", f"has duplicate key {show(key)}")]
+            return [error(path, "json", f"has duplicate key {show(key)}", "", key)]
         return self.validate(instance)
 
     async def validate_json_async(self, raw: bytes | str) -> list[ValidationError]:
@@ -248,6 +247,19 @@ class CompiledSchema:
         if len(raw) <= limit:
             return self.validate_json(raw)
         return await asyncio.to_thread(self.validate_json, raw)
+
+
+def _json_error(raw: bytes | str, exc: orjson.JSONDecodeError) -> ValidationError:
+    """One ``json`` error: orjson's reason, where it stopped (line and column, 1-based),
+    and the text around that point as ``value``."""
+    reason = str(exc).split(":", 1)[0] or "parse error"
+    text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+    pos = min(max(exc.pos, 0), len(text))
+    start = max(pos - 20, 0)
+    around = text[start : pos + 20]
+    around = ("..." if start else "") + around + ("..." if pos + 20 < len(text) else "")
+    message = f"/ is not valid JSON: {reason} at line {exc.lineno} column {exc.colno}"
+    return ValidationError("", "json", message, "", around)
 
 
 @dataclass(frozen=True, slots=True)

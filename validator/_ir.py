@@ -357,4 +357,7 @@ def build_located(schema: Any) -> tuple[Table, dict[str, int]]:
         raise BuildError("", "internal error: unresolved schema node")
     nodes = tuple(n for n in builder.nodes if n is not None)
     _check_cycles(nodes)
-    return Table(nodes, builder.regex), builder.by_location
+    locations = [""] * len(nodes)
+    for location, nid in builder.by_location.items():
+        locations[nid] = location
+    return Table(nodes, builder.regex, tuple(locations)), builder.by_location

@@ -108,10 +108,13 @@ TRUE_PACKED = pack(TRUE)
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """A schema's packed nodes (node 0 is the root) and its pattern searchers by node id."""
+    """A schema's packed nodes (node 0 is the root), its pattern searchers by node id, and
+    where each node sits in the schema."""
 
     nodes: tuple[Packed, ...]
     regex: dict[int, Searcher] = field(default_factory=dict)
+    # Each node's place in the schema, a JSON pointer (``/properties/a``): for errors.
+    locations: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.nodes)

@@ -245,6 +245,8 @@ def test_a_format_the_vendor_lacks_is_never_returned_broken(
         open_url(gw, "constrained-model")
     error = info.value.response.json()["error"]
     assert (error["code"], error["param"]) == ("tool_arguments_invalid", "/url")
+    assert error["errors"] == [{"pointer": "/url", "message": "/url must be a valid uri",
+                                "schema_path": "/properties/url/format"}]
 
 
 # pydantic's Cat | Dog union: Dog's "lives" is a required int | None, Cat's an int with a
