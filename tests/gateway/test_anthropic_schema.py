@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support.anthropic_wire import _strict_refusal
-from validator import anthropic_copy as for_strict_mode
+from validator import anthropic_copy
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,7 @@ from validator import anthropic_copy as for_strict_mode
          "bool-min-items"],
 )  # fmt: skip
 def test_a_node(schema: dict[str, Any], expected: dict[str, Any]) -> None:
-    assert for_strict_mode(schema) == expected
+    assert anthropic_copy(schema) == expected
 
 
 def test_a_whole_tool_schema_nested_definitions_included() -> None:
@@ -68,7 +68,7 @@ def test_a_whole_tool_schema_nested_definitions_included() -> None:
         },
     }
     before = copy.deepcopy(schema)
-    projected = for_strict_mode(schema)
+    projected = anthropic_copy(schema)
     assert schema == before  # the client's schema (validated against later) is untouched
     assert _strict_refusal(schema) is not None
     assert _strict_refusal(projected) is None  # what Anthropic's strict mode accepts
@@ -89,4 +89,4 @@ def test_a_schema_within_the_subset_is_unchanged() -> None:
         "additionalProperties": False,
         "title": "T",
     }  # fmt: skip
-    assert for_strict_mode(schema) == schema
+    assert anthropic_copy(schema) == schema
