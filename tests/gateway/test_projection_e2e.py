@@ -266,6 +266,15 @@ PET = {
 }  # fmt: skip
 
 
+# pydantic's discriminated spelling of the same union (Field(discriminator="kind")).
+DISCRIMINATED = {**PET, "properties": {"pet": {
+    "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+    "discriminator": {"propertyName": "kind",
+                      "mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"}},
+}}}  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", [PET, DISCRIMINATED], ids=["anyOf", "discriminated oneOf"])
 @pytest.mark.parametrize(
     ("answer", "expected"),
     [
@@ -275,10 +284,14 @@ PET = {
     ids=["dog", "cat"],
 )
 def test_a_union_answer_keeps_its_branch(
-    gw: GatewayProcess, upstream: ScriptedUpstream, answer: str, expected: dict[str, Any]
+    gw: GatewayProcess,
+    upstream: ScriptedUpstream,
+    schema: dict[str, Any],
+    answer: str,
+    expected: dict[str, Any],
 ) -> None:
     upstream.queue(Reply(tool_calls=[Call("adopt", answer)]))
-    tools: Any = [{"type": "function", "function": {"name": "adopt", "parameters": PET}}]
+    tools: Any = [{"type": "function", "function": {"name": "adopt", "parameters": schema}}]
     with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0) as c:
         raw = c.chat.completions.with_raw_response.create(
             model="strict-model", messages=USER, tools=tools,
@@ -288,3 +301,6 @@ def test_a_union_answer_keeps_its_branch(
     [call] = completion.choices[0].message.tool_calls
     assert json.loads(call.function.arguments) == expected
     assert raw.headers["x-syntic-schema-retries"] == "0"
+    assert "x-syntic-strict-refused" not in raw.headers  # projected, oneOf included
+    sent_schema, _ = sent(upstream, "adopt")
+    assert "oneOf" not in json.dumps(sent_schema)  # disjoint branches go as anyOf
