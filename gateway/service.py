@@ -113,7 +113,9 @@ def _provider_tool(
         projection = plan.projected.get(tool.name) if plan.projected else None
         if projection is None:
             return tool
-        return _replaced(tool, parameters=projection.schema, strict=True)
+        # The projection's vendor copy when it has one (a format the vendor lacks described).
+        schema = copies.get(tool.name) or projection.schema
+        return _replaced(tool, parameters=schema, strict=True)
     if tool.name not in copies:
         return tool
     copy = copies[tool.name]

@@ -40,6 +40,7 @@ from validator._compile import (
     configure_cache,
     lint_compile_async,
 )
+from validator._copies import anthropic_copy, openai_copy
 from validator._dialect import Dialect
 from validator._dupkeys import duplicate_key
 from validator._errors import ValidationError
@@ -62,6 +63,7 @@ __all__ = [
     "SchemaError",
     "StrictifyResult",
     "ValidationError",
+    "anthropic_copy",
     "cache_stats",
     "canonical_json",
     "canonical_key",
@@ -73,6 +75,7 @@ __all__ = [
     "lint",
     "lint_compile_async",
     "lint_report",
+    "openai_copy",
     "strictify",
     "without_annotations",
 ]

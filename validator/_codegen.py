@@ -186,6 +186,15 @@ class _Gen:
             depth = f"d + {k}" if k else "d"
             calls = " or ".join(f"{n}({v}, {depth})" for n in names)
             self.out(indent, f"if not ({calls}): return False")
+        if node.all_of is not None:
+            for branch in node.all_of:
+                self.call(branch, v, k, indent, False)
+        if node.one_of is not None:
+            names = [self.function(b) for b in node.one_of]
+            depth = f"d + {k}" if k else "d"
+            # bools add up to the number of branches that match
+            calls = " + ".join(f"{n}({v}, {depth})" for n in names)
+            self.out(indent, f"if ({calls}) != 1: return False")
         if node.ref is not None:
             self.call(node.ref, v, k, indent, True)
 

@@ -229,12 +229,11 @@ class CompiledSchema:
         try:
             instance = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            reason = str(exc).split(":", 1)[0] or "parse error"
-            return [ValidationError("", "json", f"/ is not valid JSON: {reason}")]
+            return [_json_error(raw, exc)]
         duplicate = duplicate_key(raw, instance)
         if duplicate is not None:
             path, key = duplicate
-            return [error(path, "json", f"has duplicate key {show(key)}")]
+            return [error(path, "json", f"has duplicate key {show(key)}", "", key)]
         return self.validate(instance)
 
     async def validate_json_async(self, raw: bytes | str) -> list[ValidationError]:
@@ -248,6 +247,19 @@ class CompiledSchema:
         if len(raw) <= limit:
             return self.validate_json(raw)
         return await asyncio.to_thread(self.validate_json, raw)
+
+
+def _json_error(raw: bytes | str, exc: orjson.JSONDecodeError) -> ValidationError:
+    """One ``json`` error: orjson's reason, where it stopped (line and column, 1-based),
+    and the text around that point as ``value``."""
+    reason = str(exc).split(":", 1)[0] or "parse error"
+    text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+    pos = min(max(exc.pos, 0), len(text))
+    start = max(pos - 20, 0)
+    around = text[start : pos + 20]
+    around = ("..." if start else "") + around + ("..." if pos + 20 < len(text) else "")
+    message = f"/ is not valid JSON: {reason} at line {exc.lineno} column {exc.colno}"
+    return ValidationError("", "json", message, "", around)
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,11 +517,11 @@ async def compile_async(schema: Mapping[str, Any] | bool) -> CompiledSchema:
 
 
 def _lint_then_compile(
-    schema: Any, path: str, dialect: Dialect
+    schema: Any, path: str, dialect: Dialect, local: bool
 ) -> tuple[list[Issue], CompiledSchema | None]:
     from validator._lint import lint  # the lint module imports the engine's helpers
 
-    issues = lint(schema, path=path, dialect=dialect)
+    issues = lint(schema, path=path, dialect=dialect, enforced_locally=local)
     if issues:
         return issues, None
     key, text = _canonical(schema)
@@ -522,17 +534,22 @@ def _lint_then_compile(
 
 
 async def lint_compile_async(
-    schema: Mapping[str, Any] | bool, *, path: str = "", dialect: Dialect = "openai"
+    schema: Mapping[str, Any] | bool,
+    *,
+    path: str = "",
+    dialect: Dialect = "openai",
+    enforced_locally: bool = False,
 ) -> tuple[list[Issue], CompiledSchema | None]:
     """``lint`` and, when it finds nothing, ``compile``: one lint walk (compile's own
     subset check is covered by it), all in a worker thread, through the shared cache.
+    ``enforced_locally`` as for ``lint``.
 
     Returns ``(issues, None)`` for a schema with issues, else ``([], compiled)``; raises
     ``SchemaError`` only if the engine refuses what lint accepted.
 
     >>> issues, compiled = await lint_compile_async(schema, path="tools[0].function.parameters")
     """
-    return await asyncio.to_thread(_lint_then_compile, schema, path, dialect)
+    return await asyncio.to_thread(_lint_then_compile, schema, path, dialect, enforced_locally)
 
 
 def _complete_quietly(key: str, text: bytes, flight: Future[CompiledSchema]) -> None:

@@ -18,9 +18,21 @@ from urllib.parse import unquote
 from validator._formats import FORMATS
 from validator._paths import join, join_index, join_name
 from validator._regex import PatternError, Searcher, searcher
-from validator._table import ANY_OF, FALSE_NODE, REF, TRUE, Node, Packed, Table, pack, type_set
+from validator._table import (
+    ALL_OF,
+    ANY_OF,
+    FALSE_NODE,
+    ONE_OF,
+    REF,
+    TRUE,
+    Node,
+    Packed,
+    Table,
+    pack,
+    type_set,
+)
 
-__all__ = ["MAX_SCHEMA_DEPTH", "BuildError", "Node", "Table", "build"]
+__all__ = ["MAX_SCHEMA_DEPTH", "BuildError", "Node", "Table", "build", "build_located"]
 
 MAX_SCHEMA_DEPTH = 64
 MAX_NODES = 200_000
@@ -43,8 +55,9 @@ _IGNORED = frozenset(
     {"default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "discriminator"}
 )
 KEYWORDS = frozenset(
-    {"type", "properties", "required", "additionalProperties", "items", "anyOf", "enum",
-     "const", "$defs", "$ref", "pattern", "format", "multipleOf", "$schema",
+    {"type", "properties", "required", "additionalProperties", "items", "anyOf", "allOf",
+     "oneOf", "enum", "const", "$defs", "definitions", "$ref", "pattern", "format",
+     "multipleOf", "$schema",
      *_COUNTS, *_BOUNDS, *_ANNOTATIONS, *_IGNORED}
 )  # fmt: skip
 
@@ -187,13 +200,15 @@ class _Builder:
             raise BuildError(
                 join(param, "$schema"), "only the draft 2020-12 or draft-07 $schema is supported"
             )
-        if "$defs" in schema:
-            defs = schema["$defs"]
+        for defs_key in ("$defs", "definitions"):  # draft-07 spells it "definitions"
+            if defs_key not in schema:
+                continue
+            defs = schema[defs_key]
             if not isinstance(defs, dict):
-                raise BuildError(join(param, "$defs"), "$defs must be an object")
+                raise BuildError(join(param, defs_key), f"{defs_key} must be an object")
             for name, sub in defs.items():
                 self._child(
-                    sub, _at(loc, "$defs", name), join_name(join(param, "$defs"), name), depth
+                    sub, _at(loc, defs_key, name), join_name(join(param, defs_key), name), depth
                 )
         if "type" in schema:
             fields["types"] = self._types(schema["type"], join(param, "type"))
@@ -207,13 +222,15 @@ class _Builder:
             fields["items"] = self._child(
                 schema["items"], _at(loc, "items"), join(param, "items"), depth
             )
-        if "anyOf" in schema:
-            branches = schema["anyOf"]
+        for key, name in (("anyOf", "any_of"), ("allOf", "all_of"), ("oneOf", "one_of")):
+            if key not in schema:
+                continue
+            branches = schema[key]
             if not isinstance(branches, list) or not branches:
-                raise BuildError(join(param, "anyOf"), "anyOf must be a non-empty array")
-            base = join(param, "anyOf")
-            fields["any_of"] = tuple(
-                self._child(b, _at(loc, "anyOf", str(i)), join_index(base, i), depth)
+                raise BuildError(join(param, key), f"{key} must be a non-empty array")
+            base = join(param, key)
+            fields[name] = tuple(
+                self._child(b, _at(loc, key, str(i)), join_index(base, i), depth)
                 for i, b in enumerate(branches)
             )
         if "enum" in schema:
@@ -294,13 +311,15 @@ class _Builder:
 
 def _same_instance_edges(node: Packed) -> list[int]:
     edges = [] if node[REF] is None else [node[REF]]
-    if node[ANY_OF]:
-        edges.extend(node[ANY_OF])
+    for field in (ANY_OF, ALL_OF, ONE_OF):
+        if node[field]:
+            edges.extend(node[field])
     return edges
 
 
 def _check_cycles(nodes: tuple[Packed, ...]) -> None:
-    """Refuse $ref/anyOf cycles that never move into the instance (they would never end)."""
+    """Refuse $ref/anyOf/allOf/oneOf cycles that never move into the instance (they would
+    never end)."""
     state = [0] * len(nodes)  # 0 new, 1 on stack, 2 done
     for start in range(len(nodes)):
         if state[start]:
@@ -325,6 +344,12 @@ def _check_cycles(nodes: tuple[Packed, ...]) -> None:
 
 def build(schema: Any) -> Table:
     """Check ``schema`` and return its node table; node 0 is the root. Raises BuildError."""
+    return build_located(schema)[0]
+
+
+def build_located(schema: Any) -> tuple[Table, dict[str, int]]:
+    """``build``, with the node id of every schema location (a JSON pointer into
+    ``schema``: ``""``, ``/properties/pet/anyOf/1``, ``/$defs/Dog``). Raises BuildError."""
     builder = _Builder(schema)
     builder.build(schema, "", "", 0)
     builder.drain()
@@ -332,4 +357,7 @@ def build(schema: Any) -> Table:
         raise BuildError("", "internal error: unresolved schema node")
     nodes = tuple(n for n in builder.nodes if n is not None)
     _check_cycles(nodes)
-    return Table(nodes, builder.regex)
+    locations = [""] * len(nodes)
+    for location, nid in builder.by_location.items():
+        locations[nid] = location
+    return Table(nodes, builder.regex, tuple(locations)), builder.by_location

@@ -9,6 +9,15 @@ Rules (spec "Schema rules in strict mode"), per :data:`Dialect`:
   only: a property missing from ``required`` (param: ``<object>.required``, one issue per
   missing property, named in the message). Under ``anthropic`` a root ``$ref`` to an object
   definition is an object root.
+* ``anthropic`` follows anthropic-python's ``transform_schema``: what it moves into the
+  description is an ``invalid_tool_schema`` issue at the keyword (``minimum``,
+  ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf``, ``minLength``,
+  ``maxLength``, ``pattern``, ``maxItems``, ``minItems`` other than 0 or 1, formats it
+  does not list, ``enum``/``const`` values that are not primitives, ``oneOf``), and what
+  it keeps is accepted (``allOf``, root ``definitions`` with ``#/definitions/<name>``
+  refs). ``openai`` refuses ``allOf``, ``oneOf`` and ``definitions``. With
+  ``enforced_locally`` those vendor keyword rules give way to what the engine checks
+  (the structural rules stay); ``subset_issues`` (compile) takes every one of them.
 * ``invalid_tool_schema``: a keyword outside the supported subset, a malformed keyword value
   (param: ``<schema>.<keyword>``, or ``...<keyword>[i]`` for a bad array element), a
   ``$ref`` that is not local or names a missing definition, a pattern RE2 refuses, and every
@@ -75,12 +84,12 @@ _NUMBER = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # Recognised JSON Schema keywords outside the subset get a more specific message.
 _KNOWN_UNSUPPORTED = frozenset(
     {
-        "allOf", "oneOf", "not", "if", "then", "else", "patternProperties", "propertyNames",
+        "not", "if", "then", "else", "patternProperties", "propertyNames",
         "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
         "unevaluatedItems", "prefixItems", "contains", "minContains", "maxContains",
         "uniqueItems", "minProperties", "maxProperties", "$id",
         "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
-        "$vocabulary", "definitions", "contentMediaType", "contentEncoding",
+        "$vocabulary", "contentMediaType", "contentEncoding",
         "contentSchema", "additionalItems",
     }
 )  # fmt: skip
@@ -128,15 +137,27 @@ class LintReport:
 
 
 def lint(
-    schema: Any, *, path: str = "", limits: Limits = LIMITS, dialect: Dialect = "openai"
+    schema: Any,
+    *,
+    path: str = "",
+    limits: Limits = LIMITS,
+    dialect: Dialect = "openai",
+    enforced_locally: bool = False,
 ) -> list[Issue]:
     """Check ``schema`` against the strict subset under ``dialect``'s rules; return every
     issue in document order.
 
+    ``enforced_locally=True``: the caller validates every answer against ``schema`` itself
+    (as the gateway does) and sends the vendor its copy (``openai_copy`` /
+    ``anthropic_copy``, which move what the vendor's strict mode lacks into descriptions),
+    so a keyword the vendor lacks but the validator checks is not an issue; the dialect's
+    structural rules still are.
+
     >>> lint({"type": "object", "properties": {"a": {"type": "string"}}}, path="p")[0].param
     'p'
     """
-    return list(_Walk(schema, path, limits, strict=True, dialect=dialect).run())
+    walk = _Walk(schema, path, limits, strict=True, dialect=dialect, local=enforced_locally)
+    return list(walk.run())
 
 
 def subset_issues(schema: Any, *, path: str = "", limits: Limits = LIMITS) -> list[Issue]:
@@ -148,10 +169,15 @@ def subset_issues(schema: Any, *, path: str = "", limits: Limits = LIMITS) -> li
 
 
 def lint_report(
-    schema: Any, *, path: str = "", limits: Limits = LIMITS, dialect: Dialect = "openai"
+    schema: Any,
+    *,
+    path: str = "",
+    limits: Limits = LIMITS,
+    dialect: Dialect = "openai",
+    enforced_locally: bool = False,
 ) -> LintReport:
     """Like :func:`lint`, plus every counted quantity beside its limit."""
-    walk = _Walk(schema, path, limits, strict=True, dialect=dialect)
+    walk = _Walk(schema, path, limits, strict=True, dialect=dialect, local=enforced_locally)
     issues = walk.run()
     return LintReport(issues=tuple(issues), counts=walk.counts())
 
@@ -171,6 +197,7 @@ class _Walk:
     limits: Limits
     strict: bool
     dialect: Dialect = "openai"
+    local: bool = False  # ``enforced_locally``
     issues: list[Issue] = field(default_factory=list)
     properties: int = 0
     max_obj_depth: int = 0
@@ -197,9 +224,12 @@ class _Walk:
         if not isinstance(root, Mapping):
             self.bad(self.prefix, f"schema must be a JSON object, not {_kind(root)}")
             return self.issues
-        defs = root.get("$defs")
-        if isinstance(defs, Mapping):
-            self.def_names = frozenset(k for k in defs if isinstance(k, str))
+        names: set[str] = set()
+        for defs_key in _DEFS_KEYS:
+            defs = root.get(defs_key)
+            if isinstance(defs, Mapping):
+                names.update(f"{defs_key}/{k}" for k in defs if isinstance(k, str))
+        self.def_names = frozenset(names)
         if root.get("type") != "object" and not self._root_ref_to_object(root):
             self.add("schema_not_strict", self.prefix, 'the root schema must be "type": "object"')
         self._totals_before()
@@ -222,11 +252,11 @@ class _Walk:
         if self.dialect != "anthropic" or "type" in root:
             return False
         ref = root.get("$ref")
-        name = parse_local_ref(ref) if isinstance(ref, str) else None
-        defs = root.get("$defs")
-        if not name or not isinstance(defs, Mapping):
+        found = _definition_ref(ref) if isinstance(ref, str) else None
+        if not found or not found[1]:
             return False
-        target = defs.get(name)
+        defs = root.get(found[0])
+        target = defs.get(found[1]) if isinstance(defs, Mapping) else None
         return isinstance(target, Mapping) and target.get("type") == "object"
 
     def counts(self) -> tuple[LimitCount, ...]:
@@ -361,19 +391,26 @@ class _Walk:
                 self.bad(kpath, 'tuple "items" (an array of schemas) is not supported')
             else:
                 child(value, kpath)
-        elif key == "anyOf":
+        elif key == "anyOf" or (key in ("allOf", "oneOf") and self._composition(key, kpath)):
             if not isinstance(value, list) or not value:
-                self.bad(kpath, '"anyOf" must be a non-empty array of schemas')
+                self.bad(kpath, f'"{key}" must be a non-empty array of schemas')
                 return
             self.anyof_branches += len(value)
             for i, sub in enumerate(value):
                 child(sub, join_index(kpath, i))
+        elif key in ("allOf", "oneOf"):
+            pass  # _composition reported it
         elif key == "enum":
             self._enum(value, kpath)
         elif key == "const":
             self.string_chars += value_chars(value, self.limits.max_string_chars)
-        elif key == "$defs":
-            self._defs(value, kpath, is_root, child)
+            if not _primitive(value):
+                self._anthropic_lacks(key, kpath, "a const that is not a string, number, "
+                                      "boolean or null")  # fmt: skip
+        elif key == "$defs" or (key == "definitions" and self._definitions(kpath)):
+            self._defs(key, value, kpath, is_root, child)
+        elif key == "definitions":
+            pass  # _definitions reported it
         elif key == "$ref":
             self._ref(value, kpath)
         elif key in ANNOTATIONS or key == "$comment":
@@ -390,8 +427,10 @@ class _Walk:
                 )
         elif key == "pattern":
             self._pattern(value, kpath)
+            self._anthropic_lacks(key, kpath)
         elif key == "format":
-            formats = DIALECT_FORMATS[self.dialect] if self.strict else ENGINE_FORMATS
+            vendor = self.strict and not self.local
+            formats = DIALECT_FORMATS[self.dialect] if vendor else ENGINE_FORMATS
             if not isinstance(value, str) or value not in formats:
                 self.bad(
                     kpath,
@@ -400,16 +439,61 @@ class _Walk:
         elif key in _NON_NEGATIVE_INT:
             if not _is_non_negative_int(value):
                 self.bad(kpath, f'"{key}" must be a non-negative integer')
+            elif key != "minItems" or value not in (0, 1):
+                self._anthropic_lacks(key, kpath, "minItems other than 0 or 1"
+                                      if key == "minItems" else None)  # fmt: skip
         elif key in _NUMBER:
             if not _is_number(value):
                 self.bad(kpath, f'"{key}" must be a number')
+            else:
+                self._anthropic_lacks(key, kpath)
         elif key == "multipleOf":
             if not _is_number(value) or value <= 0:
                 self.bad(kpath, '"multipleOf" must be a number greater than 0')
+            else:
+                self._anthropic_lacks(key, kpath)
         elif key in _KNOWN_UNSUPPORTED:
             self.bad(kpath, f'"{key}" is not supported in strict mode')
         else:
             self.bad(kpath, f'unknown keyword "{key}" is not supported in strict mode')
+
+    def _vendor_rules(self, dialect: Dialect) -> bool:
+        """Whether ``dialect``'s own keyword rules apply (not only its structure)."""
+        return self.strict and self.dialect == dialect and not self.local
+
+    def _anthropic_lacks(self, key: str, kpath: str, what: str | None = None) -> None:
+        """A keyword Anthropic's strict mode lacks, as its SDK's ``transform_schema``
+        applies it: that function (and ``anthropic_copy``) moves it into the description."""
+        if self._vendor_rules("anthropic"):
+            subject = what or f'"{key}"'
+            self.bad(
+                kpath,
+                f"{subject} is not supported by Anthropic's strict mode (anthropic_copy "
+                "moves it into the description)",
+            )
+
+    def _composition(self, key: str, kpath: str) -> bool:
+        """Whether ``allOf``/``oneOf`` is accepted here; reports it when not. The engine
+        checks both; OpenAI's strict mode takes neither, Anthropic's ``allOf`` (``oneOf``
+        only through ``anthropic_copy``, which sends it as ``anyOf``)."""
+        if not self.strict:
+            return True
+        if self.dialect == "anthropic" and (key == "allOf" or self.local):
+            return True
+        if self.dialect == "anthropic":
+            self.bad(kpath, '"oneOf" is not supported by Anthropic\'s strict mode '
+                     '(anthropic_copy sends it as "anyOf")')  # fmt: skip
+        else:
+            self.bad(kpath, f'"{key}" is not supported in strict mode')
+        return False
+
+    def _definitions(self, kpath: str) -> bool:
+        """Whether draft-07's ``definitions`` is accepted: by the engine and Anthropic's
+        strict mode, not OpenAI's (which takes ``$defs``)."""
+        if self.strict and self.dialect == "openai":
+            self.bad(kpath, '"definitions" is not supported in strict mode (use "$defs")')
+            return False
+        return True
 
     def _annotation(self, key: str, value: Any, kpath: str) -> None:
         if key == "examples" and not isinstance(value, list):
@@ -473,6 +557,9 @@ class _Walk:
         if not isinstance(value, list) or not value:
             self.bad(kpath, '"enum" must be a non-empty array')
             return
+        if not all(_primitive(v) for v in value):
+            self._anthropic_lacks("enum", kpath, "an enum with values that are not strings, "
+                                  "numbers, booleans or null")  # fmt: skip
         lim = self.limits
         self.enum_values += len(value)
         chars = [value_chars(v, lim.max_string_chars) for v in value]
@@ -488,12 +575,12 @@ class _Walk:
                     "(max_large_enum_chars)",
                 )
 
-    def _defs(self, value: Any, kpath: str, is_root: bool, child: _Child) -> None:
+    def _defs(self, key: str, value: Any, kpath: str, is_root: bool, child: _Child) -> None:
         if not is_root:
-            self.bad(kpath, '"$defs" is only supported at the root of the schema')
+            self.bad(kpath, f'"{key}" is only supported at the root of the schema')
             return
         if not isinstance(value, Mapping):
-            self.bad(kpath, f'"$defs" must be an object, not {_kind(value)}')
+            self.bad(kpath, f'"{key}" must be an object, not {_kind(value)}')
             return
         self.defs += len(value)
         if len(value) > self.limits.max_defs:
@@ -511,14 +598,14 @@ class _Walk:
         if not isinstance(value, str):
             self.bad(kpath, f'"$ref" must be a string, not {_kind(value)}')
             return
-        name = parse_local_ref(value)
-        if name is None:
+        found = _definition_ref(value)
+        if found is None:
             self.bad(
                 kpath,
                 'only local references ("#" or "#/$defs/<name>") are supported, '
                 f"not {_show(value)}",
             )
-        elif name and name not in self.def_names:
+        elif found[1] and f"{found[0]}/{found[1]}" not in self.def_names:
             self.bad(kpath, f"$ref {_show(value)} points at a missing definition")
 
     def _pattern(self, value: Any, kpath: str) -> None:
@@ -538,11 +625,31 @@ class _Walk:
             self.bad(kpath, f"pattern not supported: {problem}")
 
 
-_CONSTRAINING = ("type", "enum", "const", "anyOf", "$ref")
+_CONSTRAINING = ("type", "enum", "const", "anyOf", "allOf", "oneOf", "$ref")
+_DEFS_KEYS = ("$defs", "definitions")
+
+
+def _definition_ref(ref: str) -> tuple[str, str] | None:
+    """``(defs keyword, name)`` of a supported local ``$ref``: ``("$defs", "")`` for ``#``;
+    ``#/definitions/<name>`` (draft-07) too. None otherwise."""
+    name = parse_local_ref(ref)
+    if name is not None:
+        return "$defs", name
+    if ref.startswith("#/definitions/"):
+        name = parse_local_ref("#/$defs/" + ref[len("#/definitions/") :])
+        if name:
+            return "definitions", name
+    return None
+
+
+def _primitive(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
 
 
 def _beside_ref(key: str) -> bool:
-    return key in ANNOTATIONS or key in FREE_ANNOTATIONS or key in ("$ref", "$defs", "$schema")
+    return key in ANNOTATIONS or key in FREE_ANNOTATIONS or key in (
+        "$ref", "$defs", "definitions", "$schema"
+    )
 
 
 def _has_type(node: Mapping[Any, Any], name: str) -> bool:

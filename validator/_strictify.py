@@ -24,8 +24,12 @@ just a property):
 * an object declared with empty ``properties`` (a zero-argument tool) is closed.
 * dropped annotations: ``default``, ``examples``, ``example``, ``$schema``, ``$comment``,
   root ``$id``, ``deprecated``, ``readOnly``, ``writeOnly``, ``discriminator``, BFCL's
-  ``optional``, ``content*``, ``format`` values outside the supported set,
-  ``uniqueItems: false``.
+  ``optional``, ``content*``, ``uniqueItems: false``.
+* ``format``: every format the engine checks stays (``uri`` too, which OpenAI's strict
+  mode lacks: ``openai_copy`` moves it into the description for the vendor, whose answers
+  are still validated against the projection), so the projection never accepts what the
+  original refuses; a format the engine does not know asserts nothing and is named in the
+  ``description`` (``{format: int64}``).
 * refused (``refusals``: one ``Issue`` each, ``code="invalid_tool_schema"``): a non-object
   root, free-form maps (``additionalProperties`` schema), open objects with no declared
   properties (``{"type": "object"}``, or ``additionalProperties: true`` and none),
@@ -48,10 +52,11 @@ from typing import Any
 import orjson
 
 from validator._canonicalize import accepts_null, canonicalize
+from validator._copies import describe
 from validator._issues import Issue
 from validator._jsonvalue import json_equal
 from validator._limits import LIMITS, serialized_size
-from validator._lint import ANNOTATIONS, FORMATS, lint
+from validator._lint import ANNOTATIONS, ENGINE_FORMATS, lint
 from validator._paths import join, join_index, join_name, parse_local_ref
 
 __all__ = ["StrictifyResult", "canonicalize", "strictify"]
@@ -110,7 +115,8 @@ def strictify(schema: Any, *, path: str = "") -> StrictifyResult:
     p = _Projector(path)
     projected = p.root(schema)
     if not p.refusals and projected is not None:
-        p.refusals.extend(lint(projected, path=path))
+        # The formats the engine checks stay in the projection, beyond OpenAI's own.
+        p.refusals.extend(lint(projected, path=path, enforced_locally=True))
     if p.refusals:
         return StrictifyResult(None, tuple(p.refusals), tuple(p.changes))
     return StrictifyResult(projected, (), tuple(p.changes))
@@ -201,6 +207,7 @@ class _Projector:
             node["type"] = "object"
             self.change(path, 'added "type": "object"')
         out: dict[str, Any] = {}
+        moved: dict[str, Any] = {}
         for key, value in node.items():
             kpath = join(path, key)
             if key in _KEEP:
@@ -209,10 +216,14 @@ class _Projector:
                 except (TypeError, orjson.JSONEncodeError):
                     self.refuse(kpath, "value is not plain JSON or is nested too deeply")
             elif key == "format":
-                if isinstance(value, str) and value in FORMATS:
+                # Every format the engine checks stays: dropping one would accept what the
+                # original refuses. A vendor lacking it gets it in the description through
+                # its copy (``openai_copy``); an unknown one asserts nothing, so it is named.
+                if isinstance(value, str) and value in ENGINE_FORMATS:
                     out[key] = value
                 else:
-                    self.change(path, f"dropped unsupported format {value!r}")
+                    moved[key] = value
+                    self.change(path, f"moved unknown format {value!r} into the description")
             elif key in _DROP or (key == "uniqueItems" and value is False):
                 self.change(path, f'dropped "{key}"')
             elif key == "items":
@@ -233,6 +244,7 @@ class _Projector:
                 continue  # handled by root()
             else:
                 self.refuse(kpath, f'"{key}" cannot be expressed in the strict subset')
+        describe(out, moved)
         if len(self.refusals) > before:
             return None
         if not any(k in out for k in ("type", "enum", "const", "anyOf")):

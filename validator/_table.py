@@ -26,7 +26,7 @@ TYPE_ORDER = ("object", "array", "string", "integer", "number", "boolean", "null
 
 Packed = tuple[Any, ...]
 # Field positions in a packed node; absent keyword groups are None.
-FALSE, TYPES, REF, OBJECT, ARRAY, ANY_OF, ENUM, CONST, STRING, NUMBER = range(10)
+FALSE, TYPES, REF, OBJECT, ARRAY, ANY_OF, ENUM, CONST, STRING, NUMBER, ALL_OF, ONE_OF = range(12)
 _TYPE_SETS: dict[tuple[str, ...], frozenset[str]] = {}
 
 
@@ -42,6 +42,8 @@ class Node:
     additional: int | None = None
     items: int | None = None
     any_of: tuple[int, ...] | None = None
+    all_of: tuple[int, ...] | None = None
+    one_of: tuple[int, ...] | None = None
     enum: tuple[Any, ...] | None = None
     has_const: bool = False
     const: Any = None
@@ -96,6 +98,8 @@ def pack(node: Node) -> Packed:
         (node.const,) if node.has_const else None,
         strings if any(v is not None for v in strings) else None,
         numbers if any(v is not None for v in numbers) else None,
+        node.all_of,
+        node.one_of,
     )
 
 
@@ -104,10 +108,13 @@ TRUE_PACKED = pack(TRUE)
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """A schema's packed nodes (node 0 is the root) and its pattern searchers by node id."""
+    """A schema's packed nodes (node 0 is the root), its pattern searchers by node id, and
+    where each node sits in the schema."""
 
     nodes: tuple[Packed, ...]
     regex: dict[int, Searcher] = field(default_factory=dict)
+    # Each node's place in the schema, a JSON pointer (``/properties/a``): for errors.
+    locations: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -118,7 +125,9 @@ class Table:
 
     def node(self, nid: int) -> Node:
         """Node ``nid`` unpacked (a fresh object each call: do not keep it around)."""
-        false, types, ref, obj, arr, any_of, enum, const, strings, numbers = self.nodes[nid]
+        false, types, ref, obj, arr, any_of, enum, const, strings, numbers, all_of, one_of = (
+            self.nodes[nid]
+        )
         properties, required, additional = obj if obj is not None else ((), (), None)
         min_items, max_items, items = arr if arr is not None else (None, None, None)
         min_length, max_length, pattern, fmt = strings if strings is not None else (None,) * 4
@@ -128,7 +137,7 @@ class Table:
         return Node(
             false=false, types=None if types is None else type_set(types), ref=ref,
             properties=properties, required=required, additional=additional, items=items,
-            any_of=any_of, enum=enum, has_const=const is not None,
+            any_of=any_of, all_of=all_of, one_of=one_of, enum=enum, has_const=const is not None,
             const=None if const is None else const[0], pattern=pattern,
             regex=self.regex.get(nid), min_length=min_length, max_length=max_length,
             format=fmt, minimum=minimum, maximum=maximum, exclusive_minimum=exclusive_minimum,

@@ -147,20 +147,29 @@ class LintCache:
         self, schema: Any, path: str, dialect: validator.Dialect = "openai"
     ) -> tuple[validator.Issue, ...]:
         """The lint issues of ``schema`` with params under ``path`` (cached)."""
-        key = (validator.canonical_json(schema), path, dialect)
+        local = client_enforced_locally(dialect)
+        key = (validator.canonical_json(schema), path, f"{dialect}+local" if local else dialect)
         found = self._get(key)
         if found is not None:
             return found.issues
         self.misses += 1
-        verdict = _Verdict(tuple(validator.lint(schema, path=path, dialect=dialect)))
+        issues = validator.lint(schema, path=path, dialect=dialect, enforced_locally=local)
+        verdict = _Verdict(tuple(issues))
         self._put(key, verdict)
         return verdict.issues
 
     async def resolve(
-        self, schema: Any, path: str, dialect: validator.Dialect = "openai"
+        self,
+        schema: Any,
+        path: str,
+        dialect: validator.Dialect = "openai",
+        *,
+        enforced_locally: bool = False,
     ) -> validator.CompiledSchema:
-        """The compiled schema, or ``SchemaRejected`` with the lint (or compile) issues."""
-        found = await self._verdict(schema, path, dialect)
+        """The compiled schema, or ``SchemaRejected`` with the lint (or compile) issues
+        (``enforced_locally`` as for ``validator.lint``)."""
+        local = enforced_locally or client_enforced_locally(dialect)
+        found = await self._verdict(schema, path, dialect, local)
         assert found.compiled is not None
         return found.compiled
 
@@ -169,7 +178,7 @@ class LintCache:
     ) -> tuple[validator.CompiledSchema, dict[str, Any] | None]:
         """``resolve`` plus the copy a constrained ``upstream`` gets (``provider_copy``,
         cached with the verdict)."""
-        found = await self._verdict(schema, path, dialect)
+        found = await self._verdict(schema, path, dialect, client_enforced_locally(dialect))
         assert found.compiled is not None
         if upstream not in found.copies:
             found.copies[upstream] = provider_copy(schema, dialect, upstream)
@@ -185,18 +194,21 @@ class LintCache:
             self._put(key, found)
         if found.projection is None:
             return None
-        # The projection's own verdict and compile go through the cache like any schema.
-        await self.resolve(found.projection.schema, path)
+        # The projection's own verdict and compile go through the cache like any schema;
+        # it keeps the formats the validator checks beyond the vendor's (its copy moves them).
+        await self.resolve(found.projection.schema, path, enforced_locally=True)
         return found.projection
 
-    async def _verdict(self, schema: Any, path: str, dialect: validator.Dialect) -> _Verdict:
-        key = (validator.canonical_json(schema), path, dialect)
+    async def _verdict(
+        self, schema: Any, path: str, dialect: validator.Dialect, local: bool = False
+    ) -> _Verdict:
+        key = (validator.canonical_json(schema), path, f"{dialect}+local" if local else dialect)
         found = self._get(key)
         if found is None:
             self.misses += 1
             # Off the event loop, one lint walk for both the verdict and the compile: a
             # large new schema takes long enough to stall every request; misses are rare.
-            issues, compiled = await _lint_compile(schema, path, dialect)
+            issues, compiled = await _lint_compile(schema, path, dialect, local)
             found = _Verdict(tuple(issues), compiled)
             self._put(key, found)
         if found.issues:
@@ -221,25 +233,38 @@ class _Verdict:
         return 0 if self.compiled is None else self.compiled.schema_bytes
 
 
+def client_enforced_locally(dialect: validator.Dialect) -> bool:
+    """Whether a client's strict schema may carry keywords its vendor's strict mode lacks
+    (``validator.lint``'s ``enforced_locally``). A Messages client's may (bounds,
+    ``pattern``, ``oneOf``, ...): the gateway checks them itself and an Anthropic upstream
+    gets them in the description (``validator.anthropic_copy``, in its codec). A chat or
+    Responses client's is held to OpenAI's own rules, as OpenAI holds it."""
+    return dialect == "anthropic"
+
+
 def provider_copy(
     schema: Any, dialect: validator.Dialect, upstream: validator.Dialect
 ) -> dict[str, Any] | None:
     """The copy of a strict schema (valid under ``dialect``) that an ``upstream`` with
-    constrained decoding gets: annotations its strict mode refuses dropped (validation is
-    still against the client's schema), or ``None`` when the schema breaks that upstream's
-    strict rules (Messages optional properties to an every-property-required upstream):
-    the tool then travels non-strict and the gateway enforces it alone."""
-    if dialect != upstream and validator.lint(schema, dialect=upstream):
+    constrained decoding gets: annotations dropped, and for an OpenAI upstream a format
+    its strict mode lacks described (validation is still against the client's schema); or
+    ``None`` when the schema breaks that upstream's structural strict rules (Messages
+    optional properties to an every-property-required upstream): the tool then travels
+    non-strict and the gateway enforces it alone. Anthropic's own copy is made by its
+    codec, for every strict schema it sends."""
+    if dialect != upstream and validator.lint(schema, dialect=upstream, enforced_locally=True):
         return None
-    copy: dict[str, Any] = validator.without_annotations(schema)
+    copy: dict[str, Any] = _vendor_copy(validator.without_annotations(schema), upstream)
     return copy
 
 
 async def _lint_compile(
-    schema: Any, path: str, dialect: validator.Dialect
+    schema: Any, path: str, dialect: validator.Dialect, local: bool
 ) -> tuple[list[validator.Issue], validator.CompiledSchema | None]:
     try:
-        return await validator.lint_compile_async(schema, path=path, dialect=dialect)
+        return await validator.lint_compile_async(
+            schema, path=path, dialect=dialect, enforced_locally=local
+        )
     except validator.SchemaError as exc:
         # compile() knows no param prefix: point at the schema itself.
         issues = [validator.Issue(i.code, path, i.message) for i in exc.issues] or [
@@ -311,7 +336,10 @@ async def check_request(
                     refused.append(tool.name)
                 else:
                     projected[tool.name] = found
-                    compiled[tool.name] = await lint_cache.resolve(found.schema, path)
+                    compiled[tool.name] = await lint_cache.resolve(
+                        found.schema, path, enforced_locally=True
+                    )
+                    _projection_copy(copies, tool.name, found, upstream)
             continue
         if upstream is None:
             compiled[tool.name] = await lint_cache.resolve(tool.parameters, path, dialect)
@@ -326,8 +354,10 @@ async def check_request(
             found = await lint_cache.projection(tool.parameters, path)
             if found is not None:
                 projected[tool.name] = found
-                compiled[tool.name] = await lint_cache.resolve(found.schema, path)
-                copy = found.schema
+                compiled[tool.name] = await lint_cache.resolve(
+                    found.schema, path, enforced_locally=True
+                )
+                copy = _vendor_copy(found.schema, upstream)
         if copy is not tool.parameters:
             copies[tool.name] = copy
     output = None
@@ -350,6 +380,24 @@ async def check_request(
         projected=projected,
         refused=tuple(refused),
     )
+
+
+def _vendor_copy(projected: dict[str, Any], upstream: validator.Dialect | None) -> Any:
+    """A projection as a constrained OpenAI upstream takes it: a format its strict mode
+    lacks (kept in the projection, which answers are validated against) described instead.
+    Anthropic's copy is made by its codec, for every strict schema it sends."""
+    return validator.openai_copy(projected) if upstream == "openai" else projected
+
+
+def _projection_copy(
+    copies: dict[str, dict[str, Any] | None],
+    name: str,
+    found: Projection,
+    upstream: validator.Dialect | None,
+) -> None:
+    copy = _vendor_copy(found.schema, upstream)
+    if copy is not found.schema:
+        copies[name] = copy
 
 
 def _upstream_dialect(model: ModelConfig) -> validator.Dialect | None:

@@ -57,11 +57,22 @@ from gateway.upstream.base import Upstream
 
 @record
 class Violation:
-    """One way a value failed its schema: JSON pointer inside the value, and a message
-    that already names the pointer (``/amount_pence must be integer``)."""
+    """One way a value failed its schema: JSON pointer inside the value, a message that
+    already names the pointer (``/amount_pence must be integer``), and, from the
+    validator, the failing keyword's JSON pointer in the schema and the offending value
+    cut short (empty when the failure is not a schema keyword's: unparseable JSON, an
+    unknown tool, no reply). The value goes to the model in the correction, never to the
+    client: invalid arguments never leave the gateway."""
 
     pointer: str
     message: str
+    schema_path: str = ""
+    value: str = ""
+
+    @classmethod
+    def of(cls, error: validator.ValidationError) -> Violation:
+        value = "" if error.keyword == "json" else error.value
+        return cls(error.pointer, error.message, error.schema_path, value)
 
 
 @record
@@ -85,7 +96,8 @@ class OutputRejected(UnprocessableOutput):
     def envelope(self, request_id: str, dialect: Dialect = "openai") -> dict[str, Any]:
         body = super().envelope(request_id, dialect)
         body["error"]["errors"] = [
-            {"pointer": v.pointer, "message": v.message} for v in self.violations
+            {"pointer": v.pointer, "message": v.message, "schema_path": v.schema_path}
+            for v in self.violations
         ]
         return body
 
@@ -95,7 +107,7 @@ def _validate(compiled: Any, raw: str) -> list[Violation]:
         errors = compiled.validate_json(raw)
     except ValueError as exc:  # a validator may raise on unparseable JSON
         return [Violation("", f"arguments are not valid JSON ({exc})")]
-    return [Violation(e.pointer, e.message) for e in errors]
+    return [Violation.of(e) for e in errors]
 
 
 async def _validate_async(compiled: Any, raw: str) -> list[Violation]:
@@ -105,7 +117,7 @@ async def _validate_async(compiled: Any, raw: str) -> list[Violation]:
         errors = await compiled.validate_json_async(raw)
     except ValueError as exc:
         return [Violation("", f"arguments are not valid JSON ({exc})")]
-    return [Violation(e.pointer, e.message) for e in errors]
+    return [Violation.of(e) for e in errors]
 
 
 def call_violations(call: ToolCall, plan: StrictPlan) -> list[Violation]:
@@ -128,7 +140,7 @@ def _original_violations(call: ToolCall, plan: StrictPlan) -> list[Violation]:
     if projection is None:
         return []
     parsed = orjson.loads(call.raw_arguments)  # valid against the projection: it parses
-    return [Violation(p, m) for p, m in projected_violations(parsed, projection)]
+    return [Violation.of(e) for e in projected_violations(parsed, projection)]
 
 
 def finished_call(call: ToolCall, plan: StrictPlan) -> ToolCall:
@@ -156,7 +168,9 @@ async def call_violations_async(call: ToolCall, plan: StrictPlan) -> list[Violat
 
 def _feedback(subject: str, violations: list[Violation], instruction: str) -> str:
     lines = [f"{subject} did not match the JSON schema:"]
-    lines.extend(f"- {v.message}" for v in violations)
+    # The offending value helps the model: it is what it sent, and goes back to it only.
+    lines.extend(f"- {v.message} (got {v.value})" if v.value else f"- {v.message}"
+                 for v in violations)  # fmt: skip
     lines.append(instruction)
     return "\n".join(lines)
 

@@ -47,11 +47,11 @@ def project(original: dict[str, Any], path: str) -> Projection | None:
     return Projection(result.schema, original, checked)
 
 
-def projected_violations(parsed: Any, projection: Projection) -> list[tuple[str, str]]:
+def projected_violations(parsed: Any, projection: Projection) -> list[validator.ValidationError]:
     """Errors of an answer that matched the projection, once canonicalized, against the
-    client's schema: ``(pointer, message)`` pairs, empty when it holds."""
+    client's schema; empty when it holds."""
     canonical = validator.canonicalize(parsed, projection.original)
-    return [(e.pointer, e.message) for e in projection.checked.validate(canonical)]
+    return projection.checked.validate(canonical)
 
 
 def canonical_call(call: ToolCall, projection: Projection) -> ToolCall:

@@ -37,7 +37,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 import validator
-from gateway.enforcement.check import SchemaRejected
+from gateway.enforcement.check import SchemaRejected, client_enforced_locally
 from gateway.errors import InvalidRequest
 from gateway.settings import Settings
 from gateway.web import parse_json_body, request_context
@@ -153,7 +153,10 @@ def schema_inputs(body: Any, max_tools: int) -> list[SchemaInput]:
 
 def check_schema(item: SchemaInput) -> dict[str, Any]:
     """Lint one schema; strictify it when it is not strict-ready (synchronous, CPU only)."""
-    report = validator.lint_report(item.schema, path=item.param, dialect=item.dialect)
+    report = validator.lint_report(
+        item.schema, path=item.param, dialect=item.dialect,
+        enforced_locally=client_enforced_locally(item.dialect),
+    )  # fmt: skip
     entry: dict[str, Any] = {
         "param": item.param,
         "name": item.name,

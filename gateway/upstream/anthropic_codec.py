@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+import validator
 from gateway.canonical import (
     ChatRequest,
     ContentPart,
@@ -30,7 +31,6 @@ from gateway.canonical import (
 )
 from gateway.errors import UpstreamError
 from gateway.settings import ModelConfig
-from gateway.upstream.anthropic_schema import for_strict_mode
 from gateway.upstream.errors import UpstreamInvalidResponse
 from gateway.upstream.redact import scrub
 
@@ -160,7 +160,8 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     """The Messages API body for a canonical request. ``strict`` is sent only to a
     ``constrained`` model; otherwise the gateway enforces it. What Anthropic constrains
     (strict tools, ``output_config``) gets the schema its strict mode accepts
-    (``anthropic_schema.for_strict_mode``); the answer is still checked against the
+    (``validator.anthropic_copy``, as anthropic-python's ``transform_schema`` makes it);
+    the answer is still checked against the
     client's."""
     system, messages = _messages(request.messages)
     body: dict[str, Any] = {
@@ -174,7 +175,7 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
         tools = []
         for tool in request.tools:
             constrained = tool.strict and model.constrained
-            schema = for_strict_mode(tool.parameters) if constrained else tool.parameters
+            schema = validator.anthropic_copy(tool.parameters) if constrained else tool.parameters
             wire: dict[str, Any] = {"name": tool.name, "input_schema": schema}
             if tool.description is not None:
                 wire["description"] = tool.description
@@ -196,7 +197,7 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
         body["output_config"] = {
             "format": {
                 "type": "json_schema",
-                "schema": for_strict_mode(request.response_format.schema),
+                "schema": validator.anthropic_copy(request.response_format.schema),
             }
         }
     if request.temperature is not None:

@@ -1,5 +1,7 @@
-"""``for_strict_mode``: what an Anthropic upstream's constrained decoding is given, from
-the client's schema (the answer is still validated against the client's own)."""
+"""``validator.anthropic_copy`` as the Anthropic codec uses it: what an Anthropic upstream's
+constrained decoding is given, from the client's schema (the answer is still validated
+against the client's own), is what the scripted upstream (Anthropic's documented limits)
+accepts."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from gateway.upstream.anthropic_schema import for_strict_mode
 from tests.support.anthropic_wire import _strict_refusal
+from validator import anthropic_copy
 
 
 @pytest.mark.parametrize(
@@ -29,7 +31,7 @@ from tests.support.anthropic_wire import _strict_refusal
           "minItems": 1}),
         ({"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 4},
          {"type": "array", "items": {"type": "string"},
-          "description": "{minItems: 2, maxItems: 4}"}),
+          "description": "{maxItems: 4, minItems: 2}"}),  # the SDK's order
         ({"oneOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
          {"anyOf": [{"type": "integer", "description": "{minimum: 0}"}, {"type": "null"}]}),
         ({"enum": ["a", "b"], "default": "a"}, {"enum": ["a", "b"], "description": "{default: a}"}),
@@ -43,7 +45,7 @@ from tests.support.anthropic_wire import _strict_refusal
          "bool-min-items"],
 )  # fmt: skip
 def test_a_node(schema: dict[str, Any], expected: dict[str, Any]) -> None:
-    assert for_strict_mode(schema) == expected
+    assert anthropic_copy(schema) == expected
 
 
 def test_a_whole_tool_schema_nested_definitions_included() -> None:
@@ -66,7 +68,7 @@ def test_a_whole_tool_schema_nested_definitions_included() -> None:
         },
     }
     before = copy.deepcopy(schema)
-    projected = for_strict_mode(schema)
+    projected = anthropic_copy(schema)
     assert schema == before  # the client's schema (validated against later) is untouched
     assert _strict_refusal(schema) is not None
     assert _strict_refusal(projected) is None  # what Anthropic's strict mode accepts
@@ -87,4 +89,4 @@ def test_a_schema_within_the_subset_is_unchanged() -> None:
         "additionalProperties": False,
         "title": "T",
     }  # fmt: skip
-    assert for_strict_mode(schema) == schema
+    assert anthropic_copy(schema) == schema

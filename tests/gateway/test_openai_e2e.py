@@ -66,7 +66,7 @@ def test_invalid_then_corrected(chat: Chat, upstream: ScriptedUpstream) -> None:
                                         "function": {"name": "create_refund",
                                                      "arguments": BAD_ARGS}}]
     assert tool["role"] == "tool" and tool["tool_call_id"] == "call_orig"
-    assert "/amount_pence must be integer" in tool["content"]
+    assert '- /amount_pence must be integer (got "12.50")' in tool["content"]
     assert "Call create_refund again" in tool["content"]
 
 
@@ -85,6 +85,12 @@ def test_invalid_twice_is_422(chat: Chat, upstream: ScriptedUpstream) -> None:
     assert headers["x-syntic-schema-retries"] == "1"
     assert body["request_id"] == headers["x-request-id"]
     assert len(upstream.requests) == 2
+    # Every violation with where it failed in the schema (the value sent stays inside).
+    assert body["error"]["errors"] == [
+        {"pointer": "/amount_pence", "message": "/amount_pence must be integer",
+         "schema_path": "/properties/amount_pence/type"}
+    ]
+    assert b"12.50" not in info.value.response.content
 
 
 @pytest.mark.parametrize(

@@ -200,3 +200,107 @@ def test_bad_header_value_is_400(gw: GatewayProcess, upstream: ScriptedUpstream)
             model="strict-model", messages=USER, extra_headers={"x-syntic-strictify": "yes"}
         )
     assert info.value.response.json()["error"]["param"] == "x-syntic-strictify"
+
+
+# A format OpenAI's strict mode lacks: the projection keeps it (so "" is refused) and a
+# constrained OpenAI upstream gets it named in the description instead.
+OPEN_URL = {"type": "object", "properties": {"url": {"type": "string", "format": "uri"}},
+            "required": ["url"]}  # fmt: skip
+
+
+def open_url(gw: GatewayProcess, model: str) -> tuple[Any, Any]:
+    tools: Any = [{"type": "function", "function": {"name": "open", "parameters": OPEN_URL}}]
+    with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0) as c:
+        raw = c.chat.completions.with_raw_response.create(
+            model=model, messages=USER, tools=tools, extra_headers={"x-syntic-strictify": "1"}
+        )
+        return raw.parse(), raw.headers
+
+
+@pytest.mark.parametrize("model", ["strict-model", "constrained-model"])
+def test_a_format_the_vendor_lacks_is_still_enforced(
+    gw: GatewayProcess, upstream: ScriptedUpstream, model: str
+) -> None:
+    upstream.queue(
+        Reply(tool_calls=[Call("open", '{"url": ""}')]),
+        Reply(tool_calls=[Call("open", '{"url": "https://example.org/a"}')]),
+    )
+    completion, headers = open_url(gw, model)
+    [call] = completion.choices[0].message.tool_calls
+    assert json.loads(call.function.arguments) == {"url": "https://example.org/a"}
+    assert headers["x-syntic-schema-retries"] == "1"
+    schema, strict = sent(upstream, "open")
+    if model == "constrained-model":  # OpenAI's strict mode has no "uri" format
+        assert strict is True
+        assert schema["properties"]["url"] == {"type": "string", "description": "{format: uri}"}
+    else:
+        assert schema["properties"]["url"] == {"type": "string", "format": "uri"}
+
+
+def test_a_format_the_vendor_lacks_is_never_returned_broken(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(*[Reply(tool_calls=[Call("open", '{"url": ""}')])] * 2)
+    with pytest.raises(openai.UnprocessableEntityError) as info:
+        open_url(gw, "constrained-model")
+    error = info.value.response.json()["error"]
+    assert (error["code"], error["param"]) == ("tool_arguments_invalid", "/url")
+    assert error["errors"] == [{"pointer": "/url", "message": "/url must be a valid uri",
+                                "schema_path": "/properties/url/format"}]
+
+
+# pydantic's Cat | Dog union: Dog's "lives" is a required int | None, Cat's an int with a
+# default. A dog's null is data; a cat's null was injected by the projection.
+PET = {
+    "$defs": {
+        "Cat": {"properties": {"kind": {"const": "cat", "type": "string"},
+                               "lives": {"default": 9, "type": "integer"}},
+                "required": ["kind"], "type": "object"},
+        "Dog": {"properties": {"kind": {"const": "dog", "type": "string"},
+                               "lives": {"anyOf": [{"type": "integer"}, {"type": "null"}]}},
+                "required": ["kind", "lives"], "type": "object"},
+    },
+    "properties": {"pet": {"anyOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}]}},
+    "required": ["pet"],
+    "type": "object",
+}  # fmt: skip
+
+
+# pydantic's discriminated spelling of the same union (Field(discriminator="kind")).
+DISCRIMINATED = {**PET, "properties": {"pet": {
+    "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+    "discriminator": {"propertyName": "kind",
+                      "mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"}},
+}}}  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", [PET, DISCRIMINATED], ids=["anyOf", "discriminated oneOf"])
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ('{"pet": {"kind": "dog", "lives": null}}', {"pet": {"kind": "dog", "lives": None}}),
+        ('{"pet": {"kind": "cat", "lives": null}}', {"pet": {"kind": "cat"}}),
+    ],
+    ids=["dog", "cat"],
+)
+def test_a_union_answer_keeps_its_branch(
+    gw: GatewayProcess,
+    upstream: ScriptedUpstream,
+    schema: dict[str, Any],
+    answer: str,
+    expected: dict[str, Any],
+) -> None:
+    upstream.queue(Reply(tool_calls=[Call("adopt", answer)]))
+    tools: Any = [{"type": "function", "function": {"name": "adopt", "parameters": schema}}]
+    with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0) as c:
+        raw = c.chat.completions.with_raw_response.create(
+            model="strict-model", messages=USER, tools=tools,
+            extra_headers={"x-syntic-strictify": "1"},
+        )  # fmt: skip
+    completion: Any = raw.parse()
+    [call] = completion.choices[0].message.tool_calls
+    assert json.loads(call.function.arguments) == expected
+    assert raw.headers["x-syntic-schema-retries"] == "0"
+    assert "x-syntic-strict-refused" not in raw.headers  # projected, oneOf included
+    sent_schema, _ = sent(upstream, "adopt")
+    assert "oneOf" not in json.dumps(sent_schema)  # disjoint branches go as anyOf

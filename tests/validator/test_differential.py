@@ -101,9 +101,9 @@ def leaf_schema(draw: st.DrawFn) -> dict[str, Any]:
 def _extend(children: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
     @st.composite
     def compound(draw: st.DrawFn) -> dict[str, Any]:
-        kind = draw(st.sampled_from(["object", "array", "anyOf"]))
-        if kind == "anyOf":
-            return {"anyOf": draw(st.lists(children, min_size=1, max_size=3))}
+        kind = draw(st.sampled_from(["object", "array", "anyOf", "allOf", "oneOf"]))
+        if kind in ("anyOf", "allOf", "oneOf"):
+            return {kind: draw(st.lists(children, min_size=1, max_size=3))}
         if kind == "array":
             schema: dict[str, Any] = {"type": "array"}
             _maybe(draw, "items", children, schema)
@@ -152,8 +152,9 @@ def near(draw: st.DrawFn, schema: Any, root: Any, depth: int = 0) -> Any:
     if "$ref" in schema:
         target = root if schema["$ref"] == "#" else root["$defs"]["node"]
         return draw(near(target, root, depth + 1))
-    if "anyOf" in schema:
-        return draw(near(draw(st.sampled_from(schema["anyOf"])), root, depth))
+    for key in ("anyOf", "allOf", "oneOf"):
+        if key in schema:
+            return draw(near(draw(st.sampled_from(schema[key])), root, depth))
     if "enum" in schema:
         return draw(st.sampled_from(schema["enum"]))
     if "const" in schema:
