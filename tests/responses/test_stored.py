@@ -147,8 +147,10 @@ def test_an_expired_response_is_not_served(
     url = short_retention.base_url + "/v1/responses"
     made = httpx.post(url, json={"model": "strict-model", "input": "x"}, headers=headers)
     rid = made.json()["id"]
-    assert httpx.get(f"{url}/{rid}", headers=headers).status_code == 200
     expires = _row(short_retention, rid, "expires_at")
+    served = httpx.get(f"{url}/{rid}", headers=headers).status_code
+    # Served until it expires; a loaded machine may only ask after the second is over.
+    assert served == 200 or time.time() > expires
     while time.time() <= expires:
         time.sleep(expires - time.time() + 0.01)
     gone = httpx.get(f"{url}/{rid}", headers=headers)
