@@ -130,6 +130,9 @@ class Settings:
     # each response completes; the spool is fsynced at the same pace).
     ledger_flush_interval_s: float = 0.2
     ledger_spool_segment_bytes: int = 4 * 1024 * 1024  # a new spool file past this size
+    # Rows kept in memory only (the spool refused them, the database is down) before new
+    # requests are refused with 503 ledger_unavailable; about 1 KiB each.
+    ledger_max_held_rows: int = 10_000
     # A stored response (POST /v1/responses with store) is kept this long, as the API does.
     responses_retention_s: float = 30 * 86400.0
     # The largest stored conversation previous_response_id continues (the JSON of every
@@ -395,6 +398,7 @@ _TUNABLES: tuple[str, ...] = (
     "schema_cache_max_bytes",
     "ledger_flush_interval_s",
     "ledger_spool_segment_bytes",
+    "ledger_max_held_rows",
     "responses_retention_s",
     "responses_max_history_bytes",
     "responses_max_bytes_per_key",
@@ -405,6 +409,7 @@ _AT_LEAST_ONE = frozenset({"schema_cache_max_bytes"})
 _RANGES: dict[str, tuple[float, float]] = {
     "ledger_flush_interval_s": (0.01, 10.0),
     "ledger_spool_segment_bytes": (64 * 1024, 1024**3),
+    "ledger_max_held_rows": (1, 10_000_000),
     "idempotency_lease_s": (1.0, 60.0),
     "idempotency_wait_s": (0.0, 300.0),
     "responses_retention_s": (1.0, 366 * 86400.0),

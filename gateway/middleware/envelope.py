@@ -14,6 +14,9 @@
   no answered request can lose its row to a crash), or after the request ends when no
   response completed; and hands the ledger to the context, which spools a provisional
   row before each upstream call;
+- refuses a metered request with 503 ``ledger_unavailable`` + ``retry-after`` while the
+  ledger is not ``accepting`` (too many rows neither its spool nor its database took):
+  no request is answered without a row kept somewhere; the refusal itself has no row;
 - with ``limits`` (``gateway.middleware.limits``): refuses a metered request over
   ``max_inflight`` with 503 ``overloaded`` + ``retry-after``, bounds the body read
   (408 ``request_timeout``, connection closed) and gives every request one deadline
@@ -36,7 +39,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.context import RequestContext
-from gateway.errors import GatewayError, PayloadTooLarge, UpstreamTimeout, dialect_of
+from gateway.errors import GatewayError, Overloaded, PayloadTooLarge, UpstreamTimeout, dialect_of
 from gateway.middleware.limits import EdgeLimits, InflightGate
 from gateway.server.deadlines import Deadlines, TaskDeadline, body_deadline
 from gateway.server.protocol import complete_body_size
@@ -149,6 +152,10 @@ class GatewayMiddleware:
         exchange = self._open(scope, send)
         send = exchange.send
         try:
+            ledger = exchange.ledger
+            if ledger is not None and not ledger.accepting:
+                exchange.recorded = True  # its row would be one more the ledger can't keep
+                raise _ledger_unavailable()
             buffered = self._check_size(scope, receive)
             if self.limits is None:
                 await self.app(
@@ -299,6 +306,14 @@ class GatewayMiddleware:
         )
         await send({"type": "http.response.start", "status": exc.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def _ledger_unavailable() -> Overloaded:
+    return Overloaded(
+        "Usage records cannot be stored right now; retry shortly.",
+        code="ledger_unavailable",
+        headers={"retry-after": "1"},
+    )
 
 
 def _content_length(scope: Scope) -> int | None:
