@@ -36,6 +36,7 @@ from gateway.enforcement import (
     check_request,
     enforce_response,
 )
+from gateway.enforcement.choices import first_failure_or_results
 from gateway.errors import GatewayError, NotFound, RateLimited, UpstreamError
 from gateway.ratelimit.base import RateDecision, RateLimiter
 from gateway.settings import ModelConfig, Settings
@@ -335,8 +336,9 @@ class ChatService:
         estimated_tokens: int = 0,
     ) -> list[ChatResponse]:
         """``request.n`` choices: one upstream call each, concurrently, every choice's strict
-        calls validated and corrected on its own; any failure fails the request (invalid
-        arguments are never returned). ``ctx.tally`` sums every call."""
+        calls validated and corrected on its own; the first failure fails the request with
+        its own error and cancels the other choices (invalid arguments are never
+        returned). ``ctx.tally`` counts every call, the cancelled ones included."""
         prepared = await self.admitted(request, paths, ctx, estimated_tokens)
         if ctx.tally is None:
             ctx.tally = Tally()
@@ -344,7 +346,7 @@ class ChatService:
         tasks = [asyncio.ensure_future(self._choice(prepared, tally)) for _ in range(request.n)]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            return [task.result() for task in tasks]  # re-raises the first failure
+            return first_failure_or_results(tasks)
         finally:
             for task in tasks:
                 task.cancel()

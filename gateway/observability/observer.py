@@ -106,11 +106,11 @@ class RequestObserver:
         self.path.count_request(route, ctx.status, ctx.error_code)
         tally = ctx.tally
         retries = tally.retries if tally is not None else 0
-        if tally is not None and tally.upstream_calls:
+        if tally is not None and (calls := tally.calls):
             retried = tally.retried_attempts
             self.path.count_upstream_calls(
                 ctx.model or "",
-                tally.upstream_calls - retries - (sum(retried.values()) if retried else 0),
+                calls - retries - (sum(retried.values()) if retried else 0),
                 retries,
                 retried,
             )
