@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from gateway.bounds import redact
 from gateway.canonical import Usage
@@ -72,6 +73,16 @@ class Tally:
         return self.first_usage + self.correction_usage
 
 
+class SlotGate(Protocol):
+    """The in-flight gate whose slots a request holds (``gateway.ratelimit.inflight``)."""
+
+    limit: int
+
+    def hold(self, ctx: RequestContext, n: int) -> None:
+        """Hold ``n`` slots in all (one per concurrent upstream call), or raise 503."""
+        ...
+
+
 @dataclass(slots=True)
 class RequestContext:
     """Everything known about one request; filled in by each layer as it goes."""
@@ -96,6 +107,9 @@ class RequestContext:
     # The request's overall deadline (``time.monotonic()`` clock), set by the outer
     # middleware; None: no deadline.
     deadline: float | None = None
+    # The in-flight gate the request entered and the slots it holds there (None: no gate).
+    gate: SlotGate | None = None
+    slots: int = 0
 
     @classmethod
     def start(cls, request_id: str, endpoint: str) -> RequestContext:

@@ -37,7 +37,7 @@ from gateway.enforcement import (
     enforce_response,
 )
 from gateway.enforcement.choices import first_failure_or_results
-from gateway.errors import GatewayError, NotFound, RateLimited, UpstreamError
+from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, UpstreamError
 from gateway.ratelimit.base import RateDecision, RateLimiter
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.base import TokenCount, TokenCounter, Upstream
@@ -245,8 +245,9 @@ class ChatService:
         """``admit``, then ``prepare``: the key pays for the request before any routing or
         lint, so an unknown model or a schema the lint refuses still costs one request.
         Its tokens are charged in the same step (one limiter round trip) and given back
-        when ``prepare`` refuses: a request that never reaches an upstream costs none."""
-        await self.admit(ctx, estimated_tokens)
+        when ``prepare`` refuses: a request that never reaches an upstream costs none.
+        ``request.n`` choices count ``n`` requests and hold ``n`` in-flight slots."""
+        await self.admit(ctx, estimated_tokens, request.n)
         try:
             return await self.prepare(request, paths, ctx)
         except BaseException:
@@ -266,18 +267,50 @@ class ChatService:
         adapter = self.registry.get(model)
         return RetryingUpstream(JournaledUpstream(adapter, ctx), self.retry_policy, ctx)
 
-    async def admit(self, ctx: RequestContext, estimated_tokens: int) -> None:
-        """Ask the rate limiter; raise 429 with ``retry-after`` and ``x-ratelimit-*``."""
-        ctx.prompt_estimate = estimated_tokens
+    async def admit(self, ctx: RequestContext, estimated_tokens: int, n: int = 1) -> None:
+        """Ask the rate limiter; raise 429 with ``retry-after`` and ``x-ratelimit-*``.
+
+        A request of ``n`` concurrent upstream calls (``n`` choices; ``estimated_tokens``
+        covers them all) counts ``n`` requests against the key's rpm and holds ``n``
+        in-flight slots (503 ``overloaded`` when they are not free, before the limiter
+        charges anything). An ``n`` that could never be admitted (more than the key's
+        rpm, or than the slots there are) is 400 ``n_above_limit``, counted as one
+        request."""
+        ctx.prompt_estimate = estimated_tokens // n
+        if n > 1:
+            refusal = self._n_refusal(ctx, n)
+            if refusal is not None:
+                await self.admit(ctx, 0)
+                raise refusal
+            if ctx.gate is not None:
+                ctx.gate.hold(ctx, n)
         if self.limiter is None or ctx.principal is None:
             return
-        decision = await self.limiter.check(ctx.principal, estimated_tokens)
+        decision = await self.limiter.check(ctx.principal, estimated_tokens, n)
         if not decision.allowed:
             headers = rate_headers(decision)
             headers["retry-after"] = str(max(1, math.ceil(decision.retry_after_s)))
             raise RateLimited("Rate limit exceeded for this API key.", headers=headers)
         if decision.limit_requests is not None or decision.limit_tokens is not None:
             ctx.add_raw_headers(rate_header_pairs(decision))
+
+    @staticmethod
+    def _n_refusal(ctx: RequestContext, n: int) -> InvalidRequest | None:
+        rpm = ctx.principal.rpm if ctx.principal is not None else None
+        if rpm is not None and n > rpm:
+            return InvalidRequest(
+                f"n = {n} counts as {n} requests, more than this key's limit of {rpm} per "
+                "minute: the request could never be admitted.",
+                code="n_above_limit", param="n",
+            )
+        limit = ctx.gate.limit if ctx.gate is not None else 0
+        if limit and n > limit:
+            return InvalidRequest(
+                f"n = {n} runs {n} upstream calls at once, more than the {limit} this "
+                "gateway runs at once: the request could never be admitted.",
+                code="n_above_limit", param="n",
+            )
+        return None
 
     async def count_tokens(
         self, request: ChatRequest, body: Mapping[str, Any], ctx: RequestContext,

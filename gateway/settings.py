@@ -99,7 +99,9 @@ class Settings:
     request_timeout_s: float = 120.0
     stream_keepalive_s: float = 15.0  # SSE ": keep-alive" after this much silence
     # Edge limits; each readable from [server] and SYNTIC_<NAME> (see _TUNABLES).
-    max_inflight: int = 512  # metered requests in flight; beyond -> 503 overloaded
+    # Upstream-call slots in flight: one per metered request, n for n choices; beyond ->
+    # 503 overloaded.
+    max_inflight: int = 512
     body_timeout_s: float = 30.0  # whole request body must arrive within this (else 408)
     keepalive_timeout_s: float = 5.0  # idle keep-alive connections closed after this
     max_header_bytes: int = 32 * 1024  # request line + headers (h11/httptools cap)

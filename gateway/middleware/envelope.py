@@ -18,7 +18,8 @@
   ledger is not ``accepting`` (too many rows neither its spool nor its database took):
   no request is answered without a row kept somewhere; the refusal itself has no row;
 - with ``limits`` (``gateway.middleware.limits``): refuses a metered request over
-  ``max_inflight`` with 503 ``overloaded`` + ``retry-after``, bounds the body read
+  ``max_inflight`` slots (one per upstream call it may run at once: ``n`` for ``n``
+  choices, taken at admission) with 503 ``overloaded`` + ``retry-after``, bounds the body read
   (408 ``request_timeout``, connection closed) and gives every request one deadline
   (``request_timeout_s``, kept as ``RequestContext.deadline``) that holds until its
   response starts (504 past it).
@@ -163,7 +164,7 @@ class GatewayMiddleware:
                 )
             else:
                 if exchange.metered:
-                    self.gate.enter()  # not a context manager: no generator per request
+                    self.gate.enter(exchange.ctx)  # no context manager: no generator
                 try:
                     receive = self._arm(exchange, receive, buffered is not None)
                     await self.app(scope, receive, send)
@@ -174,7 +175,7 @@ class GatewayMiddleware:
                 finally:
                     self._disarm(exchange)
                     if exchange.metered:
-                        self.gate.leave()
+                        self.gate.leave(exchange.ctx)
         except GatewayError as exc:
             await self._fail(exchange, exc)
         except ClientDisconnect:

@@ -43,8 +43,10 @@ class MeteredLimiter:
         self.inner = inner
         self.path = metrics.path
 
-    async def check(self, principal: Principal, tokens: int) -> RateDecision:
-        decision = await self.inner.check(principal, tokens)
+    async def check(
+        self, principal: Principal, tokens: int, requests: int = 1
+    ) -> RateDecision:
+        decision = await self.inner.check(principal, tokens, requests)
         self.path.count_rate_decision(decision.allowed)
         return decision
 

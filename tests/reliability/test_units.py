@@ -12,7 +12,7 @@ import pytest
 from gateway.context import RequestContext
 from gateway.errors import Overloaded, UpstreamError, UpstreamTimeout
 from gateway.middleware.idempotency import MemoryStore, Pending, StoredResponse
-from gateway.middleware.limits import InflightGate
+from gateway.ratelimit.inflight import InflightGate
 from gateway.server.deadlines import Deadlines, RequestTimeout, body_deadline
 from gateway.settings import ConfigError, load_settings
 from gateway.upstream.redact import scrub
@@ -91,14 +91,31 @@ def test_parse_retry_after(value: str | None, seconds: float | None) -> None:
     assert parse_retry_after(value) == seconds
 
 
+def _ctx() -> RequestContext:
+    return RequestContext.start("req_t", "/v1/chat/completions")
+
+
 def test_inflight_gate_refuses_past_its_limit_and_frees_on_exit() -> None:
     gate = InflightGate(2)
-    with gate.admit(), gate.admit():
-        with pytest.raises(Overloaded) as info, gate.admit():
+    with gate.admit(_ctx()), gate.admit(_ctx()):
+        with pytest.raises(Overloaded) as info, gate.admit(_ctx()):
             pass
         assert info.value.headers["retry-after"] == "1"
-    with gate.admit():
+    with gate.admit(_ctx()):
         assert gate.inflight == 1
+    assert (gate.inflight, gate.refused) == (0, 1)
+
+
+def test_a_request_holds_one_slot_per_upstream_call_it_runs() -> None:
+    gate = InflightGate(5)
+    wide, narrow = _ctx(), _ctx()
+    with gate.admit(wide):
+        gate.hold(wide, 4)  # n = 4
+        assert (gate.inflight, wide.slots) == (4, 4)
+        with gate.admit(narrow):
+            with pytest.raises(Overloaded):
+                gate.hold(narrow, 2)  # 4 + 2 > 5
+            assert (gate.inflight, narrow.slots) == (5, 1)
     assert (gate.inflight, gate.refused) == (0, 1)
 
 

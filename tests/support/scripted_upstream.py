@@ -24,7 +24,8 @@ Steps:
   provider-style error object by default).
 - ``after=N`` on a ``Reply`` or ``HttpError``: answer only once N requests have arrived
   (counting this one), e.g. fail one of ``n`` concurrent choices only when all of them are
-  in; the client leaving first ends the wait.
+  in; ``held=True``: answer only once the test calls ``up.release()`` (calls kept in flight
+  while the test looks at the gateway). The client leaving first ends either wait.
 - ``Hang()``: never answer; the connection is held until the client leaves (a choice the
   gateway must cancel).
 - ``Drop(delay=0, reset=True)``: close the connection without answering (TCP reset when
@@ -95,6 +96,7 @@ class Reply:
     id: str | None = None
     content_after: str | None = None  # streamed text after the tool calls
     after: int = 0  # answer once this many requests have arrived
+    held: bool = False  # answer once the test calls ``release()``
 
     @property
     def finish(self) -> str:
@@ -109,6 +111,7 @@ class HttpError:
     body: Any = None
     delay: float = 0.0
     after: int = 0
+    held: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +288,7 @@ class ScriptedUpstream:
         self._thread: threading.Thread | None = None
         self._stop: asyncio.Event | None = None
         self._arrival: asyncio.Event | None = None  # set (and replaced) on each arrival
+        self._released = False
         self.port = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -301,6 +305,7 @@ class ScriptedUpstream:
             self.requests.clear()
             self.responder = None
             self.max_in_flight = self.in_flight
+            self._released = False
 
     @property
     def pending(self) -> int:
@@ -381,20 +386,32 @@ class ScriptedUpstream:
             responder = self.responder
         return (responder(request) if responder is not None else None), seq
 
+    def release(self) -> None:
+        """Let every ``held`` step answer (from any thread)."""
+        assert self._loop is not None
+
+        def now() -> None:
+            self._released = True
+            self._arrived()
+
+        self._loop.call_soon_threadsafe(now)
+
     def _arrived(self) -> None:
         arrival = self._arrival
         assert arrival is not None
         self._arrival = asyncio.Event()
         arrival.set()
 
-    async def _left_before(self, count: int, reader: asyncio.StreamReader) -> bool:
-        """Wait until ``count`` requests have arrived; True if the client left first."""
+    async def _left_before(
+        self, ready: Callable[[], bool], reader: asyncio.StreamReader
+    ) -> bool:
+        """Wait until ``ready()`` (checked on each arrival and on ``release``); True if the
+        client left first."""
         left = asyncio.ensure_future(reader.read(1))
         try:
             while True:
-                with self._lock:
-                    if len(self.requests) >= count:
-                        return False
+                if ready():
+                    return False
                 arrival = self._arrival
                 assert arrival is not None
                 arrived = asyncio.ensure_future(arrival.wait())
@@ -457,12 +474,20 @@ class ScriptedUpstream:
         if step.delay and await _client_left(reader, step.delay):
             request.client_disconnected = True
             return False
-        after = step.after if isinstance(step, Reply | HttpError) else 0
-        if isinstance(step, Hang) or (after and await self._left_before(after, reader)):
-            if isinstance(step, Hang):
-                await reader.read(1)
+        if isinstance(step, Hang):
+            await reader.read(1)
             request.client_disconnected = True
             return False
+        if isinstance(step, Reply | HttpError) and (step.after or step.held):
+            after, held = step.after, step.held
+
+            def ready() -> bool:
+                with self._lock:
+                    return len(self.requests) >= after and (self._released or not held)
+
+            if await self._left_before(ready, reader):
+                request.client_disconnected = True
+                return False
         if isinstance(step, Drop):
             if step.reset:
                 sock = writer.get_extra_info("socket")
