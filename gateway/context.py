@@ -78,8 +78,13 @@ class SlotGate(Protocol):
 
     limit: int
 
-    def hold(self, ctx: RequestContext, n: int) -> None:
-        """Hold ``n`` slots in all (one per concurrent upstream call), or raise 503."""
+    def limit_for(self, principal: Principal | None) -> int:
+        """The slots one key's requests may hold at once (0: unbounded)."""
+        ...
+
+    def hold(self, ctx: RequestContext, n: int, principal: Principal | None = None) -> None:
+        """Hold ``n`` slots (one per concurrent upstream call), ``n`` of them the key's;
+        raise 429 past the key's bound, 503 past the process's."""
         ...
 
 
@@ -110,6 +115,7 @@ class RequestContext:
     # The in-flight gate the request entered and the slots it holds there (None: no gate).
     gate: SlotGate | None = None
     slots: int = 0
+    key_slots: int = 0  # of them, counted against the principal's own bound
 
     @classmethod
     def start(cls, request_id: str, endpoint: str) -> RequestContext:

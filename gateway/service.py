@@ -259,7 +259,7 @@ class ChatService:
         """Count a request its endpoint refused before ``admitted`` (a body that does not
         decode, an unknown ``previous_response_id``): one request, no tokens, and 429
         instead of the refusal once the key is over its limit."""
-        await self.admit(ctx, 0)
+        await self.admit(ctx, 0, calls=False)
 
     def upstream(self, model: ModelConfig, ctx: RequestContext | None) -> Upstream:
         """The model's adapter for one request: safe failures retried within its deadline,
@@ -267,23 +267,27 @@ class ChatService:
         adapter = self.registry.get(model)
         return RetryingUpstream(JournaledUpstream(adapter, ctx), self.retry_policy, ctx)
 
-    async def admit(self, ctx: RequestContext, estimated_tokens: int, n: int = 1) -> None:
+    async def admit(
+        self, ctx: RequestContext, estimated_tokens: int, n: int = 1, *, calls: bool = True
+    ) -> None:
         """Ask the rate limiter; raise 429 with ``retry-after`` and ``x-ratelimit-*``.
 
         A request of ``n`` concurrent upstream calls (``n`` choices; ``estimated_tokens``
         covers them all) counts ``n`` requests against the key's rpm and holds ``n``
-        in-flight slots (503 ``overloaded`` when they are not free, before the limiter
-        charges anything). An ``n`` that could never be admitted (more than the key's
-        rpm, or than the slots there are) is 400 ``n_above_limit``, counted as one
+        in-flight slots, ``n`` of its key's too (``calls``: it will call an upstream).
+        Slots are taken before the limiter charges anything: 429
+        ``concurrency_limit_exceeded`` past the key's bound, 503 ``overloaded`` past the
+        process's. An ``n`` that could never be admitted (more than the key's rpm, its
+        concurrency bound or the process's) is 400 ``n_above_limit``, counted as one
         request."""
         ctx.prompt_estimate = estimated_tokens // n
         if n > 1:
             refusal = self._n_refusal(ctx, n)
             if refusal is not None:
-                await self.admit(ctx, 0)
+                await self.admit(ctx, 0, calls=False)
                 raise refusal
-            if ctx.gate is not None:
-                ctx.gate.hold(ctx, n)
+        if calls and ctx.gate is not None:
+            ctx.gate.hold(ctx, n, ctx.principal)
         if self.limiter is None or ctx.principal is None:
             return
         decision = await self.limiter.check(ctx.principal, estimated_tokens, n)
@@ -303,13 +307,17 @@ class ChatService:
                 "minute: the request could never be admitted.",
                 code="n_above_limit", param="n",
             )
-        limit = ctx.gate.limit if ctx.gate is not None else 0
-        if limit and n > limit:
-            return InvalidRequest(
-                f"n = {n} runs {n} upstream calls at once, more than the {limit} this "
-                "gateway runs at once: the request could never be admitted.",
-                code="n_above_limit", param="n",
-            )
+        gate = ctx.gate
+        if gate is None:
+            return None
+        for limit, whose in ((gate.limit_for(ctx.principal), "this key may run"),
+                             (gate.limit, "this gateway runs")):
+            if limit and n > limit:
+                return InvalidRequest(
+                    f"n = {n} runs {n} upstream calls at once, more than the {limit} "
+                    f"{whose} at once: the request could never be admitted.",
+                    code="n_above_limit", param="n",
+                )
         return None
 
     async def count_tokens(

@@ -102,6 +102,9 @@ class Settings:
     # Upstream-call slots in flight: one per metered request, n for n choices; beyond ->
     # 503 overloaded.
     max_inflight: int = 512
+    # Slots one key's requests may hold at once (a key's own max_concurrent wins); beyond
+    # -> 429 concurrency_limit_exceeded. 0: half of max_inflight.
+    max_concurrent_per_key: int = 0
     body_timeout_s: float = 30.0  # whole request body must arrive within this (else 408)
     keepalive_timeout_s: float = 5.0  # idle keep-alive connections closed after this
     max_header_bytes: int = 32 * 1024  # request line + headers (h11/httptools cap)
@@ -384,6 +387,7 @@ def _integer(server: Mapping[str, Any], name: str, default: int, low: int, high:
 _TUNABLES: tuple[str, ...] = (
     "request_timeout_s",
     "max_inflight",
+    "max_concurrent_per_key",
     "body_timeout_s",
     "keepalive_timeout_s",
     "max_header_bytes",

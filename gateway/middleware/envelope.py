@@ -41,7 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.context import RequestContext
 from gateway.errors import GatewayError, Overloaded, PayloadTooLarge, UpstreamTimeout, dialect_of
-from gateway.middleware.limits import EdgeLimits, InflightGate
+from gateway.middleware.limits import EdgeLimits, InflightGate, default_key_limit
 from gateway.server.deadlines import Deadlines, TaskDeadline, body_deadline
 from gateway.server.protocol import complete_body_size
 from gateway.usage.base import Ledger
@@ -143,7 +143,11 @@ class GatewayMiddleware:
         self.ledger = ledger
         self.observer = observer
         self.limits = limits
-        self.gate = InflightGate(limits.max_inflight if limits else 0)
+        self.gate = (
+            InflightGate(limits.max_inflight, default_key_limit(
+                limits.max_inflight, limits.max_concurrent_per_key))
+            if limits is not None else InflightGate(0)
+        )
         self._deadlines: Deadlines | None = None  # the request and body deadlines' timer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.ratelimit.inflight import InflightGate
+from gateway.ratelimit.inflight import InflightGate, default_key_limit
 from gateway.settings import Settings
 
-__all__ = ["EdgeLimits", "InflightGate"]
+__all__ = ["EdgeLimits", "InflightGate", "default_key_limit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +35,13 @@ class EdgeLimits:
     max_inflight: int = 512
     body_timeout_s: float = 30.0
     request_timeout_s: float = 120.0
+    max_concurrent_per_key: int = 0  # 0: half of max_inflight
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EdgeLimits:
         return cls(
             max_inflight=settings.max_inflight,
+            max_concurrent_per_key=settings.max_concurrent_per_key,
             body_timeout_s=settings.body_timeout_s,
             request_timeout_s=settings.request_timeout_s,
         )

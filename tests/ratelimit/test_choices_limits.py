@@ -1,9 +1,10 @@
-"""``n`` choices against a key's rpm and the gateway's in-flight bound, through HTTP.
+"""``n`` choices against a key's rpm and the in-flight bounds, through HTTP.
 
 A chat request with ``n`` choices makes ``n`` upstream calls at once, so it counts ``n``
 requests against the key's rpm (per-process limits and Redis alike) and holds ``n`` of
-``max_inflight``'s slots; an ``n`` that could never be admitted is 400 with param ``n``.
-What the gateway sent is counted by the scripted upstream (requests, most at once).
+``max_inflight``'s slots and ``n`` of its key's (``max_concurrent``, by default half of
+``max_inflight``); an ``n`` that could never be admitted is 400 with param ``n``. What the
+gateway sent is counted by the scripted upstream (requests, most at once).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def gw(
     gw = start_gateway(
         tmp_path_factory.mktemp("choices-limits"),
         [model_table("m", scripted_upstream_server.base_url)],
-        server={"max_inflight": 4}, env=env,
+        server={"max_inflight": 4, "max_concurrent_per_key": 4}, env=env,
     )
     try:
         yield gw
@@ -129,3 +130,63 @@ def test_a_request_past_its_slots_costs_the_key_nothing(
         assert wide.result(timeout=20)[0] == 200
         status, _, headers = _status(client, 4)  # all 4 of its rpm still there
     assert (status, headers["x-ratelimit-remaining-requests"]) == (200, "0")
+
+
+@pytest.fixture(scope="module")
+def shared(
+    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    """Eight slots, so a key's default share is four."""
+    gw = start_gateway(
+        tmp_path_factory.mktemp("key-concurrency"),
+        [model_table("m", scripted_upstream_server.base_url)],
+        server={"max_inflight": 8},
+    )
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
+def test_one_key_holds_at_most_its_share_of_the_slots(
+    shared: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.responder = _held
+    greedy, other = shared.create_key("greedy"), shared.create_key("other")
+    with _client(shared, greedy) as mine, _client(shared, other) as theirs, \
+            ThreadPoolExecutor(3) as pool:
+        first = pool.submit(_status, mine, 4)  # its whole share: half of 8
+        upstream.wait_for_requests(4, timeout=20)
+        again: Future[tuple[int, dict[str, Any], dict[str, str]]] = pool.submit(
+            _status, mine, 1)
+        _done_or_upstream_called(again, upstream, 5)
+        # another key still gets the other half
+        second = pool.submit(_status, theirs, 4)
+        upstream.wait_for_requests(4 + 4, timeout=20)
+        status, error, _ = _status(theirs, 1)  # all eight slots taken: the process is full
+        assert (status, error["code"]) == (503, "overloaded")
+        upstream.release()
+        assert first.result(timeout=20)[0] == second.result(timeout=20)[0] == 200
+        status, error, headers = again.result(timeout=20)
+    assert (status, error.get("code"), headers.get("retry-after")) == (
+        429, "concurrency_limit_exceeded", "1")
+    assert upstream.max_in_flight == 8
+    assert len(upstream.requests) == 8
+
+
+def test_a_keys_own_bound_and_an_n_above_it(
+    shared: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.responder = _held
+    narrow = shared.create_key("narrow", "--max-concurrent", "2")
+    with _client(shared, narrow) as client, ThreadPoolExecutor(1) as pool:
+        status, error, _ = _status(client, 3)  # more than the key may ever run at once
+        assert (status, error["code"], error["param"]) == (400, "n_above_limit", "n")
+        both = pool.submit(_status, client, 2)
+        upstream.wait_for_requests(2, timeout=20)
+        status, error, _ = _status(client, 1)
+        assert (status, error["code"]) == (429, "concurrency_limit_exceeded")
+        upstream.release()
+        assert both.result(timeout=20)[0] == 200
+        assert _status(client, 2)[0] == 200  # given back when the request ended
+    assert len(upstream.requests) == 4

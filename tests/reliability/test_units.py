@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from gateway.context import RequestContext
-from gateway.errors import Overloaded, UpstreamError, UpstreamTimeout
+from gateway.errors import Overloaded, RateLimited, UpstreamError, UpstreamTimeout
+from gateway.keys.base import Principal
 from gateway.middleware.idempotency import MemoryStore, Pending, StoredResponse
-from gateway.ratelimit.inflight import InflightGate
+from gateway.ratelimit.inflight import InflightGate, default_key_limit
 from gateway.server.deadlines import Deadlines, RequestTimeout, body_deadline
 from gateway.settings import ConfigError, load_settings
 from gateway.upstream.redact import scrub
@@ -117,6 +118,28 @@ def test_a_request_holds_one_slot_per_upstream_call_it_runs() -> None:
                 gate.hold(narrow, 2)  # 4 + 2 > 5
             assert (gate.inflight, narrow.slots) == (5, 1)
     assert (gate.inflight, gate.refused) == (0, 1)
+
+
+def test_a_key_holds_at_most_its_own_share_and_gets_it_back() -> None:
+    gate = InflightGate(8, key_limit=default_key_limit(8, 0))  # half: 4
+    greedy, own = Principal("key_g", "g"), Principal("key_o", "o", max_concurrent=1)
+    first, second, third, fourth = _ctx(), _ctx(), _ctx(), _ctx()
+    first.principal = second.principal = greedy
+    third.principal = fourth.principal = own
+    with gate.admit(first), gate.admit(second), gate.admit(third), gate.admit(fourth):
+        gate.hold(first, 3, greedy)
+        with pytest.raises(RateLimited) as info:
+            gate.hold(second, 2, greedy)  # 3 + 2 > 4
+        assert (info.value.code, info.value.headers["retry-after"]) == (
+            "concurrency_limit_exceeded", "1")
+        gate.hold(second, 1, greedy)
+        gate.hold(third, 1, own)
+        with pytest.raises(RateLimited):
+            gate.hold(fourth, 1, own)  # its own bound, 1
+        assert (gate.held_by("key_g"), gate.held_by("key_o"), gate.inflight) == (4, 1, 6)
+    assert (gate.held_by("key_g"), gate.held_by("key_o"), gate.inflight) == (0, 0, 0)
+    assert gate.key_refused == 2
+    assert default_key_limit(0, 0) == 0 and default_key_limit(1, 0) == 1
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["own-timer", "shared-timer"])
