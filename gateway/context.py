@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from gateway.bounds import redact
 from gateway.canonical import Usage
@@ -25,14 +26,16 @@ class Tally:
     """
 
     __slots__ = (
-        "correction_usage", "first_usage", "retried_attempts", "retries", "upstream_calls",
+        "correction_usage", "first_usage", "retried_attempts", "retries", "started",
+        "upstream_calls",
     )  # fmt: skip
 
     def __init__(self) -> None:
         self.first_usage = Usage()
         self.correction_usage = Usage()
         self.retries = 0
-        self.upstream_calls = 0
+        self.upstream_calls = 0  # calls that finished (answered, failed or retried)
+        self.started = 0  # calls announced just before they were sent
         # (reason, count) of attempts that failed safely and were retried; None: none yet
         self.retried_attempts: dict[str, int] | None = None
 
@@ -54,9 +57,35 @@ class Tally:
             self.retried_attempts = {}
         self.retried_attempts[reason] = self.retried_attempts.get(reason, 0) + 1
 
+    def call_started(self) -> None:
+        """An upstream call is about to be sent (``RequestContext.upstream_call_starting``)."""
+        self.started += 1
+
+    @property
+    def calls(self) -> int:
+        """Every upstream call made: each announced one, a call cancelled mid-flight
+        included (the other choices of an ``n > 1`` request when one fails); for a caller
+        that announces none, the ones that finished."""
+        return max(self.upstream_calls, self.started)
+
     @property
     def total(self) -> Usage:
         return self.first_usage + self.correction_usage
+
+
+class SlotGate(Protocol):
+    """The in-flight gate whose slots a request holds (``gateway.ratelimit.inflight``)."""
+
+    limit: int
+
+    def limit_for(self, principal: Principal | None) -> int:
+        """The slots one key's requests may hold at once (0: unbounded)."""
+        ...
+
+    def hold(self, ctx: RequestContext, n: int, principal: Principal | None = None) -> None:
+        """Hold ``n`` slots (one per concurrent upstream call), ``n`` of them the key's;
+        raise 429 past the key's bound, 503 past the process's."""
+        ...
 
 
 @dataclass(slots=True)
@@ -83,6 +112,10 @@ class RequestContext:
     # The request's overall deadline (``time.monotonic()`` clock), set by the outer
     # middleware; None: no deadline.
     deadline: float | None = None
+    # The in-flight gate the request entered and the slots it holds there (None: no gate).
+    gate: SlotGate | None = None
+    slots: int = 0
+    key_slots: int = 0  # of them, counted against the principal's own bound
 
     @classmethod
     def start(cls, request_id: str, endpoint: str) -> RequestContext:
@@ -113,13 +146,19 @@ class RequestContext:
         return out
 
     def upstream_call_starting(self) -> None:
-        """Called just before each upstream call (attempts and corrections included)."""
+        """Called just before each upstream call (attempts and corrections included): it
+        is counted now, so a call cancelled before it finishes is still billed."""
+        tally = self.tally
+        if tally is None:
+            tally = self.tally = Tally()
+        tally.call_started()
         if self.journal is not None:
             self.journal.started(self.interrupted_record())
 
     def interrupted_record(self) -> UsageRecord:
-        """The row to bill if the process dies during the upstream call about to start:
-        the tokens known so far plus the estimated prompt of that call, ``estimated``."""
+        """The row to bill if the process dies during the upstream call just announced
+        (``upstream_call_starting``): the tokens known so far plus the estimated prompt of
+        that call, ``estimated``."""
         tally = self.tally or Tally()
         first = tally.first_usage
         fix = tally.correction_usage
@@ -139,7 +178,7 @@ class RequestContext:
             fix.prompt_tokens + (estimate if correcting else 0),
             fix.completion_tokens,
             tally.retries,
-            tally.upstream_calls + 1,
+            max(tally.calls, tally.upstream_calls + 1),
             (time.perf_counter() - self.started_mono) * 1000.0,
             self.started_at,
             time.time(),
@@ -168,7 +207,7 @@ class RequestContext:
             fix.prompt_tokens,
             fix.completion_tokens,
             tally.retries,
-            tally.upstream_calls,
+            tally.calls,
             (time.perf_counter() - self.started_mono) * 1000.0,
             self.started_at,
             time.time(),

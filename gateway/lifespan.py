@@ -59,6 +59,7 @@ async def open_services(settings: Settings, *, migrate: bool = False) -> Service
         data_dir_for(settings.database_url, settings.env, settings.data_dir),
         flush_interval_s=settings.ledger_flush_interval_s,
         segment_bytes=settings.ledger_spool_segment_bytes,
+        max_held_rows=settings.ledger_max_held_rows,
     )
     ledger.start()
     limiter: RedisRateLimiter | LocalRateLimiter

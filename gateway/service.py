@@ -36,7 +36,8 @@ from gateway.enforcement import (
     check_request,
     enforce_response,
 )
-from gateway.errors import GatewayError, NotFound, RateLimited, UpstreamError
+from gateway.enforcement.choices import first_failure_or_results
+from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, UpstreamError
 from gateway.ratelimit.base import RateDecision, RateLimiter
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.base import TokenCount, TokenCounter, Upstream
@@ -246,8 +247,9 @@ class ChatService:
         """``admit``, then ``prepare``: the key pays for the request before any routing or
         lint, so an unknown model or a schema the lint refuses still costs one request.
         Its tokens are charged in the same step (one limiter round trip) and given back
-        when ``prepare`` refuses: a request that never reaches an upstream costs none."""
-        await self.admit(ctx, estimated_tokens)
+        when ``prepare`` refuses: a request that never reaches an upstream costs none.
+        ``request.n`` choices count ``n`` requests and hold ``n`` in-flight slots."""
+        await self.admit(ctx, estimated_tokens, request.n)
         try:
             return await self.prepare(request, paths, ctx)
         except BaseException:
@@ -259,7 +261,7 @@ class ChatService:
         """Count a request its endpoint refused before ``admitted`` (a body that does not
         decode, an unknown ``previous_response_id``): one request, no tokens, and 429
         instead of the refusal once the key is over its limit."""
-        await self.admit(ctx, 0)
+        await self.admit(ctx, 0, calls=False)
 
     def upstream(self, model: ModelConfig, ctx: RequestContext | None) -> Upstream:
         """The model's adapter for one request: safe failures retried within its deadline,
@@ -267,18 +269,58 @@ class ChatService:
         adapter = self.registry.get(model)
         return RetryingUpstream(JournaledUpstream(adapter, ctx), self.retry_policy, ctx)
 
-    async def admit(self, ctx: RequestContext, estimated_tokens: int) -> None:
-        """Ask the rate limiter; raise 429 with ``retry-after`` and ``x-ratelimit-*``."""
-        ctx.prompt_estimate = estimated_tokens
+    async def admit(
+        self, ctx: RequestContext, estimated_tokens: int, n: int = 1, *, calls: bool = True
+    ) -> None:
+        """Ask the rate limiter; raise 429 with ``retry-after`` and ``x-ratelimit-*``.
+
+        A request of ``n`` concurrent upstream calls (``n`` choices; ``estimated_tokens``
+        covers them all) counts ``n`` requests against the key's rpm and holds ``n``
+        in-flight slots, ``n`` of its key's too (``calls``: it will call an upstream).
+        Slots are taken before the limiter charges anything: 429
+        ``concurrency_limit_exceeded`` past the key's bound, 503 ``overloaded`` past the
+        process's. An ``n`` that could never be admitted (more than the key's rpm, its
+        concurrency bound or the process's) is 400 ``n_above_limit``, counted as one
+        request."""
+        ctx.prompt_estimate = estimated_tokens // n
+        if n > 1:
+            refusal = self._n_refusal(ctx, n)
+            if refusal is not None:
+                await self.admit(ctx, 0, calls=False)
+                raise refusal
+        if calls and ctx.gate is not None:
+            ctx.gate.hold(ctx, n, ctx.principal)
         if self.limiter is None or ctx.principal is None:
             return
-        decision = await self.limiter.check(ctx.principal, estimated_tokens)
+        decision = await self.limiter.check(ctx.principal, estimated_tokens, n)
         if not decision.allowed:
             headers = rate_headers(decision)
             headers["retry-after"] = str(max(1, math.ceil(decision.retry_after_s)))
             raise RateLimited("Rate limit exceeded for this API key.", headers=headers)
         if decision.limit_requests is not None or decision.limit_tokens is not None:
             ctx.add_raw_headers(rate_header_pairs(decision))
+
+    @staticmethod
+    def _n_refusal(ctx: RequestContext, n: int) -> InvalidRequest | None:
+        rpm = ctx.principal.rpm if ctx.principal is not None else None
+        if rpm is not None and n > rpm:
+            return InvalidRequest(
+                f"n = {n} counts as {n} requests, more than this key's limit of {rpm} per "
+                "minute: the request could never be admitted.",
+                code="n_above_limit", param="n",
+            )
+        gate = ctx.gate
+        if gate is None:
+            return None
+        for limit, whose in ((gate.limit_for(ctx.principal), "this key may run"),
+                             (gate.limit, "this gateway runs")):
+            if limit and n > limit:
+                return InvalidRequest(
+                    f"n = {n} runs {n} upstream calls at once, more than the {limit} "
+                    f"{whose} at once: the request could never be admitted.",
+                    code="n_above_limit", param="n",
+                )
+        return None
 
     async def count_tokens(
         self, request: ChatRequest, body: Mapping[str, Any], ctx: RequestContext,
@@ -337,8 +379,9 @@ class ChatService:
         estimated_tokens: int = 0,
     ) -> list[ChatResponse]:
         """``request.n`` choices: one upstream call each, concurrently, every choice's strict
-        calls validated and corrected on its own; any failure fails the request (invalid
-        arguments are never returned). ``ctx.tally`` sums every call."""
+        calls validated and corrected on its own; the first failure fails the request with
+        its own error and cancels the other choices (invalid arguments are never
+        returned). ``ctx.tally`` counts every call, the cancelled ones included."""
         prepared = await self.admitted(request, paths, ctx, estimated_tokens)
         if ctx.tally is None:
             ctx.tally = Tally()
@@ -346,7 +389,7 @@ class ChatService:
         tasks = [asyncio.ensure_future(self._choice(prepared, tally)) for _ in range(request.n)]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            return [task.result() for task in tasks]  # re-raises the first failure
+            return first_failure_or_results(tasks)
         finally:
             for task in tasks:
                 task.cancel()

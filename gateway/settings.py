@@ -100,7 +100,12 @@ class Settings:
     request_timeout_s: float = 120.0
     stream_keepalive_s: float = 15.0  # SSE ": keep-alive" after this much silence
     # Edge limits; each readable from [server] and SYNTIC_<NAME> (see _TUNABLES).
-    max_inflight: int = 512  # metered requests in flight; beyond -> 503 overloaded
+    # Upstream-call slots in flight: one per metered request, n for n choices; beyond ->
+    # 503 overloaded.
+    max_inflight: int = 512
+    # Slots one key's requests may hold at once (a key's own max_concurrent wins); beyond
+    # -> 429 concurrency_limit_exceeded. 0: half of max_inflight.
+    max_concurrent_per_key: int = 0
     body_timeout_s: float = 30.0  # whole request body must arrive within this (else 408)
     keepalive_timeout_s: float = 5.0  # idle keep-alive connections closed after this
     max_header_bytes: int = 32 * 1024  # request line + headers (h11/httptools cap)
@@ -131,6 +136,9 @@ class Settings:
     # each response completes; the spool is fsynced at the same pace).
     ledger_flush_interval_s: float = 0.2
     ledger_spool_segment_bytes: int = 4 * 1024 * 1024  # a new spool file past this size
+    # Rows kept in memory only (the spool refused them, the database is down) before new
+    # requests are refused with 503 ledger_unavailable; about 1 KiB each.
+    ledger_max_held_rows: int = 10_000
     # A stored response (POST /v1/responses with store) is kept this long, as the API does.
     responses_retention_s: float = 30 * 86400.0
     # The largest stored conversation previous_response_id continues (the JSON of every
@@ -380,6 +388,7 @@ def _integer(server: Mapping[str, Any], name: str, default: int, low: int, high:
 _TUNABLES: tuple[str, ...] = (
     "request_timeout_s",
     "max_inflight",
+    "max_concurrent_per_key",
     "body_timeout_s",
     "keepalive_timeout_s",
     "max_header_bytes",
@@ -396,6 +405,7 @@ _TUNABLES: tuple[str, ...] = (
     "schema_cache_max_bytes",
     "ledger_flush_interval_s",
     "ledger_spool_segment_bytes",
+    "ledger_max_held_rows",
     "responses_retention_s",
     "responses_max_history_bytes",
     "responses_max_bytes_per_key",
@@ -406,6 +416,7 @@ _AT_LEAST_ONE = frozenset({"schema_cache_max_bytes"})
 _RANGES: dict[str, tuple[float, float]] = {
     "ledger_flush_interval_s": (0.01, 10.0),
     "ledger_spool_segment_bytes": (64 * 1024, 1024**3),
+    "ledger_max_held_rows": (1, 10_000_000),
     "idempotency_lease_s": (1.0, 60.0),
     "idempotency_wait_s": (0.0, 300.0),
     "responses_retention_s": (1.0, 366 * 86400.0),

@@ -83,6 +83,7 @@ def key_json(info: KeyInfo) -> dict[str, Any]:
         "display_prefix": info.display_prefix,
         "rpm": info.rpm,
         "tpm": info.tpm,
+        "max_concurrent": info.max_concurrent,
         "admin": info.admin,
         "created_at": info.created_at,
         "revoked_at": info.revoked_at,
@@ -112,7 +113,8 @@ def _limit(body: dict[str, Any], name: str) -> int | None:
 
 
 async def create_key(request: Request) -> Response:
-    """``POST /admin/keys`` ``{"name", "rpm"?, "tpm"?, "test"?}`` -> 201 ``{key, secret}``."""
+    """``POST /admin/keys`` ``{"name", "rpm"?, "tpm"?, "max_concurrent"?, "test"?}`` -> 201
+    ``{key, secret}``."""
     keys, _ = _backend(request)
     body = await _body(request)
     try:
@@ -124,7 +126,8 @@ async def create_key(request: Request) -> Response:
         raise InvalidRequest("test must be a boolean.", param="test")
     kind: KeyKind = "test" if test else "live"
     created = await keys.create(
-        name, kind=kind, rpm=_limit(body, "rpm"), tpm=_limit(body, "tpm")
+        name, kind=kind, rpm=_limit(body, "rpm"), tpm=_limit(body, "tpm"),
+        max_concurrent=_limit(body, "max_concurrent"),
     )
     return _json({"key": key_json(created.info), "secret": created.secret}, status=201)
 

@@ -89,8 +89,8 @@ ADMIN_SCHEMAS: dict[str, Any] = {
     "AdminKey": {
         "type": "object",
         "description": "A key as listed: never its secret.",
-        "required": ["id", "name", "kind", "display_prefix", "rpm", "tpm", "admin",
-                     "created_at", "revoked_at", "revoked"],
+        "required": ["id", "name", "kind", "display_prefix", "rpm", "tpm", "max_concurrent",
+                     "admin", "created_at", "revoked_at", "revoked"],
         "properties": {
             "id": {"type": "string"},
             "name": {"type": "string"},
@@ -98,6 +98,9 @@ ADMIN_SCHEMAS: dict[str, Any] = {
             "display_prefix": {"type": "string", "description": "e.g. sk_live_AbCd"},
             "rpm": {"type": ["integer", "null"]},
             "tpm": {"type": ["integer", "null"]},
+            "max_concurrent": {"type": ["integer", "null"],
+                               "description": "Upstream calls in flight at once per replica; "
+                               "null: the server's max_concurrent_per_key."},
             "admin": {"type": "boolean"},
             "created_at": _NUM,
             "revoked_at": {"type": ["number", "null"]},
@@ -112,6 +115,7 @@ ADMIN_SCHEMAS: dict[str, Any] = {
                      "description": "No control characters."},
             "rpm": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_LIMIT},
             "tpm": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_LIMIT},
+            "max_concurrent": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_LIMIT},
             "test": {"type": "boolean", "default": False, "description": "An sk_test_ key."},
         },
     },

@@ -41,6 +41,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     create.add_argument("--name", type=_name, required=True)
     create.add_argument("--rpm", type=_limit, default=None, help="requests per minute")
     create.add_argument("--tpm", type=_limit, default=None, help="tokens per minute")
+    create.add_argument(
+        "--max-concurrent", type=_limit, default=None,
+        help="upstream calls in flight at once per replica (default: the server's)",
+    )
     kind = create.add_mutually_exclusive_group()
     kind.add_argument("--test", action="store_true", help="an sk_test_ key")
     kind.add_argument("--admin", action="store_true", help="an sk_admin_ key (admin API only)")
@@ -73,7 +77,8 @@ def _create(args: argparse.Namespace) -> int:
 
     async def body(settings: Settings, db: Database) -> str:
         created = await _store(settings, db).create(
-            args.name, kind=kind, rpm=args.rpm, tpm=args.tpm
+            args.name, kind=kind, rpm=args.rpm, tpm=args.tpm,
+            max_concurrent=args.max_concurrent,
         )
         info = created.info
         print(f"created {info.id} ({info.kind}) name={info.name!r} {_limits(info)}")
@@ -88,7 +93,9 @@ def _create(args: argparse.Namespace) -> int:
 def _limits(info: KeyInfo) -> str:
     rpm = "unlimited" if info.rpm is None else str(info.rpm)
     tpm = "unlimited" if info.tpm is None else str(info.tpm)
-    return f"rpm={rpm} tpm={tpm}"
+    if info.max_concurrent is None:
+        return f"rpm={rpm} tpm={tpm}"
+    return f"rpm={rpm} tpm={tpm} concurrent={info.max_concurrent}"
 
 
 def _list(args: argparse.Namespace) -> int:

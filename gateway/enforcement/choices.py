@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
+from typing import TypeVar
 
 from gateway.context import Tally
 from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent, HoldBack
 
-__all__ = ["ChoiceStreams"]
+__all__ = ["ChoiceStreams", "first_failure_or_results"]
+
+_R = TypeVar("_R")
 
 _Item = tuple[int, "list[HeldEvent] | BaseException | None"]
 
@@ -98,7 +101,7 @@ class ChoiceStreams:
                 if out:
                     yield out
             tally = self.tally
-            yield [FinalUsage(tally.total, tally.retries, tally.upstream_calls, self._estimated)]
+            yield [FinalUsage(tally.total, tally.retries, tally.calls, self._estimated)]
         finally:
             for task in tasks:
                 task.cancel()
@@ -113,8 +116,20 @@ async def _firsts(gens: list[AsyncGenerator[list[HeldEvent], None]]) -> list[lis
     reads = [asyncio.ensure_future(anext(g)) for g in gens]
     try:
         await asyncio.wait(reads, return_when=asyncio.FIRST_EXCEPTION)
-        return [r.result() for r in reads]
+        return first_failure_or_results(reads)
     finally:
         for r in reads:
             r.cancel()
         await asyncio.gather(*reads, return_exceptions=True)
+
+
+def first_failure_or_results(tasks: Sequence[asyncio.Future[_R]]) -> list[_R]:
+    """After ``asyncio.wait(tasks, return_when=FIRST_EXCEPTION)``: raise the failure of the
+    lowest-numbered choice that failed (others may still be running: reading their result
+    would be ``InvalidStateError``), else every result, in order."""
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            exc = task.exception()
+            if exc is not None:
+                raise exc
+    return [task.result() for task in tasks]

@@ -307,7 +307,7 @@ class HoldBack:
     def _final(self) -> FinalUsage:
         estimated = self.account_partial()
         tally = self.tally
-        return FinalUsage(tally.total, tally.retries, tally.upstream_calls, estimated)
+        return FinalUsage(tally.total, tally.retries, tally.calls, estimated)
 
     # -- upstream events -------------------------------------------------------------
 

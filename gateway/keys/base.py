@@ -15,6 +15,8 @@ class Principal:
     rpm: int | None = None
     tpm: int | None = None
     admin: bool = False
+    # Upstream calls this key may have in flight at once (None: the server's default).
+    max_concurrent: int | None = None
 
 
 class KeyStore(Protocol):

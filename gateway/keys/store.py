@@ -48,6 +48,7 @@ class KeyInfo:
     admin: bool
     created_at: float
     revoked_at: float | None
+    max_concurrent: int | None = None
 
     @property
     def revoked(self) -> bool:
@@ -68,11 +69,13 @@ class _Entry:
     fetched_at: float
 
 
-_COLUMNS = "id, name, kind, display_prefix, rpm, tpm, admin, created_at, revoked_at"
+_COLUMNS = (
+    "id, name, kind, display_prefix, rpm, tpm, admin, created_at, revoked_at, max_concurrent"
+)
 
 
 def _info(row: tuple[object, ...]) -> KeyInfo:
-    kid, name, kind, prefix, rpm, tpm, admin, created, revoked = row
+    kid, name, kind, prefix, rpm, tpm, admin, created, revoked, concurrent = row
     return KeyInfo(
         id=str(kid),
         name=str(name),
@@ -83,6 +86,7 @@ def _info(row: tuple[object, ...]) -> KeyInfo:
         admin=bool(admin),
         created_at=float(created),  # type: ignore[arg-type]
         revoked_at=None if revoked is None else float(revoked),  # type: ignore[arg-type]
+        max_concurrent=None if concurrent is None else int(concurrent),  # type: ignore[call-overload]
     )
 
 
@@ -191,7 +195,8 @@ class DbKeyStore:
             self.db_lookups += 1
             rows = await asyncio.wait_for(
                 self._db.fetch(
-                    "SELECT id, name, rpm, tpm, admin, secret_hash, kind FROM api_keys"
+                    "SELECT id, name, rpm, tpm, admin, secret_hash, kind, max_concurrent"
+                    " FROM api_keys"
                     " WHERE secret_hash = ? AND revoked_at IS NULL",
                     (digest,),
                 ),
@@ -206,7 +211,7 @@ class DbKeyStore:
             log.warning("key store: database reachable again")
             self._outage_logged = False
         principal: Principal | None = None
-        for kid, name, rpm, tpm, admin, stored, row_kind in rows:
+        for kid, name, rpm, tpm, admin, stored, row_kind, concurrent in rows:
             if hmac.compare_digest(str(stored), digest) and row_kind == kind:
                 principal = Principal(
                     key_id=str(kid),
@@ -214,6 +219,7 @@ class DbKeyStore:
                     rpm=None if rpm is None else int(rpm),
                     tpm=None if tpm is None else int(tpm),
                     admin=bool(admin),
+                    max_concurrent=None if concurrent is None else int(concurrent),
                 )
         self._remember(digest, principal)
         return principal
@@ -256,6 +262,7 @@ class DbKeyStore:
         kind: KeyKind = "live",
         rpm: int | None = None,
         tpm: int | None = None,
+        max_concurrent: int | None = None,
     ) -> CreatedKey:
         """Create a key; the returned ``secret`` is the only copy."""
         secret = generate_key(kind)
@@ -269,9 +276,11 @@ class DbKeyStore:
             admin=kind == "admin",
             created_at=time.time(),
             revoked_at=None,
+            max_concurrent=max_concurrent,
         )
         await self._db.execute(
-            f"INSERT INTO api_keys ({_COLUMNS}, secret_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO api_keys ({_COLUMNS}, secret_hash)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 info.id,
                 info.name,
@@ -282,6 +291,7 @@ class DbKeyStore:
                 info.admin,
                 info.created_at,
                 info.revoked_at,
+                info.max_concurrent,
                 hash_key(secret, self._secret),
             ),
         )

@@ -14,8 +14,12 @@
   no answered request can lose its row to a crash), or after the request ends when no
   response completed; and hands the ledger to the context, which spools a provisional
   row before each upstream call;
+- refuses a metered request with 503 ``ledger_unavailable`` + ``retry-after`` while the
+  ledger is not ``accepting`` (too many rows neither its spool nor its database took):
+  no request is answered without a row kept somewhere; the refusal itself has no row;
 - with ``limits`` (``gateway.middleware.limits``): refuses a metered request over
-  ``max_inflight`` with 503 ``overloaded`` + ``retry-after``, bounds the body read
+  ``max_inflight`` slots (one per upstream call it may run at once: ``n`` for ``n``
+  choices, taken at admission) with 503 ``overloaded`` + ``retry-after``, bounds the body read
   (408 ``request_timeout``, connection closed) and gives every request one deadline
   (``request_timeout_s``, kept as ``RequestContext.deadline``) that holds until its
   response starts (504 past it).
@@ -36,8 +40,8 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.context import RequestContext
-from gateway.errors import GatewayError, PayloadTooLarge, UpstreamTimeout, dialect_of
-from gateway.middleware.limits import EdgeLimits, InflightGate
+from gateway.errors import GatewayError, Overloaded, PayloadTooLarge, UpstreamTimeout, dialect_of
+from gateway.middleware.limits import EdgeLimits, InflightGate, default_key_limit
 from gateway.server.deadlines import Deadlines, TaskDeadline, body_deadline
 from gateway.server.protocol import complete_body_size
 from gateway.usage.base import Ledger
@@ -139,7 +143,11 @@ class GatewayMiddleware:
         self.ledger = ledger
         self.observer = observer
         self.limits = limits
-        self.gate = InflightGate(limits.max_inflight if limits else 0)
+        self.gate = (
+            InflightGate(limits.max_inflight, default_key_limit(
+                limits.max_inflight, limits.max_concurrent_per_key))
+            if limits is not None else InflightGate(0)
+        )
         self._deadlines: Deadlines | None = None  # the request and body deadlines' timer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -149,6 +157,10 @@ class GatewayMiddleware:
         exchange = self._open(scope, send)
         send = exchange.send
         try:
+            ledger = exchange.ledger
+            if ledger is not None and not ledger.accepting:
+                exchange.recorded = True  # its row would be one more the ledger can't keep
+                raise _ledger_unavailable()
             buffered = self._check_size(scope, receive)
             if self.limits is None:
                 await self.app(
@@ -156,7 +168,7 @@ class GatewayMiddleware:
                 )
             else:
                 if exchange.metered:
-                    self.gate.enter()  # not a context manager: no generator per request
+                    self.gate.enter(exchange.ctx)  # no context manager: no generator
                 try:
                     receive = self._arm(exchange, receive, buffered is not None)
                     await self.app(scope, receive, send)
@@ -167,7 +179,7 @@ class GatewayMiddleware:
                 finally:
                     self._disarm(exchange)
                     if exchange.metered:
-                        self.gate.leave()
+                        self.gate.leave(exchange.ctx)
         except GatewayError as exc:
             await self._fail(exchange, exc)
         except ClientDisconnect:
@@ -299,6 +311,14 @@ class GatewayMiddleware:
         )
         await send({"type": "http.response.start", "status": exc.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def _ledger_unavailable() -> Overloaded:
+    return Overloaded(
+        "Usage records cannot be stored right now; retry shortly.",
+        code="ledger_unavailable",
+        headers={"retry-after": "1"},
+    )
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -162,6 +162,9 @@ class GatewayMetrics:
                       "(no round trip).")
         m.fed_gauge("syntic_ledger_queue_depth",
                     "Usage records waiting to be written to the database.")
+        m.fed_gauge("syntic_ledger_held_rows",
+                    "Usage records in memory only: neither the spool nor the database took "
+                    "them yet (past ledger_max_held_rows: 503 ledger_unavailable).")
         # Counted by the request observer in a plain int: two gauge updates per request
         # cost more than reading it at scrape time.
         m.fed_gauge("syntic_inflight_requests",
@@ -204,6 +207,7 @@ class GatewayMetrics:
         *,
         inflight: Read | None = None,
         ledger_queue_depth: Read | None = None,
+        ledger_held_rows: Read | None = None,
         ratelimit_fail_open: Read | None = None,
         ratelimit_redis_trips: Read | None = None,
         ratelimit_reserved: Read | None = None,
@@ -214,6 +218,7 @@ class GatewayMetrics:
         reads = {
             "syntic_inflight_requests": inflight,
             "syntic_ledger_queue_depth": ledger_queue_depth,
+            "syntic_ledger_held_rows": ledger_held_rows,
             "syntic_ratelimit_fail_open_total": ratelimit_fail_open,
             "syntic_ratelimit_redis_trips_total": ratelimit_redis_trips,
             "syntic_ratelimit_reserved_total": ratelimit_reserved,

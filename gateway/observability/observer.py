@@ -32,8 +32,10 @@ class MeteredLimiter:
         self.inner = inner
         self.path = metrics.path
 
-    async def check(self, principal: Principal, tokens: int) -> RateDecision:
-        decision = await self.inner.check(principal, tokens)
+    async def check(
+        self, principal: Principal, tokens: int, requests: int = 1
+    ) -> RateDecision:
+        decision = await self.inner.check(principal, tokens, requests)
         self.path.count_rate_decision(decision.allowed)
         return decision
 
@@ -95,11 +97,11 @@ class RequestObserver:
         self.path.count_request(route, ctx.status, ctx.error_code)
         tally = ctx.tally
         retries = tally.retries if tally is not None else 0
-        if tally is not None and tally.upstream_calls:
+        if tally is not None and (calls := tally.calls):
             retried = tally.retried_attempts
             self.path.count_upstream_calls(
                 ctx.model or "",
-                tally.upstream_calls - retries - (sum(retried.values()) if retried else 0),
+                calls - retries - (sum(retried.values()) if retried else 0),
                 retries,
                 retried,
             )

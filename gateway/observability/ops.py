@@ -80,6 +80,7 @@ class Ops:
             ledger_queue_depth=(
                 (lambda: ledger.queue_depth) if hasattr(ledger, "queue_depth") else None
             ),
+            ledger_held_rows=(lambda: ledger.held) if hasattr(ledger, "held") else None,
             ratelimit_fail_open=(
                 (lambda: limiter.fallback_count) if hasattr(limiter, "fallback_count") else None
             ),

@@ -20,8 +20,11 @@ class RateDecision:
 
 
 class RateLimiter(Protocol):
-    async def check(self, principal: Principal, tokens: int) -> RateDecision:
-        """Admit one request costing ``tokens`` (estimated) for this key, or refuse."""
+    async def check(
+        self, principal: Principal, tokens: int, requests: int = 1
+    ) -> RateDecision:
+        """Admit a request costing ``tokens`` (estimated) for this key, or refuse; it counts
+        as ``requests`` requests (a chat request with ``n`` choices counts ``n``)."""
         ...
 
     async def add_tokens(self, principal: Principal, tokens: int) -> None:

@@ -45,16 +45,18 @@ class LocalRateLimiter:
             self._windows[key_id] = slot
         return slot, slot[0] + self.window_s - now
 
-    async def check(self, principal: Principal, tokens: int) -> RateDecision:
-        """Admit or refuse one request costing ``tokens``."""
+    async def check(
+        self, principal: Principal, tokens: int, requests: int = 1
+    ) -> RateDecision:
+        """Admit or refuse a request costing ``tokens`` and counting ``requests``."""
         if principal.rpm is None and principal.tpm is None:
             return unlimited()
         slot, reset = self._slot(principal.key_id)
         decision, charge = decide(
-            principal.rpm, principal.tpm, int(slot[1]), int(slot[2]), tokens, reset
+            principal.rpm, principal.tpm, int(slot[1]), int(slot[2]), tokens, reset, requests
         )
         if charge:
-            slot[1] += 1
+            slot[1] += requests
             slot[2] += tokens
         return decision
 

@@ -56,7 +56,8 @@ log = logging.getLogger("syntic.ratelimit")
 
 # ARGV: rpm, tpm (-1: unlimited), cost, window seconds, pending settle delta (tokens),
 # and optionally: slots wanted (this request included), unused slots and tokens returned,
-# the window start (us) they were reserved in. Returns ok, requests and tokens counted
+# the window start (us) they were reserved in, and the requests this one counts as (a
+# chat request's n; 1 when absent). Returns ok, requests and tokens counted
 # (reservations included), ms to the window's end, extra slots and tokens reserved, and
 # the window start.
 CHECK_SCRIPT = """
@@ -72,6 +73,7 @@ local want = tonumber(ARGV[6]) or 1
 local ref_r = tonumber(ARGV[7]) or 0
 local ref_t = tonumber(ARGV[8]) or 0
 local ref_w = tonumber(ARGV[9]) or -1
+local reqs = tonumber(ARGV[10]) or 1
 local v = redis.call('HMGET', KEYS[1], 'w', 'r', 't')
 local r = 0
 local tk = 0
@@ -97,10 +99,10 @@ local reset_ms = math.floor((start + win_us - now_us) / 1000)
 local ok = 1
 local extra = 0
 local held = 0
-if rpm >= 0 and r + 1 > rpm then ok = 0 end
+if rpm >= 0 and r + reqs > rpm then ok = 0 end
 if ok == 1 and tpm >= 0 and tk > 0 and tk + cost > tpm then ok = 0 end
 if ok == 1 then
-  r = r + 1
+  r = r + reqs
   tk = tk + cost
   extra = want - 1
   if extra > 0 and rpm >= 0 then extra = math.min(extra, math.floor((rpm - r) / 32)) end
@@ -259,12 +261,19 @@ class RedisRateLimiter:
             self._down_until = None
             self._backoff = self._base_backoff
 
-    async def check(self, principal: Principal, tokens: int) -> RateDecision:
-        """Admit or refuse one request costing ``tokens``; never raises."""
+    async def check(
+        self, principal: Principal, tokens: int, requests: int = 1
+    ) -> RateDecision:
+        """Admit or refuse a request costing ``tokens`` and counting ``requests``; never
+        raises. One counting several is decided by Redis itself (reservations hold
+        single-request slots)."""
         if principal.rpm is None and principal.tpm is None:
             return unlimited()
         cost = max(0, int(tokens))
-        lease = self._leases.get(principal.key_id) if self.lease_max > 1 else None
+        single = requests <= 1
+        lease = (
+            self._leases.get(principal.key_id) if self.lease_max > 1 and single else None
+        )
         if lease is not None:
             held = self._from_lease(lease, principal, cost)
             if held is not None:
@@ -298,7 +307,11 @@ class RedisRateLimiter:
                             delta,
                         ]
                         sent_at = self._clock()
-                        mine = self._lease_args(principal, args, sent_at)
+                        if single:
+                            mine = self._lease_args(principal, args, sent_at)
+                        else:
+                            mine = None
+                            args += [1, 0, 0, -1, requests]
                         try:
                             self.trip_count += 1
                             res = await self._script(
@@ -325,7 +338,7 @@ class RedisRateLimiter:
                             return held
                     return decision
         self.fallback_count += 1
-        return await self.local.check(principal, tokens)
+        return await self.local.check(principal, tokens, requests)
 
     def _from_lease(self, lease: _Lease, principal: Principal, cost: int) -> RateDecision | None:
         """Admit from this process's reservation, or None if it can't."""

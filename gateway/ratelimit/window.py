@@ -2,8 +2,10 @@
 
 Per key and per 60-second window (anchored at the window's first request, not at clock
 minutes): a request is admitted if the request count stays within ``rpm`` and the token
-count within ``tpm``. A request larger than the whole token budget is still admitted into
-an empty window (otherwise it could never be served). ``None`` means unlimited.
+count within ``tpm``. A request may count as several (``requests``: a chat request with
+``n`` choices counts ``n``, one per upstream call). A request larger than the whole token
+budget is still admitted into an empty window (otherwise it could never be served).
+``None`` means unlimited.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ def decide(
     used_tokens: int,
     cost: int,
     reset_s: float,
+    requests: int = 1,
 ) -> tuple[RateDecision, bool]:
-    """The decision for one request given the window's usage so far; the flag says
-    whether to charge it (it was admitted)."""
-    ok_r = rpm is None or used_requests + 1 <= rpm
+    """The decision for one request (counting ``requests``) given the window's usage so
+    far; the flag says whether to charge it (it was admitted)."""
+    ok_r = rpm is None or used_requests + requests <= rpm
     ok_t = tpm is None or used_tokens == 0 or used_tokens + cost <= tpm
     allowed = ok_r and ok_t
-    req = used_requests + (1 if allowed else 0)
+    req = used_requests + (requests if allowed else 0)
     tok = used_tokens + (cost if allowed else 0)
     return (
         RateDecision(

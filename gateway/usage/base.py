@@ -36,6 +36,10 @@ class UsageRecord:
 
 
 class Ledger(Protocol):
+    # False while too many rows are in memory only (neither the spool nor the database
+    # took them): new requests are then refused rather than answered without a row.
+    accepting: bool
+
     def record(self, record: UsageRecord) -> None:
         """The request's final row: spooled locally and enqueued; never blocks, never
         waits for the database."""

@@ -7,9 +7,14 @@
   ``ON CONFLICT (request_id) DO NOTHING``, so a replayed row never duplicates; it also
   fsyncs the spool in batches, starts a new spool file past ``segment_bytes`` and deletes
   the old one once all its rows are in the database.
-* Database down: queued rows are dropped from memory (they are in the spool) and the spool
-  files are replayed once the database answers again. ``aclose()`` drains the queue; what
-  the database did not take stays in the spool for the next start.
+* Database down: queued rows leave memory once they are in the spool, and the spool files
+  are replayed once the database answers again. ``aclose()`` drains the queue; what the
+  database did not take stays in the spool for the next start.
+* A row the spool did not take (a full disk, an unwritable directory) is *held* in memory
+  until the spool (retried every ``flush_interval_s``) or the database takes it; never
+  dropped on the assumption that it was spooled. Past ``max_held_rows`` held rows
+  ``accepting`` turns False and the request path refuses new requests (503
+  ``ledger_unavailable``) instead of answering them without a durable row.
 * At start (and again after an outage), spool files whose owner died (a SIGKILL, an OOM
   kill) are claimed and replayed, provisional records of interrupted requests included.
 """
@@ -99,6 +104,8 @@ class DbLedger:
         retry_interval_s: float = 1.0,
         segment_bytes: int = 4 * 1024 * 1024,
         rescan_interval_s: float = 30.0,
+        max_held_rows: int = 10_000,
+        close_hold_s: float = 5.0,
     ) -> None:
         self._db = db
         self.spool_dir = Path(spool_dir)
@@ -107,7 +114,14 @@ class DbLedger:
         self.batch_size = batch_size
         self.retry_interval_s = retry_interval_s
         self.rescan_interval_s = rescan_interval_s
-        self._queue: deque[UsageRecord] = deque()
+        self._queue: deque[UsageRecord] = deque()  # in the spool, not yet in the database
+        # Rows neither the spool nor the database has taken yet (see module docstring), and
+        # how many of them are being written to the database right now.
+        self._held: deque[UsageRecord] = deque()
+        self._held_writing = 0
+        self.max_held_rows = max_held_rows
+        self.close_hold_s = close_hold_s  # how long aclose keeps trying for held rows
+        self.accepting = True  # False: held rows past max_held_rows (read per request)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -125,16 +139,21 @@ class DbLedger:
         self.spooled = 0  # rows left to a spool replay because the database was down
         self.replayed = 0
         self.rejected = 0
+        self.lost = 0  # held rows neither took by the end of aclose (logged as errors)
         self._rejects = self.spool_dir / f"usage-rejected-{os.getpid()}.jsonl"
 
     # -- hot path ---------------------------------------------------------------
 
     def record(self, record: UsageRecord) -> None:
-        """Spool and enqueue one final row; no database round trip, no fsync."""
-        self.spool.append(record)
-        self._queue.append(record)
+        """Spool and enqueue one final row; no database round trip, no fsync. A row the
+        spool refuses is held in memory until the spool or the database takes it."""
+        if self.spool.append(record):
+            self._queue.append(record)
+        else:
+            self._held.append(record)
+            self._update_accepting()
         self._enqueued += 1
-        if len(self._queue) >= self.batch_size:
+        if len(self._queue) + len(self._held) >= self.batch_size:
             self._wake.set()
 
     def started(self, record: UsageRecord) -> None:
@@ -145,7 +164,23 @@ class DbLedger:
     @property
     def queue_depth(self) -> int:
         """Rows waiting in memory (not yet in the database)."""
-        return len(self._queue)
+        return len(self._queue) + self.held
+
+    @property
+    def held(self) -> int:
+        """Rows in memory only: neither the spool nor the database has taken them."""
+        return len(self._held) + self._held_writing
+
+    def _update_accepting(self) -> None:
+        accepting = self.held < self.max_held_rows
+        if accepting != self.accepting:
+            self.accepting = accepting
+            if accepting:
+                log.warning("ledger: %d row(s) held in memory, accepting requests again",
+                            self.held)
+            else:
+                log.error("ledger: %d row(s) held in memory (neither the spool nor the "
+                          "database takes them): refusing new requests", self.held)
 
     @property
     def spool_pending(self) -> bool:
@@ -161,15 +196,47 @@ class DbLedger:
             self._task = asyncio.create_task(self._run(), name="syntic-ledger-writer")
 
     async def flush(self) -> None:
-        """Write everything queued now (to the database, else leave it to the spool)."""
-        while self._queue:
-            batch = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
+        """Write everything queued now to the database. When it is down, spooled rows are
+        left to the spool and held rows are offered to the spool again (else kept)."""
+        await self._flush_held()
+        queue = self._queue
+        while queue:
+            batch = [queue.popleft() for _ in range(min(self.batch_size, len(queue)))]
             try:
-                await self._write(batch)
+                written = await self._write(batch)
             except BaseException:
                 # Cancelled mid-write (or a bug): put the rows back, oldest first.
-                self._queue.extendleft(reversed(batch))
+                queue.extendleft(reversed(batch))
                 raise
+            if not written:
+                self._defer(len(batch))
+
+    async def _flush_held(self) -> None:
+        held = self._held
+        while held and not self._db_down:
+            batch = [held.popleft() for _ in range(min(self.batch_size, len(held)))]
+            self._held_writing = len(batch)
+            try:
+                written = await self._write(batch)
+            except BaseException:
+                held.extendleft(reversed(batch))
+                raise
+            finally:
+                self._held_writing = 0
+            if not written:
+                held.extendleft(reversed(batch))
+            else:
+                for record in batch:
+                    self.spool.forget(record.request_id)
+        self._respool()
+        self._update_accepting()
+
+    def _respool(self) -> None:
+        """Offer held rows to the spool again, oldest first, until it refuses one."""
+        held = self._held
+        while held and self.spool.append(held[0]):
+            held.popleft()
+            self._defer(1)
 
     async def aclose(self) -> None:
         """Stop the writer and drain the queue; nothing recorded before this is lost (what
@@ -193,8 +260,23 @@ class DbLedger:
             await self._recover()
         if not self._db_down:
             await self._replay_orphans()
+        await self._keep_trying_held()
         await asyncio.to_thread(self.spool.sync)
         self.spool.close(keep=self._deferred)
+
+    async def _keep_trying_held(self) -> None:
+        """Held rows at shutdown: the spool and the database are asked again for up to
+        ``close_hold_s``; what neither takes by then is lost, and logged as such."""
+        deadline = time.monotonic() + self.close_hold_s
+        while self._held and time.monotonic() < deadline:
+            await asyncio.sleep(self.retry_interval_s)
+            self._db_down = False
+            await self._flush_held()
+        if self._held:
+            self.lost += len(self._held)
+            log.error("ledger: %d row(s) lost at shutdown: neither the spool nor the database "
+                      "took them", len(self._held))
+            self._held.clear()
 
     # -- writer -----------------------------------------------------------------
 
@@ -211,6 +293,8 @@ class DbLedger:
                 if self._db_down:
                     self._defer(len(self._queue))
                     self._queue.clear()
+                    self._respool()
+                    self._update_accepting()
                     if time.monotonic() >= self._retry_at and not self._closing:
                         await self._recover()
                     continue
@@ -219,8 +303,8 @@ class DbLedger:
                     self._seal_mark = self._enqueued
                 await self.flush()
                 mark = self._seal_mark
-                if mark is not None and not self._deferred and self._settled >= mark:
-                    self.spool.drop_sealed()
+                if (mark is not None and not self._deferred and self._settled >= mark
+                        and self.spool.drop_sealed()):
                     self._seal_mark = None
                 if time.monotonic() >= rescan_at and not self._db_down:
                     rescan_at = time.monotonic() + self.rescan_interval_s
@@ -243,16 +327,17 @@ class DbLedger:
         self._db_down = True
         self._retry_at = time.monotonic() + self.retry_interval_s
 
-    async def _write(self, batch: Sequence[UsageRecord]) -> None:
-        if not self._db_down:
-            try:
-                await self._insert(self._params(batch))
-            except StorageUnavailable as exc:
-                self._went_down(exc)
-            else:
-                self._settled += len(batch)
-                return
-        self._defer(len(batch))
+    async def _write(self, batch: Sequence[UsageRecord]) -> bool:
+        """Insert a batch; False when the database is (or just went) down."""
+        if self._db_down:
+            return False
+        try:
+            await self._insert(self._params(batch))
+        except StorageUnavailable as exc:
+            self._went_down(exc)
+            return False
+        self._settled += len(batch)
+        return True
 
     def _params(self, records: Sequence[UsageRecord]) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = []
@@ -311,8 +396,8 @@ class DbLedger:
             self._went_down(exc)
             return
         self.replayed += len(records)
-        self.spool.drop_sealed()
-        self._seal_mark = None
+        if self.spool.drop_sealed():
+            self._seal_mark = None
         self._deferred = False
         if self._db_down:
             log.warning("ledger: database reachable again, %d spooled row(s) replayed",

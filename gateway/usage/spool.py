@@ -19,6 +19,12 @@ one (an upstream call started and the request never finished); all of one dead o
 files are merged first, since a provisional line may be carried into a newer file whose
 final line supersedes it. Inserting is idempotent by request id, so replaying twice is
 harmless.
+
+A write can fail (a full disk): ``append`` then says so and the caller keeps the record
+(``gateway.usage.ledger`` holds it in memory); a partly written line is cut off again, so
+the file never holds a torn line between two whole ones. A request's provisional line is
+carried into new files until its final line is in a file or ``forget`` says the database
+has the row.
 """
 
 from __future__ import annotations
@@ -56,9 +62,29 @@ class Segment:
     path: Path
     fd: int
     size: int = 0
+    torn: bool = False  # a failed write left a partial line that could not be cut off
 
     def close(self) -> None:
         os.close(self.fd)  # releases the lock
+
+    def put(self, data: bytes) -> None:
+        """Append ``data`` whole, or raise ``OSError`` with the file as it was (a partial
+        write is truncated away; if even that fails the next line starts on a new one)."""
+        if self.torn:
+            data = b"\n" + data
+        view = memoryview(data)
+        try:
+            while view:  # a short write (a full disk, a signal): write the rest
+                view = view[os.write(self.fd, view):]
+        except OSError:
+            if len(view) < len(data):
+                try:
+                    os.ftruncate(self.fd, self.size)
+                except OSError:
+                    self.torn = True
+            raise
+        self.size += len(data)
+        self.torn = False
 
 
 @dataclass(slots=True)
@@ -114,11 +140,13 @@ class Spool:
 
     # -- writing (the request path) ----------------------------------------------------
 
-    def append(self, record: UsageRecord) -> None:
-        """The request's final record. Never raises: a failed write is logged and counted
-        (the row still reaches the database from memory, unless the process dies)."""
+    def append(self, record: UsageRecord) -> bool:
+        """The request's final record; True once it is in the file. Never raises: a failed
+        write is logged and counted, and False tells the caller to keep the record."""
+        if not self._write(_line(record)):
+            return False
         self._inflight.pop(record.request_id, None)
-        self._write(_line(record))
+        return True
 
     def append_provisional(self, record: UsageRecord) -> None:
         """What to bill if the process dies before ``append`` for this request id."""
@@ -126,35 +154,38 @@ class Spool:
         self._inflight[record.request_id] = line
         self._write(line)
 
-    def _write(self, data: bytes) -> None:
+    def forget(self, request_id: str) -> None:
+        """The request's row is in the database: stop carrying its provisional line."""
+        self._inflight.pop(request_id, None)
+
+    def _write(self, data: bytes) -> bool:
         try:
             segment = self.active if self.active is not None else self._open()
-            written = os.write(segment.fd, data)
-            if written < len(data):  # a short write (a full disk, a signal): the rest
-                view = memoryview(data)[written:]
-                while view:
-                    view = view[os.write(segment.fd, view):]
-            segment.size += len(data)
-            self._unsynced = True
+            segment.put(data)
         except OSError as exc:
             self.write_errors += 1
             if self.write_errors == 1 or self.write_errors % 1000 == 0:
                 log.error("ledger spool: write failed (%d so far): %s", self.write_errors, exc)
+            return False
+        self._unsynced = True
+        return True
 
     def _open(self) -> Segment:
+        """A new active file holding the provisional lines of the requests still running;
+        on a failure nothing of it is left behind."""
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"usage-spool-{os.getpid()}-{secrets.token_hex(6)}.jsonl"
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        segment = Segment(path, fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            for line in list(self._inflight.values()):
+                segment.put(line)
         except OSError:
-            os.close(fd)
+            path.unlink(missing_ok=True)
+            segment.close()
             raise
-        segment = Segment(path, fd)
         self.active = segment
-        for line in list(self._inflight.values()):
-            os.write(fd, line)
-            segment.size += len(line)
         return segment
 
     # -- upkeep (the writer task) ------------------------------------------------------
@@ -201,12 +232,23 @@ class Spool:
         datas = [_read(s.path) for s in self.sealed]
         return parse(d for d in datas if d is not None).records(with_provisional=False)
 
-    def drop_sealed(self) -> None:
-        """Delete the sealed files: every final record in them is in the database."""
+    def drop_sealed(self) -> bool:
+        """Delete the sealed files: every final record in them is in the database. Not
+        while they hold the only copy of a running request's provisional line (a new file
+        could not be started): False, they are kept for the next call."""
+        if self._inflight and self.active is None and self.sealed:
+            try:
+                self._open()
+                self._unsynced = True
+            except OSError as exc:
+                self.write_errors += 1
+                log.error("ledger spool: cannot start a new file: %s", exc)
+                return False
         for segment in self.sealed:
             segment.path.unlink(missing_ok=True)
             segment.close()
         self.sealed.clear()
+        return True
 
     def close(self, *, keep: bool) -> None:
         """Close every file (releasing its lock); ``keep``: leave them for a replay."""

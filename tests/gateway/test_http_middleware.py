@@ -23,6 +23,7 @@ from gateway.web import JsonResponse, request_context
 class RecordingLedger:
     def __init__(self) -> None:
         self.records: list[UsageRecord] = []
+        self.accepting = True
 
     def record(self, record: UsageRecord) -> None:
         self.records.append(record)

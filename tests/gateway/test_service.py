@@ -61,7 +61,9 @@ class FakeLimiter:
         self.checked: list[int] = []
         self.added: list[int] = []
 
-    async def check(self, principal: Principal, tokens: int) -> RateDecision:
+    async def check(
+        self, principal: Principal, tokens: int, requests: int = 1
+    ) -> RateDecision:
         self.checked.append(tokens)
         return self.decision
 

@@ -70,7 +70,9 @@ class Limiter:
     def __init__(self) -> None:
         self.added: list[int] = []
 
-    async def check(self, principal: Principal, tokens: int) -> RateDecision:
+    async def check(
+        self, principal: Principal, tokens: int, requests: int = 1
+    ) -> RateDecision:
         return RateDecision(True)
 
     async def add_tokens(self, principal: Principal, tokens: int) -> None:

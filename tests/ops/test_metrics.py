@@ -59,6 +59,9 @@ CONTRACT = [
     ("syntic_ratelimit_reserved_total", "counter",
      "Requests admitted from slots this process reserved in Redis (no round trip)."),
     ("syntic_ledger_queue_depth", "gauge", "Usage records waiting to be written to the database."),
+    ("syntic_ledger_held_rows", "gauge",
+     "Usage records in memory only: neither the spool nor the database took them yet (past "
+     "ledger_max_held_rows: 503 ledger_unavailable)."),
     ("syntic_inflight_requests", "gauge", "Requests being served right now by this process."),
     ("syntic_schema_cache_hits_total", "counter", "Compiled-schema cache hits."),
     ("syntic_schema_cache_misses_total", "counter",

@@ -32,6 +32,7 @@ SERVER = {
     "keepalive_timeout_s": 1.0,
     "max_header_bytes": 8192,
     "max_inflight": 3,
+    "max_concurrent_per_key": 3,  # one key fills the process here
     "request_timeout_s": 3.0,
     "max_argument_bytes": 32 * 1024,
     "max_upstream_body_bytes": 256 * 1024,

@@ -10,9 +10,16 @@ from pathlib import Path
 import pytest
 
 from gateway.context import RequestContext
-from gateway.errors import Overloaded, RequestTimeout, UpstreamError, UpstreamTimeout
+from gateway.errors import (
+    Overloaded,
+    RateLimited,
+    RequestTimeout,
+    UpstreamError,
+    UpstreamTimeout,
+)
+from gateway.keys.base import Principal
 from gateway.middleware.idempotency_store import MemoryStore, Pending, StoredResponse
-from gateway.middleware.limits import InflightGate
+from gateway.ratelimit.inflight import InflightGate, default_key_limit
 from gateway.server.deadlines import Deadlines, body_deadline
 from gateway.settings import ConfigError, load_settings
 from gateway.upstream.redact import scrub
@@ -91,15 +98,54 @@ def test_parse_retry_after(value: str | None, seconds: float | None) -> None:
     assert parse_retry_after(value) == seconds
 
 
+def _ctx() -> RequestContext:
+    return RequestContext.start("req_t", "/v1/chat/completions")
+
+
 def test_inflight_gate_refuses_past_its_limit_and_frees_on_exit() -> None:
     gate = InflightGate(2)
-    with gate.admit(), gate.admit():
-        with pytest.raises(Overloaded) as info, gate.admit():
+    with gate.admit(_ctx()), gate.admit(_ctx()):
+        with pytest.raises(Overloaded) as info, gate.admit(_ctx()):
             pass
         assert info.value.headers["retry-after"] == "1"
-    with gate.admit():
+    with gate.admit(_ctx()):
         assert gate.inflight == 1
     assert (gate.inflight, gate.refused) == (0, 1)
+
+
+def test_a_request_holds_one_slot_per_upstream_call_it_runs() -> None:
+    gate = InflightGate(5)
+    wide, narrow = _ctx(), _ctx()
+    with gate.admit(wide):
+        gate.hold(wide, 4)  # n = 4
+        assert (gate.inflight, wide.slots) == (4, 4)
+        with gate.admit(narrow):
+            with pytest.raises(Overloaded):
+                gate.hold(narrow, 2)  # 4 + 2 > 5
+            assert (gate.inflight, narrow.slots) == (5, 1)
+    assert (gate.inflight, gate.refused) == (0, 1)
+
+
+def test_a_key_holds_at_most_its_own_share_and_gets_it_back() -> None:
+    gate = InflightGate(8, key_limit=default_key_limit(8, 0))  # half: 4
+    greedy, own = Principal("key_g", "g"), Principal("key_o", "o", max_concurrent=1)
+    first, second, third, fourth = _ctx(), _ctx(), _ctx(), _ctx()
+    first.principal = second.principal = greedy
+    third.principal = fourth.principal = own
+    with gate.admit(first), gate.admit(second), gate.admit(third), gate.admit(fourth):
+        gate.hold(first, 3, greedy)
+        with pytest.raises(RateLimited) as info:
+            gate.hold(second, 2, greedy)  # 3 + 2 > 4
+        assert (info.value.code, info.value.headers["retry-after"]) == (
+            "concurrency_limit_exceeded", "1")
+        gate.hold(second, 1, greedy)
+        gate.hold(third, 1, own)
+        with pytest.raises(RateLimited):
+            gate.hold(fourth, 1, own)  # its own bound, 1
+        assert (gate.held_by("key_g"), gate.held_by("key_o"), gate.inflight) == (4, 1, 6)
+    assert (gate.held_by("key_g"), gate.held_by("key_o"), gate.inflight) == (0, 0, 0)
+    assert gate.key_refused == 2
+    assert default_key_limit(0, 0) == 0 and default_key_limit(1, 0) == 1
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["own-timer", "shared-timer"])

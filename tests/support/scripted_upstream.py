@@ -34,6 +34,12 @@ Steps:
   instead of letting it finish as if it had been).
 - ``HttpError(status, body=None, delay=0)``: an error status with a JSON body (a
   provider-style error object by default).
+- ``after=N`` on a ``Reply`` or ``HttpError``: answer only once N requests have arrived
+  (counting this one), e.g. fail one of ``n`` concurrent choices only when all of them are
+  in; ``held=True``: answer only once the test calls ``up.release()`` (calls kept in flight
+  while the test looks at the gateway). The client leaving first ends either wait.
+- ``Hang()``: never answer; the connection is held until the client leaves (a choice the
+  gateway must cancel).
 - ``Drop(delay=0, reset=True)``: close the connection without answering (TCP reset when
   ``reset``), after ``delay`` seconds.
 - ``Raw(body, status=200, content_type="application/json", headers={}, delay=0)``: exactly
@@ -46,6 +52,9 @@ An empty script answers 500 ``script exhausted`` (so a test sees the unexpected 
 unless a ``responder`` is set (``ScriptedUpstream(responder=fn)`` or ``up.responder = fn``):
 then ``fn(request) -> Step`` picks each step from the request itself, for concurrent tests
 where a queue's order can't be relied on.
+
+``in_flight`` is the number of requests being answered right now and ``max_in_flight``
+the most there ever were at once (since ``reset``): what the gateway sent concurrently.
 
 Every request is recorded as ``RecordedRequest(method, path, headers, body, raw)`` (and
 ``received_at``, ``time.monotonic()``), with
@@ -145,6 +154,8 @@ class Reply:
     reasoning: tuple[ReasoningItem, ...] = ()
     gate: threading.Event | None = None  # streamed: pause before the chunk with ``gate_at``
     gate_at: bytes = b""
+    after: int = 0  # answer once this many requests have arrived
+    held: bool = False  # answer once the test calls ``release()``
 
     @property
     def finish(self) -> str:
@@ -157,6 +168,13 @@ class Reply:
 class HttpError:
     status: int
     body: Any = None
+    delay: float = 0.0
+    after: int = 0
+    held: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Hang:
     delay: float = 0.0
 
 
@@ -184,7 +202,7 @@ class RawStream:
     delay: float = 0.0
 
 
-Step = Reply | HttpError | Drop | Raw | RawStream
+Step = Reply | HttpError | Drop | Raw | RawStream | Hang
 
 
 @dataclass(slots=True)
@@ -358,7 +376,11 @@ class ScriptedUpstream:
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
         self._stop: asyncio.Event | None = None
+        self._arrival: asyncio.Event | None = None  # set (and replaced) on each arrival
+        self._released = False
         self.port = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
 
     # -- script -----------------------------------------------------------------------------
     def queue(self, *steps: Step) -> None:
@@ -371,6 +393,8 @@ class ScriptedUpstream:
             self._steps.clear()
             self.requests.clear()
             self.responder = None
+            self.max_in_flight = self.in_flight
+            self._released = False
 
     @property
     def pending(self) -> int:
@@ -407,6 +431,7 @@ class ScriptedUpstream:
             loop = asyncio.new_event_loop()
             self._loop = loop
             self._stop = asyncio.Event()
+            self._arrival = asyncio.Event()
 
             async def main() -> None:
                 self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
@@ -450,6 +475,44 @@ class ScriptedUpstream:
             responder = self.responder
         return (responder(request) if responder is not None else None), seq
 
+    def release(self) -> None:
+        """Let every ``held`` step answer (from any thread)."""
+        assert self._loop is not None
+
+        def now() -> None:
+            self._released = True
+            self._arrived()
+
+        self._loop.call_soon_threadsafe(now)
+
+    def _arrived(self) -> None:
+        arrival = self._arrival
+        assert arrival is not None
+        self._arrival = asyncio.Event()
+        arrival.set()
+
+    async def _left_before(
+        self, ready: Callable[[], bool], reader: asyncio.StreamReader
+    ) -> bool:
+        """Wait until ``ready()`` (checked on each arrival and on ``release``); True if the
+        client left first."""
+        left = asyncio.ensure_future(reader.read(1))
+        try:
+            while True:
+                if ready():
+                    return False
+                arrival = self._arrival
+                assert arrival is not None
+                arrived = asyncio.ensure_future(arrival.wait())
+                done, _ = await asyncio.wait({left, arrived},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                arrived.cancel()
+                if left in done:
+                    return True
+        finally:
+            if not left.done():
+                left.cancel()
+
     def _renderer(self, path: str) -> Renderer | None:
         for suffix, renderer in self.renderers.items():
             if path.endswith(suffix):
@@ -462,7 +525,14 @@ class ScriptedUpstream:
                 request = await _read_request(reader)
                 if request is None:
                     return
-                keep = await self._respond(request, reader, writer)
+                with self._lock:
+                    self.in_flight += 1
+                    self.max_in_flight = max(self.max_in_flight, self.in_flight)
+                try:
+                    keep = await self._respond(request, reader, writer)
+                finally:
+                    with self._lock:
+                        self.in_flight -= 1
                 request.finished.set()
                 if not keep:
                     return
@@ -483,6 +553,7 @@ class ScriptedUpstream:
             await _send(writer, 400, "application/json", refused)
             return True
         step, seq = self._next(request)
+        self._arrived()
         if step is None or renderer is None:
             what = "script exhausted" if step is None else f"no renderer for {request.path}"
             body = orjson.dumps({"error": {"message": f"scripted upstream: {what}",
@@ -492,6 +563,20 @@ class ScriptedUpstream:
         if step.delay and await _client_left(reader, step.delay):
             request.client_disconnected = True
             return False
+        if isinstance(step, Hang):
+            await reader.read(1)
+            request.client_disconnected = True
+            return False
+        if isinstance(step, Reply | HttpError) and (step.after or step.held):
+            after, held = step.after, step.held
+
+            def ready() -> bool:
+                with self._lock:
+                    return len(self.requests) >= after and (self._released or not held)
+
+            if await self._left_before(ready, reader):
+                request.client_disconnected = True
+                return False
         if isinstance(step, Drop):
             if step.reset:
                 sock = writer.get_extra_info("socket")
