@@ -33,20 +33,26 @@ from gateway.canonical.model import (
     ToolSpec,
     Usage,
 )
+from gateway.canonical.origin import NO_SCREEN, Header, Origin, Screen, Target, Wire
 
 __all__ = [
+    "NO_SCREEN",
     "ChatRequest",
     "ChatResponse",
     "ContentPart",
     "Finish",
     "FinishReason",
     "ForcedTool",
+    "Header",
     "ImagePart",
     "JsonSchemaFormat",
     "Message",
+    "Origin",
     "ResponseFormat",
     "Role",
+    "Screen",
     "StreamEvent",
+    "Target",
     "TextDelta",
     "TextPart",
     "ToolCall",
@@ -56,4 +62,5 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "UsageReport",
+    "Wire",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any, Literal
 
+from gateway.canonical.origin import Origin
 from gateway.canonical.record import record
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -110,6 +111,8 @@ class ChatRequest:
     n: int = 1
     # Make every tool strict through the strict projection (header ``x-syntic-strictify``).
     strictify: bool = False
+    # The client's wire, body and vendor headers (None: built by the gateway itself).
+    origin: Origin | None = None
 
     def tool(self, name: str) -> ToolSpec | None:
         for t in self.tools:

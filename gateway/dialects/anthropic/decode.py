@@ -24,9 +24,11 @@ from gateway.canonical import (
     ChatRequest,
     ContentPart,
     ForcedTool,
+    Header,
     ImagePart,
     JsonSchemaFormat,
     Message,
+    Origin,
     TextPart,
     ToolCall,
     ToolChoice,
@@ -307,7 +309,7 @@ def _stop(body: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
-def decode_request(body: object) -> DecodedRequest:
+def decode_request(body: object, headers: tuple[Header, ...] = ()) -> DecodedRequest:
     """Decode an Anthropic Messages request body (already parsed JSON) into canonical form.
 
     Raises ``InvalidRequest`` (400) with ``param`` for any shape error. Unknown top-level
@@ -341,5 +343,6 @@ def decode_request(body: object) -> DecodedRequest:
         parallel_tool_calls=parallel,
         user=user,
         metadata=metadata,
+        origin=Origin("messages", req, headers, messages=len(messages)),
     )
     return DecodedRequest(request=request, tool_params=tool_params, format_param=format_param)

@@ -16,9 +16,11 @@ from gateway.canonical import (
     ChatRequest,
     ContentPart,
     ForcedTool,
+    Header,
     ImagePart,
     JsonSchemaFormat,
     Message,
+    Origin,
     ResponseFormat,
     Role,
     TextPart,
@@ -237,8 +239,9 @@ def _stop(value: Any) -> tuple[str, ...]:
     return tuple(_str(s, f"stop[{i}]") or "" for i, s in enumerate(_list(value, "stop")))
 
 
-def decode_chat_request(data: Any) -> ChatRequest:
-    """Validate the request shape and build the canonical request (raises 400)."""
+def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequest:
+    """Validate the request shape and build the canonical request (raises 400); the body
+    and the vendor ``headers`` ride along as its ``origin``."""
     body = _object(data, "body") if type(data) is dict or isinstance(data, Mapping) else None
     if body is None:
         raise _bad("The request body must be a JSON object.", None)
@@ -280,4 +283,5 @@ def decode_chat_request(data: Any) -> ChatRequest:
         user=_str(body.get("user"), "user", required=False),
         metadata=metadata,
         n=n,
+        origin=Origin("chat", body, headers, messages=len(messages)),
     )

@@ -14,15 +14,18 @@ untouched (the enforcement check lints them).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import field
 from typing import Any
 
 from gateway.canonical import (
     ChatRequest,
     ContentPart,
     ForcedTool,
+    Header,
     ImagePart,
     JsonSchemaFormat,
     Message,
+    Origin,
     ResponseFormat,
     TextPart,
     ToolCall,
@@ -92,10 +95,15 @@ class ResponsesRequest:
     previous_response_id: str | None
     metadata: dict[str, str]
     reasoning_effort: str | None = None
+    # The client's body and vendor headers, for ``ChatRequest.origin``.
+    body: Mapping[str, Any] = field(default_factory=dict)
+    headers: tuple[Header, ...] = ()
 
     def chat(self, history: Sequence[dict[str, Any]] = ()) -> ChatRequest:
         """The canonical request: ``instructions``, then ``history`` (a stored response's
-        input and output items), then this request's input."""
+        input and output items), then this request's input. Its ``origin`` is the client's
+        body with the history inlined: ``previous_response_id`` names a response the
+        gateway stored, which no upstream has."""
         messages: list[Message] = []
         if self.instructions:
             messages.append(Message(role="system", content=(TextPart(self.instructions),)))
@@ -117,7 +125,16 @@ class ResponsesRequest:
             parallel_tool_calls=self.parallel_tool_calls,
             user=self.user,
             metadata=metadata,
+            origin=Origin("responses", self._upstream_body(history), self.headers,
+                          messages=len(messages)),
         )
+
+    def _upstream_body(self, history: Sequence[dict[str, Any]]) -> Mapping[str, Any]:
+        if not history and self.previous_response_id is None:
+            return self.body
+        body = {k: v for k, v in self.body.items() if k != "previous_response_id"}
+        body["input"] = [*history, *self.items]
+        return body
 
 
 def _bad(message: str, param: str | None, code: str | None = None) -> InvalidRequest:
@@ -382,7 +399,7 @@ def _neutral(body: Mapping[str, Any]) -> None:
                     "stream_options")
 
 
-def decode_request(data: Any) -> ResponsesRequest:
+def decode_request(data: Any, headers: tuple[Header, ...] = ()) -> ResponsesRequest:
     """Validate the request shape and decode it (raises 400)."""
     if not isinstance(data, Mapping):
         raise _bad("The request body must be a JSON object.", None)
@@ -419,4 +436,6 @@ def decode_request(data: Any) -> ResponsesRequest:
         previous_response_id=_opt_str(data.get("previous_response_id"), "previous_response_id"),
         metadata=_metadata(data.get("metadata")),
         reasoning_effort=_reasoning(data.get("reasoning")),
+        body=data,
+        headers=headers,
     )
