@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import validator
+from gateway.canonical.origin import Target
 
 Provider = Literal["openai", "anthropic", "local"]
 # How a correction call is decoded: like the first call, or under the tool's schema.
@@ -67,6 +68,16 @@ class ModelConfig:
     constrained_field: ConstrainedField | None = None
     # provider = "openai": POST {base_url}/chat/completions, or {base_url}/responses.
     api: UpstreamApi = "chat_completions"
+
+    @property
+    def wire(self) -> Target:
+        """The kind of upstream, as the field policy names it: the wire it speaks
+        (``chat``, ``responses``, ``messages``) or ``local``."""
+        if self.provider == "anthropic":
+            return "messages"
+        if self.provider == "local":
+            return "local"
+        return "responses" if self.api == "responses" else "chat"
 
     @property
     def constrained_correction(self) -> bool:

@@ -35,6 +35,7 @@ from gateway.upstream.redact import scrub
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "StreamDecoder",
+    "encode_messages",
     "encode_request",
     "finish_reason",
     "iter_sse",
@@ -134,6 +135,11 @@ def _messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict[str,
         else:
             add("assistant", parts + [_tool_use(c) for c in msg.tool_calls])
     return ("\n\n".join(system) if system else None), out
+
+
+def encode_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """Canonical turns (no system messages) -> Messages ``messages`` entries."""
+    return _messages(messages)[1]
 
 
 def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[str, Any]:

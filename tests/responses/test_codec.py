@@ -27,7 +27,7 @@ from gateway.enforcement.holdback import FinalUsage
 from gateway.errors import InvalidRequest, UnprocessableOutput, UpstreamError
 from gateway.settings import ModelConfig
 from gateway.upstream import openai_responses
-from gateway.upstream.openai import PASSTHROUGH_KEY
+from gateway.upstream.openai_codec import PASSTHROUGH_KEY
 
 CALL = {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}
 OUTPUT = {"type": "function_call_output", "call_id": "call_1", "output": "ok"}

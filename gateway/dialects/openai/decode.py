@@ -32,7 +32,7 @@ from gateway.dialects.fields import bool_field as _bool
 from gateway.dialects.fields import int_field as _int
 from gateway.dialects.fields import model_field, tool_name_field
 from gateway.errors import InvalidRequest
-from gateway.upstream.openai import PASSTHROUGH_KEY
+from gateway.upstream.openai_codec import PASSTHROUGH_KEY
 
 STREAM_OPTIONS_KEY = "openai.stream_options"
 # ``n``: each choice is one upstream call (and its corrections), so the bound is a cost cap.

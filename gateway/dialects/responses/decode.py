@@ -37,7 +37,7 @@ from gateway.dialects.fields import bool_field as _bool
 from gateway.dialects.fields import int_field as _int
 from gateway.dialects.fields import model_field, tool_name_field
 from gateway.errors import InvalidRequest
-from gateway.upstream.openai import PASSTHROUGH_KEY
+from gateway.upstream.openai_codec import PASSTHROUGH_KEY
 
 # A function tool without parameters takes an empty object (strict-ready as it stands).
 EMPTY_PARAMETERS: dict[str, Any] = {
