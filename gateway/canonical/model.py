@@ -24,6 +24,8 @@ class ImagePart:
     url: str | None = None
     media_type: str | None = None
     data: str | None = None
+    # OpenAI's detail level (``auto``, ``low``, ``high``, ``original``); None: not said.
+    detail: str | None = None
 
 
 ContentPart = TextPart | ImagePart

@@ -55,17 +55,27 @@ class Origin:
     ``messages``: how many canonical messages the body accounts for (the enforcement loop
     appends its correction turns after them); ``tool_names``: tools the body carries
     that the canonical request does not model (an Anthropic-defined ``bash`` tool), which
-    the model may still call by name; ``screens``: the policy's verdict per ``Target``."""
+    the model may still call by name; ``tool_paths``: where each canonical tool is in the
+    body (``tools[3]``, ``tools[2].tools[0]``) when that is not ``tools[i]``, for the
+    ``param`` of an error; ``screens``: the policy's verdict per ``Target``."""
 
     wire: Wire
     body: Mapping[str, Any]
     headers: tuple[Header, ...] = ()
     messages: int = 0
     tool_names: tuple[str, ...] = ()
+    tool_paths: tuple[str, ...] = ()
     screens: Mapping[str, Screen] = field(default_factory=dict)
 
     def screen(self, target: Target) -> Screen:
         return self.screens.get(target, NO_SCREEN)
+
+    def tool_param(self, i: int, param: str) -> str:
+        """``param`` (spelled from ``tools[i]``) at canonical tool ``i``'s place in the body."""
+        prefix = f"tools[{i}]"
+        if not self.tool_paths or not param.startswith(prefix):
+            return param
+        return self.tool_paths[i] + param[len(prefix):]
 
     def header(self, name: str) -> str | None:
         for key, value in self.headers:

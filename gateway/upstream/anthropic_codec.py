@@ -29,6 +29,7 @@ from gateway.canonical import (
 from gateway.errors import UpstreamError
 from gateway.settings import ModelConfig
 from gateway.upstream.anthropic_schema import for_strict_mode
+from gateway.upstream.carried import carry_over
 from gateway.upstream.errors import UpstreamInvalidResponse
 from gateway.upstream.redact import scrub
 
@@ -193,6 +194,7 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
         body["stop_sequences"] = list(request.stop)
     if request.user is not None:
         body["metadata"] = {"user_id": request.user}
+    carry_over(body, request, "messages")
     if stream:
         body["stream"] = True
     return body

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from gateway.canonical import (
@@ -16,11 +15,9 @@ from gateway.canonical import (
     TextPart,
 )
 from gateway.settings import ConstrainedField, ModelConfig
+from gateway.upstream.carried import carry_over
 
-__all__ = ["PASSTHROUGH_KEY", "constrained_output", "encode_message", "encode_request"]
-
-# Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
-PASSTHROUGH_KEY = "openai.passthrough"
+__all__ = ["constrained_output", "encode_message", "encode_request"]
 
 
 def _content(message: Message) -> str | list[dict[str, Any]] | None:
@@ -35,7 +32,8 @@ def _content(message: Message) -> str | list[dict[str, Any]] | None:
             out.append({"type": "text", "text": p.text})
         elif isinstance(p, ImagePart):
             url = p.url or f"data:{p.media_type or 'image/png'};base64,{p.data or ''}"
-            out.append({"type": "image_url", "image_url": {"url": url}})
+            image = {"url": url} if p.detail is None else {"url": url, "detail": p.detail}
+            out.append({"type": "image_url", "image_url": image})
     return out
 
 
@@ -110,7 +108,7 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     elif rf is not None:
         body["response_format"] = {"type": rf}
     for key, value in (
-        ("max_tokens", request.max_tokens),
+        ("max_completion_tokens", request.max_tokens),
         ("temperature", request.temperature),
         ("top_p", request.top_p),
         ("parallel_tool_calls", request.parallel_tool_calls),
@@ -120,10 +118,7 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
             body[key] = value
     if request.stop:
         body["stop"] = list(request.stop)
-    extra = request.metadata.get(PASSTHROUGH_KEY)
-    if extra is not None and isinstance(extra, Mapping):
-        for key, value in extra.items():
-            body.setdefault(key, value)
+    carry_over(body, request, "chat")
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}

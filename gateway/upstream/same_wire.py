@@ -117,11 +117,31 @@ def _extra(request: ChatRequest, origin: Origin) -> tuple[Message, ...]:
     return request.messages[origin.messages:]
 
 
-def _no_tools(body: Body, request: ChatRequest, keys: tuple[str, ...]) -> None:
-    """A correction that asks for the arguments as the reply (no tools): drop the tools."""
-    if not request.tools and body.get("tools"):
-        for key in keys:
-            body.pop(key, None)
+def _no_tools(
+    body: Body, request: ChatRequest, extra: tuple[Message, ...],
+    gateways: Callable[[Any], bool],
+) -> None:
+    """A correction that asks for the arguments as the reply has no tools: the body's
+    function tools (``gateways``) go, and the choice with them when none is left."""
+    tools = body.get("tools")
+    if not extra or request.tools or not isinstance(tools, list):
+        return
+    kept = [t for t in tools if not gateways(t)]
+    if len(kept) == len(tools):
+        return
+    if kept:
+        body["tools"] = kept
+        return
+    for key in ("tools", "tool_choice", "parallel_tool_calls"):
+        body.pop(key, None)
+
+
+def _is_chat_function(tool: Any) -> bool:
+    return isinstance(tool, dict) and tool.get("type", "function") == "function"
+
+
+def _is_responses_function(tool: Any) -> bool:
+    return isinstance(tool, dict) and tool.get("type") in ("function", "namespace")
 
 
 def _stream(body: Body, stream: bool, *, options: bool) -> None:
@@ -187,11 +207,11 @@ def _chat(request: ChatRequest, origin: Origin, model: ModelConfig, stream: bool
     body = dict(origin.body)
     body["model"] = model.upstream_model
     body.pop("n", None)
-    _no_tools(body, request, ("tools", "tool_choice", "parallel_tool_calls"))
+    extra = _extra(request, origin)
+    _no_tools(body, request, extra, _is_chat_function)
     _tools(body, _chat_tool(_specs(request)))
     if isinstance(request.response_format, JsonSchemaFormat):
         _chat_format(body, request.response_format, model)
-    extra = _extra(request, origin)
     if extra:
         body["messages"] = [*body["messages"], *(encode_message(m) for m in extra)]
         if request.tool_choice is not None and request.tools:
@@ -265,11 +285,11 @@ def _responses(request: ChatRequest, origin: Origin, model: ModelConfig, stream:
     body = dict(origin.body)
     body["model"] = model.upstream_model
     body["store"] = False
-    _no_tools(body, request, ("tools", "tool_choice", "parallel_tool_calls"))
+    extra = _extra(request, origin)
+    _no_tools(body, request, extra, _is_responses_function)
     _tools(body, _responses_tool(_specs(request)))
     if isinstance(request.response_format, JsonSchemaFormat):
         _responses_format(body, request.response_format)
-    extra = _extra(request, origin)
     if extra:
         items = body.get("input")
         if isinstance(items, str):

@@ -479,16 +479,23 @@ def test_non_strict_tools_pass_on_a_plain_model(
 
 
 SHAPE_ERRORS: list[tuple[str, dict[str, Any], int, str | None]] = [
-    (
-        "block-type",
+    (  # a block only the Messages API takes, bound for another wire: refused (policy)
+        "block-type-cross-wire",
         {
+            "model": "oa-strict",
             "messages": [
                 {"role": "user", "content": "a"},
                 {"role": "assistant", "content": [{"type": "video"}]},
-            ]
+            ],
         },
         400,
         "messages[1].content[0].type",
+    ),
+    (
+        "block-type-not-a-string",
+        {"messages": [{"role": "user", "content": [{"type": 7}]}]},
+        400,
+        "messages[0].content[0].type",
     ),
     ("no-max-tokens", {"max_tokens": None}, 400, "max_tokens"),
     ("bad-tool-choice", {"tool_choice": {"type": "maybe"}}, 400, "tool_choice.type"),
