@@ -108,7 +108,7 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     elif rf is not None:
         body["response_format"] = {"type": rf}
     for key, value in (
-        ("max_completion_tokens", request.max_tokens),
+        (model.max_tokens_field, request.max_tokens),
         ("temperature", request.temperature),
         ("top_p", request.top_p),
         ("parallel_tool_calls", request.parallel_tool_calls),

@@ -1,6 +1,7 @@
 """A gateway with one model per upstream wire, all on the session's scripted upstream:
-``chat-up`` (chat completions), ``resp-up`` (Responses), ``msg-up`` (Anthropic Messages).
-The official SDKs are the clients; the upstream records what reached it."""
+``chat-up`` (chat completions), ``resp-up`` (Responses), ``msg-up`` (Anthropic Messages),
+and ``chat-legacy`` (a chat upstream that takes the token limit as ``max_tokens``). The
+official SDKs are the clients; the upstream records what reached it."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def fgw(
         model_table("chat-up", base),
         model_table("resp-up", base, api="responses"),
         model_table("msg-up", base, provider="anthropic"),
+        model_table("chat-legacy", base, max_tokens_field="max_tokens"),
     ]
     gw = start_gateway(tmp_path_factory.mktemp("fidelity"), models)
     yield gw
