@@ -25,7 +25,14 @@ from urllib.parse import quote
 
 import validator
 from gateway.bounds import name_list
-from gateway.canonical import ChatRequest, ChatResponse, JsonSchemaFormat, ToolSpec, Usage
+from gateway.canonical import (
+    ChatRequest,
+    ChatResponse,
+    JsonSchemaFormat,
+    Screen,
+    ToolSpec,
+    Usage,
+)
 from gateway.canonical.record import record
 from gateway.context import RequestContext, Tally
 from gateway.enforcement import (
@@ -157,6 +164,16 @@ def _replaced(obj: _T, **changes: Any) -> _T:
 _ACCESS: dict[type, tuple[Any, dict[str, int], int] | None] = {}
 
 
+def screen_fields(screen: Screen, ctx: RequestContext | None) -> None:
+    """The field policy's verdict for the model's upstream: the first field it refuses is
+    a 400 ``unsupported_parameter``; those it drops are named in ``x-syntic-dropped``."""
+    if screen.refused:
+        param, message = screen.refused[0]
+        raise InvalidRequest(message, param=param, code="unsupported_parameter")
+    if screen.dropped and ctx is not None:
+        ctx.add_raw_headers([(b"x-syntic-dropped", name_list(screen.dropped).encode())])
+
+
 def rate_header_pairs(decision: RateDecision) -> list[tuple[bytes, bytes]]:
     """The ``x-ratelimit-*`` headers of a decision, encoded as a response carries them
     (built per request, so as pairs)."""
@@ -219,6 +236,8 @@ class ChatService:
         With ``ctx``: a plan that enforces sends the retries header, and tools the
         projection could not make strict are named in ``x-syntic-strict-refused``."""
         model = self.model(request.model)
+        if request.origin is not None and request.origin.screens:
+            screen_fields(request.origin.screen(model.wire), ctx)
         plan = await check_request(
             request,
             model,

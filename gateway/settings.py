@@ -13,6 +13,7 @@ Config is TOML (path from ``--config`` or ``SYNTIC_CONFIG``)::
     correction = "constrained"          # optional: the correction call under the schema
     constrained_field = "vllm"          # how this engine is asked for it (openai provider)
     api = "chat_completions"            # or "responses": the upstream's /v1/responses
+    max_tokens_field = "max_completion_tokens"  # or "max_tokens", for an engine that needs it
     strictify = false                   # make every tool strict (the strict projection)
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import validator
+from gateway.canonical.origin import Target
 
 # The one list of providers: each is the module gateway.upstream.<name> (its create()).
 Provider = Literal["openai", "anthropic", "local"]
@@ -35,6 +37,9 @@ Correction = Literal["free", "constrained"]
 ConstrainedField = Literal["vllm", "llama_cpp", "sglang", "openai"]
 # Which OpenAI wire format an openai-provider upstream speaks.
 UpstreamApi = Literal["chat_completions", "responses"]
+# The field a chat-completions upstream takes the token limit in (reasoning models refuse
+# the deprecated max_tokens; some engines know only it).
+MaxTokensField = Literal["max_completion_tokens", "max_tokens"]
 
 
 class ConfigError(ValueError):
@@ -68,6 +73,18 @@ class ModelConfig:
     constrained_field: ConstrainedField | None = None
     # provider = "openai": POST {base_url}/chat/completions, or {base_url}/responses.
     api: UpstreamApi = "chat_completions"
+    # api = "chat_completions": where a token limit from another wire goes.
+    max_tokens_field: MaxTokensField = "max_completion_tokens"
+
+    @property
+    def wire(self) -> Target:
+        """The kind of upstream, as the field policy names it: the wire it speaks
+        (``chat``, ``responses``, ``messages``) or ``local``."""
+        if self.provider == "anthropic":
+            return "messages"
+        if self.provider == "local":
+            return "local"
+        return "responses" if self.api == "responses" else "chat"
 
     @property
     def constrained_correction(self) -> bool:
@@ -222,6 +239,7 @@ def _model_from_table(i: int, table: Mapping[str, Any]) -> ModelConfig:
 _CORRECTIONS = ("free", "constrained")
 _CONSTRAINED_FIELDS = ("vllm", "llama_cpp", "sglang", "openai")
 _APIS = ("chat_completions", "responses")
+_MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
 
 
 def _check_correction(i: int, values: Mapping[str, Any]) -> None:
@@ -241,6 +259,17 @@ def _check_correction(i: int, values: Mapping[str, Any]) -> None:
         raise ConfigError(f"models[{i}].api must be one of {list(_APIS)}")
     if api != "chat_completions" and provider != "openai":
         raise ConfigError(f"models[{i}].api applies to provider \"openai\" only")
+    tokens_field = values.get("max_tokens_field")
+    if tokens_field is not None:
+        if tokens_field not in _MAX_TOKENS_FIELDS:
+            raise ConfigError(
+                f"models[{i}].max_tokens_field must be one of {list(_MAX_TOKENS_FIELDS)}"
+            )
+        if provider != "openai" or api != "chat_completions":
+            raise ConfigError(
+                f"models[{i}].max_tokens_field applies to provider \"openai\" with "
+                "api = \"chat_completions\" only"
+            )
     if api == "responses" and field_ is not None:
         raise ConfigError(
             f"models[{i}]: constrained_field does not apply to api = \"responses\" "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.canonical.model import FinishReason, Reasoning, TokenLogprob, Usage, Wire
+from gateway.canonical.model import AnswerWire, FinishReason, Reasoning, TokenLogprob, Usage
 from gateway.canonical.record import record
 
 
@@ -29,7 +29,7 @@ class WireEvent:
     items, their summaries), as the upstream's ``wire`` sent it: a dialect of the same wire
     re-emits it in place (renumbering what it numbers itself), any other drops it."""
 
-    wire: Wire
+    wire: AnswerWire
     kind: str
     data: dict[str, Any]
     # On the event that ends a reasoning block or item: the whole of it, so a correction

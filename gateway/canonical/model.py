@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any, Literal
 
+from gateway.canonical.origin import Origin
 from gateway.canonical.record import record
 
 Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 # The wire format a raw value is spelled in: chat completions, Responses, Anthropic Messages.
-Wire = Literal["openai", "responses", "anthropic"]
+# The wire an answer part came from, as the upstream adapters name it (provider side).
+AnswerWire = Literal["openai", "responses", "anthropic"]
 # What a refusal says when the upstream refused without words (Anthropic may send none), so
 # a client that tests ``message.refusal`` for truth still sees one.
 DEFAULT_REFUSAL = "The model declined to answer this request."
@@ -28,6 +30,8 @@ class ImagePart:
     url: str | None = None
     media_type: str | None = None
     data: str | None = None
+    # OpenAI's detail level (``auto``, ``low``, ``high``, ``original``); None: not said.
+    detail: str | None = None
 
 
 ContentPart = TextPart | ImagePart
@@ -41,7 +45,7 @@ class Reasoning:
     unchanged to a client and an upstream of the same ``wire``; ``text`` is its readable
     part (the thinking, or the summary), empty when redacted or encrypted."""
 
-    wire: Wire
+    wire: AnswerWire
     raw: dict[str, Any]
     text: str = ""
 
@@ -53,7 +57,7 @@ class Passthrough:
     top level (``service_tier``, ``system_fingerprint``), ``message`` inside the chat
     message (``annotations``, ``audio``, ``reasoning_content``, ...)."""
 
-    wire: Wire
+    wire: AnswerWire
     response: dict[str, Any] = field(default_factory=dict)
     message: dict[str, Any] = field(default_factory=dict)
 
@@ -161,6 +165,8 @@ class ChatRequest:
     n: int = 1
     # Make every tool strict through the strict projection (header ``x-syntic-strictify``).
     strictify: bool = False
+    # The client's wire, body and vendor headers (None: built by the gateway itself).
+    origin: Origin | None = None
 
     def tool(self, name: str) -> ToolSpec | None:
         for t in self.tools:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -273,6 +273,17 @@ async def _lint_compile(
         raise SchemaRejected(issues) from exc
 
 
+def _as_is(_i: int, param: str) -> str:
+    return param
+
+
+def _tool_names(request: ChatRequest, names: Iterable[str]) -> frozenset[str]:
+    """Every tool the model may call: the canonical ones, and the ones the client's body
+    carries that the gateway passes through unseen (an Anthropic ``bash`` tool)."""
+    others = request.origin.tool_names if request.origin is not None else ()
+    return frozenset((*names, *others)) if others else frozenset(names)
+
+
 def strict_requested(request: ChatRequest, model: ModelConfig | None = None) -> bool:
     """Whether the request asks for any guarantee: a strict tool, a strict json_schema, or
     tools under the projection (``x-syntic-strictify`` or the model's ``strictify``)."""
@@ -306,7 +317,7 @@ async def check_request(
     if not strict_requested(request, model):
         if not request.tools:
             return EMPTY_PLAN
-        return StrictPlan(tool_names=frozenset(t.name for t in request.tools))
+        return StrictPlan(tool_names=_tool_names(request, [t.name for t in request.tools]))
     if not model.strict_tools:
         raise InvalidRequest(
             f"Model {model.name} does not support strict tools or strict JSON output "
@@ -314,6 +325,8 @@ async def check_request(
             code="strict_not_supported",
             param="model",
         )
+    origin = request.origin
+    at = origin.tool_param if origin is not None and origin.tool_paths else _as_is
     names: set[str] = set()
     compiled: dict[str, validator.CompiledSchema] = {}
     upstream = _upstream_dialect(model)
@@ -325,10 +338,10 @@ async def check_request(
     for i, tool in enumerate(request.tools):
         if tool.name in names:
             raise InvalidRequest(
-                f"Duplicate tool name {tool.name!r}.", param=paths.tool_name.format(i=i)
+                f"Duplicate tool name {tool.name!r}.", param=at(i, paths.tool_name.format(i=i))
             )
         names.add(tool.name)
-        path = paths.tool(i)
+        path = at(i, paths.tool(i))
         if not tool.strict:
             if projecting:
                 found = await lint_cache.projection(tool.parameters, path)
@@ -374,7 +387,7 @@ async def check_request(
     return StrictPlan(
         tools=compiled,
         output=output,
-        tool_names=frozenset(names),
+        tool_names=_tool_names(request, names),
         upstream_tools=copies,
         upstream_output=output_copy,
         projected=projected,

@@ -47,6 +47,7 @@ from gateway.upstream.errors import (
     status_error,
 )
 from gateway.upstream.retry import parse_retry_after
+from gateway.upstream.same_wire import is_same_wire, same_wire_body, same_wire_headers
 from gateway.upstream.tokens import estimated_usage
 from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
@@ -137,6 +138,13 @@ def decode_response(
     return response
 
 
+def _encode(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[str, Any]:
+    """The client's own body for a Messages client (``same_wire``), else the codec's."""
+    if is_same_wire(request, model):
+        return same_wire_body(request, model, stream=stream)
+    return encode_request(request, model, stream=stream)
+
+
 class _Answer(Protocol):
     """What an error message needs of an answer: ``Reply`` or ``StreamAnswer``."""
 
@@ -193,10 +201,11 @@ class AnthropicUpstream:
         return Target.build(url, headers, self.http.connections.route(model))
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
-        payload = orjson.dumps(encode_request(request, model, stream=False))
+        payload = orjson.dumps(_encode(request, model, stream=False))
         target = self._targets.get(model)
         reply = await self.http.post(
-            target.url, payload, target.headers, target.route,
+            target.url, payload,
+            target.headers_with(same_wire_headers(request, model)), target.route,
             timeout_s=model.timeout_s,
             limit=self.max_body_bytes,
         )
@@ -209,10 +218,11 @@ class AnthropicUpstream:
         return decode_response(body, model, reply.body, request_bytes=len(payload))
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
-        payload = encode_request(request, model, stream=True)
+        payload = _encode(request, model, stream=True)
         target = self._targets.get(model, stream=True)
         async with self.http.stream(
-            target.url, orjson.dumps(payload), target.headers, target.route,
+            target.url, orjson.dumps(payload),
+            target.headers_with(same_wire_headers(request, model)), target.route,
             timeout_s=model.timeout_s,
         ) as response:
             if response.status_code >= 400:
@@ -233,8 +243,9 @@ class AnthropicUpstream:
         target = self._targets.get(model)
         url = str(target.url) + "/count_tokens"
         reply = await self.http.post(
-            url, orjson.dumps({**body, "model": model.upstream_model}), target.headers,
-            target.route, timeout_s=model.timeout_s, limit=COUNT_BODY_BYTES,
+            url, orjson.dumps({**body, "model": model.upstream_model}),
+            target.headers_with(same_wire_headers(request, model)), target.route,
+            timeout_s=model.timeout_s, limit=COUNT_BODY_BYTES,
         )
         if reply.status_code >= 400:
             raise _status_error(reply, reply.body, model.api_key(self._env))

@@ -31,6 +31,7 @@ from gateway.canonical import (
 )
 from gateway.errors import UpstreamError
 from gateway.settings import ModelConfig
+from gateway.upstream.carried import carry_over
 from gateway.upstream.errors import UpstreamInvalidResponse
 from gateway.upstream.redact import scrub
 
@@ -38,6 +39,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "THINKING_BLOCKS",
     "StreamDecoder",
+    "encode_messages",
     "encode_request",
     "finish_reason",
     "iter_sse",
@@ -156,6 +158,11 @@ def _messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict[str,
     return ("\n\n".join(system) if system else None), out
 
 
+def encode_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """Canonical turns (no system messages) -> Messages ``messages`` entries."""
+    return _messages(messages)[1]
+
+
 def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[str, Any]:
     """The Messages API body for a canonical request. ``strict`` is sent only to a
     ``constrained`` model; otherwise the gateway enforces it. What Anthropic constrains
@@ -208,6 +215,7 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
         body["stop_sequences"] = list(request.stop)
     if request.user is not None:
         body["metadata"] = {"user_id": request.user}
+    carry_over(body, request, "messages")
     if stream:
         body["stream"] = True
     return body

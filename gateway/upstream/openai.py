@@ -28,16 +28,11 @@ from gateway.canonical import (
     ChatResponse,
     Finish,
     FinishReason,
-    ForcedTool,
-    ImagePart,
-    JsonSchemaFormat,
     Logprobs,
-    Message,
     Passthrough,
     RefusalDelta,
     StreamEvent,
     TextDelta,
-    TextPart,
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
@@ -45,7 +40,7 @@ from gateway.canonical import (
     UsageReport,
     WireEvent,
 )
-from gateway.settings import ConstrainedField, ModelConfig, Settings
+from gateway.settings import ModelConfig, Settings
 from gateway.upstream import openai_responses
 from gateway.upstream.base import TokenCount
 from gateway.upstream.errors import (
@@ -54,13 +49,14 @@ from gateway.upstream.errors import (
     UpstreamInvalidResponse,
     status_error,
 )
+from gateway.upstream.openai_codec import encode_request
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import parse_retry_after
+from gateway.upstream.same_wire import is_same_wire, same_wire_body, same_wire_headers
 from gateway.upstream.tokens import count_openai_tokens, estimated_usage
 from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
-# Extra OpenAI request fields a dialect may carry through untouched (ChatRequest.metadata).
-PASSTHROUGH_KEY = "openai.passthrough"
+__all__ = ["ChunkParser", "OpenAIUpstream", "create", "decode_response", "encode_request"]
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -69,113 +65,6 @@ _FINISH: dict[str, FinishReason] = {
     "function_call": "tool_calls",
     "content_filter": "content_filter",
 }
-
-
-def _content(message: Message) -> str | list[dict[str, Any]] | None:
-    parts = message.content
-    if not parts:
-        return None
-    if all(isinstance(p, TextPart) for p in parts):
-        return message.text
-    out: list[dict[str, Any]] = []
-    for p in parts:
-        if isinstance(p, TextPart):
-            out.append({"type": "text", "text": p.text})
-        elif isinstance(p, ImagePart):
-            url = p.url or f"data:{p.media_type or 'image/png'};base64,{p.data or ''}"
-            out.append({"type": "image_url", "image_url": {"url": url}})
-    return out
-
-
-def encode_message(message: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message.role}
-    content = _content(message)
-    if message.role == "tool":
-        out["tool_call_id"] = message.tool_call_id
-        out["content"] = content if content is not None else ""
-    elif message.role == "assistant":
-        out["content"] = content
-        if message.tool_calls:
-            out["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.raw_arguments},
-                }
-                for c in message.tool_calls
-            ]
-    else:
-        out["content"] = content if content is not None else ""
-    if message.name is not None:
-        out["name"] = message.name
-    return out
-
-
-def constrained_output(fmt: JsonSchemaFormat, engine: ConstrainedField) -> dict[str, Any]:
-    """The request field(s) that make ``engine`` decode its reply under ``fmt.schema``, as
-    each documents it: vLLM's ``structured_outputs`` (which replaced ``guided_json``),
-    llama.cpp server's top-level ``json_schema``, and the OpenAI ``response_format`` shape
-    that SGLang and OpenAI read."""
-    if engine == "vllm":
-        return {"structured_outputs": {"json": fmt.schema}}
-    if engine == "llama_cpp":
-        return {"json_schema": fmt.schema}
-    js = {"name": fmt.name, "schema": fmt.schema, "strict": True}
-    return {"response_format": {"type": "json_schema", "json_schema": js}}
-
-
-def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[str, Any]:
-    """Canonical request -> chat-completions JSON body for ``model.upstream_model``."""
-    body: dict[str, Any] = {
-        "model": model.upstream_model,
-        "messages": [encode_message(m) for m in request.messages],
-    }
-    if request.tools:
-        tools = []
-        for t in request.tools:
-            fn: dict[str, Any] = {"name": t.name, "parameters": t.parameters}
-            if t.description is not None:
-                fn["description"] = t.description
-            if t.strict:
-                fn["strict"] = True
-            tools.append({"type": "function", "function": fn})
-        body["tools"] = tools
-    choice = request.tool_choice
-    if isinstance(choice, ForcedTool):
-        body["tool_choice"] = {"type": "function", "function": {"name": choice.name}}
-    elif choice is not None:
-        body["tool_choice"] = choice
-    rf = request.response_format
-    if isinstance(rf, JsonSchemaFormat) and model.constrained and model.constrained_field:
-        body.update(constrained_output(rf, model.constrained_field))
-    elif isinstance(rf, JsonSchemaFormat):
-        js: dict[str, Any] = {"name": rf.name, "schema": rf.schema}
-        if rf.strict:
-            js["strict"] = True
-        if rf.description is not None:
-            js["description"] = rf.description
-        body["response_format"] = {"type": "json_schema", "json_schema": js}
-    elif rf is not None:
-        body["response_format"] = {"type": rf}
-    for key, value in (
-        ("max_tokens", request.max_tokens),
-        ("temperature", request.temperature),
-        ("top_p", request.top_p),
-        ("parallel_tool_calls", request.parallel_tool_calls),
-        ("user", request.user),
-    ):
-        if value is not None:
-            body[key] = value
-    if request.stop:
-        body["stop"] = list(request.stop)
-    extra = request.metadata.get(PASSTHROUGH_KEY)
-    if extra is not None and isinstance(extra, Mapping):
-        for key, value in extra.items():
-            body.setdefault(key, value)
-    if stream:
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
-    return body
 
 
 def _detail(raw: Mapping[str, Any], group: str, key: str) -> int:
@@ -272,6 +161,15 @@ def decode_response(
     return response
 
 
+def _encode(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[str, Any]:
+    """The client's own body for a client on this wire (``same_wire``), else the codec's."""
+    if is_same_wire(request, model):
+        return same_wire_body(request, model, stream=stream)
+    if model.api == "responses":
+        return openai_responses.encode_request(request, model, stream=stream)
+    return encode_request(request, model, stream=stream)
+
+
 def _error_from_status(
     status: int, body: bytes, headers: Mapping[str, str], secret: str | None = None
 ) -> UpstreamError:
@@ -310,11 +208,11 @@ class OpenAIUpstream:
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         responses = model.api == "responses"
-        encode = openai_responses.encode_request if responses else encode_request
-        body = orjson.dumps(encode(request, model, stream=False))
+        body = orjson.dumps(_encode(request, model, stream=False))
         target = self._targets.get(model)
         reply = await self.http.post(
-            target.url, body, target.headers, target.route,
+            target.url, body, target.headers_with(same_wire_headers(request, model)),
+            target.route,
             timeout_s=model.timeout_s, limit=self.max_body_bytes,
         )
         if reply.status_code >= 400:
@@ -332,11 +230,11 @@ class OpenAIUpstream:
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         responses = model.api == "responses"
-        encode = openai_responses.encode_request if responses else encode_request
-        body = orjson.dumps(encode(request, model, stream=True))
+        body = orjson.dumps(_encode(request, model, stream=True))
         target = self._targets.get(model)
         async with self.http.stream(
-            target.url, body, target.headers, target.route,
+            target.url, body, target.headers_with(same_wire_headers(request, model)),
+            target.route,
             timeout_s=model.timeout_s,
         ) as resp:
             if resp.status_code >= 400:

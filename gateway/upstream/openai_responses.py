@@ -9,9 +9,10 @@ is strict, and the gateway decides what is strict), ``store`` is false (the gate
 what it stores itself). Answer -> canonical: ``message`` text, ``function_call`` items,
 ``status``/``incomplete_details`` as the finish reason, ``usage``.
 
-Chat-completions fields the Responses API has no place for (``seed``, ``logit_bias``,
-``stop``, ...) are not sent to such a model; ``reasoning_effort`` becomes
-``reasoning.effort``.
+What else a client's request carries goes as the field policy says
+(``gateway.dialects.policy``, through ``Screen.carried``): ``reasoning_effort`` becomes
+``reasoning.effort``, ``verbosity`` ``text.verbosity``; ``seed`` or ``logit_bias`` are
+dropped with notice, ``stop`` is refused.
 """
 
 from __future__ import annotations
@@ -47,15 +48,10 @@ from gateway.canonical import (
     WireEvent,
 )
 from gateway.settings import ModelConfig
+from gateway.upstream.carried import carry_over
 from gateway.upstream.errors import OutputTooLarge, UpstreamError, UpstreamInvalidResponse
 from gateway.upstream.redact import scrub
 from gateway.upstream.tokens import estimated_usage
-
-# ``gateway.upstream.openai.PASSTHROUGH_KEY``: spelled out here because that module imports
-# this one (a test keeps the two equal).
-PASSTHROUGH_KEY = "openai.passthrough"
-# Passthrough fields the Responses API takes under the same name.
-_SAME_NAME = ("service_tier",)
 
 _ITEM_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
 # A reasoning item's own events, passed through by name: only these (an upstream's event
@@ -81,7 +77,7 @@ def _content(message: Message, *, assistant: bool) -> str | list[dict[str, Any]]
             out.append({"type": "output_text" if assistant else "input_text", "text": p.text})
         elif isinstance(p, ImagePart):
             url = p.url or f"data:{p.media_type or 'image/png'};base64,{p.data or ''}"
-            out.append({"type": "input_image", "image_url": url, "detail": "auto"})
+            out.append({"type": "input_image", "image_url": url, "detail": p.detail or "auto"})
     return out
 
 
@@ -143,13 +139,7 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     ):
         if value is not None:
             body[key] = value
-    extra = request.metadata.get(PASSTHROUGH_KEY)
-    if isinstance(extra, Mapping):
-        if extra.get("reasoning_effort") is not None:
-            body["reasoning"] = {"effort": extra["reasoning_effort"]}
-        for key in _SAME_NAME:
-            if extra.get(key) is not None:
-                body[key] = extra[key]
+    carry_over(body, request, "responses")
     if stream:
         body["stream"] = True
     return body

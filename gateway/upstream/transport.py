@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 
 import aiohttp
 from aiohttp.http_exceptions import ContentEncodingError
@@ -83,6 +83,16 @@ class Target:
     @classmethod
     def build(cls, url: str, headers: Mapping[str, str], route: Route) -> Target:
         return cls(URL(url), CIMultiDictProxy(CIMultiDict(headers)), route)
+
+    def headers_with(self, extra: Iterable[tuple[str, str]]) -> Mapping[str, str]:
+        """The fixed headers with ``extra`` set over them (a same-wire request's vendor
+        headers); the fixed ones themselves when there are none."""
+        merged: CIMultiDict[str] | None = None
+        for name, value in extra:
+            if merged is None:
+                merged = CIMultiDict(self.headers)
+            merged[name] = value
+        return self.headers if merged is None else CIMultiDictProxy(merged)
 
 
 class Targets:

@@ -57,12 +57,15 @@ def test_an_anthropic_upstream_counts(
         model="an-plain", messages=MESSAGES, system=[{"type": "text", "text": "Be brief.",
                                                       "cache_control": {"type": "ephemeral"}}],
         tools=[TOOL],  # type: ignore[list-item]
+        extra_headers={"anthropic-beta": "token-counting-2024-11-01"},
     )
     assert raw.parse().input_tokens == 42
     assert raw.headers["x-syntic-token-count"] == "upstream"
     [sent] = counting.requests
     assert sent.path.endswith("/v1/messages/count_tokens")
-    assert sent.headers["anthropic-version"] == "2023-06-01"  # the headers of a message
+    # the headers of a message: the client's own API version and beta flags (same wire)
+    assert sent.headers["anthropic-version"] == raw.http_request.headers["anthropic-version"]
+    assert sent.headers["anthropic-beta"] == "token-counting-2024-11-01"
     assert sent.body == {
         "model": "an-plain-served", "messages": MESSAGES, "tools": [TOOL],
         "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],

@@ -159,7 +159,7 @@ RAW_CASES = [
     (b'{"model": "strict-model", "messages": [{"role": "user", "content": "a"}],'
      b' "temperature": "hot"}', "invalid_request", "temperature"),
     (b'{"model": "strict-model", "messages": [{"role": "user", "content": [{"type": "text",'
-     b' "text": "a"}, {"type": "audio"}]}]}', "invalid_request", "messages[0].content[1].type"),
+     b' "text": "a"}, {"type": 7}]}]}', "invalid_request", "messages[0].content[1].type"),
 ]
 
 

@@ -56,11 +56,21 @@ def test_valid_call_through_a_responses_upstream(
     sent = upstream.requests[0]
     assert sent.path == "/v1/responses"
     assert sent.body["model"] == "rs-strict-served" and sent.body["store"] is False
-    assert sent.body["input"] == [
+    # the same wire: the client's input and instructions as sent
+    assert sent.body["input"] == "Refund A1" and sent.body["instructions"] == "Be kind."
+    assert sent.body["tools"][0]["strict"] is False  # the gateway enforces, not the upstream
+
+
+def test_chat_client_reaches_a_responses_upstream_as_items(
+    rclient: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Reply(content="Hi."))
+    rclient.chat.completions.create(model="rs-strict", messages=[
+        {"role": "system", "content": "Be kind."}, {"role": "user", "content": "Refund A1"}])
+    assert upstream.requests[0].body["input"] == [
         {"type": "message", "role": "system", "content": "Be kind."},
         {"type": "message", "role": "user", "content": "Refund A1"},
     ]
-    assert sent.body["tools"][0]["strict"] is False  # the gateway enforces, not the upstream
 
 
 def test_correction_goes_back_as_responses_items(

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.dialects.anthropic.decode import decode_request
+from gateway.dialects.vendor_headers import vendor_headers
 from gateway.errors import InvalidRequest
 from gateway.service import ChatService
 from gateway.web import JsonResponse, parse_json_body, read_body, request_context
@@ -34,7 +35,7 @@ async def count_tokens(request: Request) -> Response:
         name = "max_tokens" if "max_tokens" in data else "stream"
         raise InvalidRequest(f"{name}: Extra inputs are not permitted.", param=name)
     # The Messages decoder checks everything else; max_tokens is what it requires.
-    decoded = decode_request({**data, "max_tokens": 1})
+    decoded = decode_request({**data, "max_tokens": 1}, vendor_headers(request.scope["headers"]))
     chat = decoded.request
     ctx.model = chat.model
     service: ChatService = request.app.state.service

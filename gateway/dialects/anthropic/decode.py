@@ -24,9 +24,11 @@ from gateway.canonical import (
     ChatRequest,
     ContentPart,
     ForcedTool,
+    Header,
     ImagePart,
     JsonSchemaFormat,
     Message,
+    Origin,
     Reasoning,
     TextPart,
     ToolCall,
@@ -35,6 +37,7 @@ from gateway.canonical import (
 )
 from gateway.canonical.record import record
 from gateway.dialects.fields import model_field, tool_name_field
+from gateway.dialects.policy import Notes
 from gateway.errors import InvalidRequest
 
 __all__ = ["DecodedRequest", "decode_request"]
@@ -44,7 +47,8 @@ __all__ = ["DecodedRequest", "decode_request"]
 class DecodedRequest:
     """The canonical request plus where each schema came from in the client's JSON.
 
-    ``tool_params[i]`` is the param prefix of ``request.tools[i].parameters``;
+    ``tool_params[i]`` is where ``request.tools[i]`` is (``tools[3]``: server tools may
+    come before it);
     ``format_param`` that of the strict output schema (``None`` without one).
     """
 
@@ -93,7 +97,22 @@ def _opt_bool(body: Mapping[str, Any], key: str, param: str) -> bool | None:
     return value
 
 
-def _image(block: Mapping[str, Any], param: str) -> ImagePart:
+_OTHER_BLOCKS = "messages[].content[] (other block types)"
+_THINKING = "messages[].content[] (thinking, redacted_thinking)"
+_REFERENCE = "messages[].content[].content[] (tool_reference)"
+_SERVER_TOOLS = "tools[] (server and Anthropic-defined tools)"
+_TOOL_KEYS = frozenset({"type", "name", "description", "input_schema", "strict", "cache_control"})
+_TOOL_FIELDS = frozenset(
+    {"defer_loading", "input_examples", "eager_input_streaming", "allowed_callers"}
+)
+
+
+def _cache(block: Mapping[str, Any], param: str, notes: Notes) -> None:
+    if "cache_control" in block:
+        notes.field("cache_control", block["cache_control"], f"{param}.cache_control")
+
+
+def _image(block: Mapping[str, Any], param: str, notes: Notes) -> ImagePart | None:
     source = _obj(block.get("source"), f"{param}.source")
     kind = source.get("type")
     if kind == "base64":
@@ -103,11 +122,24 @@ def _image(block: Mapping[str, Any], param: str) -> ImagePart:
         )
     if kind == "url":
         return ImagePart(url=_str(source.get("url"), f"{param}.source.url", allow_empty=False))
-    raise _bad("Image source type must be 'base64' or 'url'.", f"{param}.source.type")
+    if kind == "file":  # the Files API: only an Anthropic upstream can read it
+        notes.field(_OTHER_BLOCKS, kind, f"{param}.source.type")
+        return None
+    raise _bad("Image source type must be 'base64', 'url' or 'file'.", f"{param}.source.type")
 
 
-def _plain_parts(value: object, param: str) -> tuple[ContentPart, ...]:
-    """Content made of text and image blocks only (a string is one text block)."""
+def _other_block(kind: object, param: str, notes: Notes) -> None:
+    """A block the canonical request has no place for: the policy rules on it."""
+    if not isinstance(kind, str):
+        raise _bad(f"Unsupported content block type {kind!r}.", f"{param}.type")
+    notes.field(_OTHER_BLOCKS, kind, f"{param}.type")
+
+
+def _plain_parts(
+    value: object, param: str, notes: Notes, *, result: bool = False
+) -> tuple[ContentPart, ...]:
+    """Text and image blocks (a string is one text block); in a tool result
+    (``result``), a ``tool_reference`` block too."""
     if isinstance(value, str):
         return (TextPart(value),)
     parts: list[ContentPart] = []
@@ -115,16 +147,20 @@ def _plain_parts(value: object, param: str) -> tuple[ContentPart, ...]:
         p = f"{param}[{j}]"
         block = _obj(raw, p)
         kind = block.get("type")
+        _cache(block, p, notes)
         if kind == "text":
             parts.append(TextPart(_str(block.get("text"), f"{p}.text")))
         elif kind == "image":
-            parts.append(_image(block, p))
+            if (image := _image(block, p, notes)) is not None:
+                parts.append(image)
+        elif kind == "tool_reference" and result:
+            notes.field(_REFERENCE, kind, f"{p}.type")
         else:
-            raise _bad(f"Unsupported content block type {kind!r} here.", f"{p}.type")
+            _other_block(kind, p, notes)
     return tuple(parts)
 
 
-def _user_turn(content: object, param: str) -> list[Message]:
+def _user_turn(content: object, param: str, notes: Notes) -> list[Message]:
     """A user turn: ``tool_result`` blocks become tool messages, the rest user messages,
     keeping the client's order."""
     if isinstance(content, str):
@@ -141,10 +177,12 @@ def _user_turn(content: object, param: str) -> list[Message]:
         p = f"{param}[{j}]"
         block = _obj(raw, p)
         kind = block.get("type")
+        _cache(block, p, notes)
         if kind == "text":
             pending.append(TextPart(_str(block.get("text"), f"{p}.text")))
         elif kind == "image":
-            pending.append(_image(block, p))
+            if (image := _image(block, p, notes)) is not None:
+                pending.append(image)
         elif kind == "tool_result":
             flush()
             is_error = _opt_bool(block, "is_error", f"{p}.is_error") or False
@@ -152,7 +190,7 @@ def _user_turn(content: object, param: str) -> list[Message]:
             out.append(
                 Message(
                     role="tool",
-                    content=_plain_parts(result, f"{p}.content"),
+                    content=_plain_parts(result, f"{p}.content", notes, result=True),
                     tool_call_id=_str(
                         block.get("tool_use_id"), f"{p}.tool_use_id", allow_empty=False
                     ),
@@ -160,12 +198,12 @@ def _user_turn(content: object, param: str) -> list[Message]:
                 )
             )
         else:
-            raise _bad(f"Unsupported content block type {kind!r} in a user message.", f"{p}.type")
+            _other_block(kind, p, notes)
     flush()
     return out
 
 
-def _assistant_turn(content: object, param: str) -> Message:
+def _assistant_turn(content: object, param: str, notes: Notes) -> Message:
     if isinstance(content, str):
         return Message(role="assistant", content=(TextPart(content),))
     parts: list[ContentPart] = []
@@ -175,6 +213,7 @@ def _assistant_turn(content: object, param: str) -> Message:
         p = f"{param}[{j}]"
         block = _obj(raw, p)
         kind = block.get("type")
+        _cache(block, p, notes)
         if kind == "text":
             parts.append(TextPart(_str(block.get("text"), f"{p}.text")))
         elif kind == "tool_use":
@@ -188,33 +227,37 @@ def _assistant_turn(content: object, param: str) -> Message:
             )
         elif kind in ("thinking", "redacted_thinking"):
             # Replayed reasoning: kept whole (its signature) for an Anthropic upstream, which
-            # wants it back before a tool_use; other upstreams cannot take it and drop it.
+            # wants it back before a tool_use; the policy drops it, named, for other wires.
             sealed = "signature" if kind == "thinking" else "data"
             _str(block.get(sealed), f"{p}.{sealed}")
             text = _str(block.get("thinking"), f"{p}.thinking") if kind == "thinking" else ""
             reasoning.append(Reasoning("anthropic", dict(block), text))
+            notes.field(_THINKING, kind, f"{p}.type")
         else:
-            raise _bad(
-                f"Unsupported content block type {kind!r} in an assistant message.", f"{p}.type"
-            )
+            _other_block(kind, p, notes)
     return Message(
         role="assistant", content=tuple(parts), tool_calls=tuple(calls),
         reasoning=tuple(reasoning),
     )
 
 
-def _messages(body: Mapping[str, Any]) -> list[Message]:
-    out: list[Message] = []
-    system = body.get("system")
-    if system is not None:
-        parts = _plain_parts(system, "system")
-        if any(isinstance(p, ImagePart) for p in parts):
-            raise _bad("system accepts text blocks only.", "system")
-        if parts:
-            out.append(Message(role="system", content=parts))
+def _system(value: object, param: str, notes: Notes) -> tuple[TextPart, ...]:
+    parts = _plain_parts(value, param, notes)
+    if any(isinstance(p, ImagePart) for p in parts):
+        raise _bad(f"{param} accepts text blocks only.", param)
+    return parts  # type: ignore[return-value]
+
+
+def _messages(body: Mapping[str, Any], notes: Notes) -> list[Message]:
+    """The conversation; a ``system`` message among ``messages`` (Claude Code sends one)
+    is folded into the system prompt, which is where the other wires take it."""
+    system: list[TextPart] = []
+    if body.get("system") is not None:
+        system.extend(_system(body["system"], "system", notes))
     raw_messages = _list(body.get("messages"), "messages")
     if not raw_messages:
         raise _bad("messages must not be empty.", "messages")
+    out: list[Message] = []
     for i, raw in enumerate(raw_messages):
         p = f"messages[{i}]"
         msg = _obj(raw, p)
@@ -222,39 +265,68 @@ def _messages(body: Mapping[str, Any]) -> list[Message]:
         if "content" not in msg:
             raise _bad(f"{p}.content is required.", f"{p}.content")
         if role == "user":
-            out.extend(_user_turn(msg["content"], f"{p}.content"))
+            out.extend(_user_turn(msg["content"], f"{p}.content", notes))
         elif role == "assistant":
-            out.append(_assistant_turn(msg["content"], f"{p}.content"))
+            out.append(_assistant_turn(msg["content"], f"{p}.content", notes))
+        elif role == "system":
+            notes.field("messages[] (role system)", role, f"{p}.role")
+            system.extend(_system(msg["content"], f"{p}.content", notes))
         else:
-            raise _bad("role must be 'user' or 'assistant'.", f"{p}.role")
+            raise _bad("role must be 'user', 'assistant' or 'system'.", f"{p}.role")
+    if system:
+        out.insert(0, Message(role="system", content=tuple(system)))
     return out
 
 
-def _tools(body: Mapping[str, Any]) -> tuple[tuple[ToolSpec, ...], tuple[str, ...]]:
+def _custom_tool(
+    tool: Mapping[str, Any], p: str, notes: Notes
+) -> ToolSpec:
+    name = tool_name_field(_str(tool.get("name"), f"{p}.name", allow_empty=False), f"{p}.name")
+    description = tool.get("description")
+    if description is not None:
+        _str(description, f"{p}.description")
+    strict = _opt_bool(tool, "strict", f"{p}.strict") or False
+    schema = dict(_obj(tool.get("input_schema"), f"{p}.input_schema"))
+    _cache(tool, p, notes)
+    if not _TOOL_KEYS.issuperset(tool):
+        for key in tool:
+            if key in _TOOL_FIELDS:
+                notes.field(f"tools[].{key}", tool[key], f"{p}.{key}")
+            elif key not in _TOOL_KEYS:
+                notes.unknown(f"tools[].{key}")
+    return ToolSpec(name=name, parameters=schema, description=description, strict=strict)
+
+
+def _tools(
+    body: Mapping[str, Any], notes: Notes
+) -> tuple[tuple[ToolSpec, ...], tuple[str, ...], tuple[str, ...]]:
+    """Custom tools, their schemas' param prefixes, and the names of the other tools
+    (server and Anthropic-defined ones: a ``bash`` tool is called by name)."""
     raw_tools = body.get("tools")
     if raw_tools is None:
-        return (), ()
+        return (), (), ()
     specs: list[ToolSpec] = []
     params: list[str] = []
+    others: list[str] = []
     seen: set[str] = set()
     for i, raw in enumerate(_list(raw_tools, "tools")):
         p = f"tools[{i}]"
         tool = _obj(raw, p)
         kind = tool.get("type")
         if kind not in (None, "custom"):
-            raise _bad(f"Unsupported tool type {kind!r}; only custom tools.", f"{p}.type")
-        name = tool_name_field(_str(tool.get("name"), f"{p}.name", allow_empty=False), f"{p}.name")
-        if name in seen:
-            raise _bad(f"Duplicate tool name {name!r}.", f"{p}.name")
-        seen.add(name)
-        description = tool.get("description")
-        if description is not None:
-            _str(description, f"{p}.description")
-        strict = _opt_bool(tool, "strict", f"{p}.strict") or False
-        schema = dict(_obj(tool.get("input_schema"), f"{p}.input_schema"))
-        specs.append(ToolSpec(name=name, parameters=schema, description=description, strict=strict))
-        params.append(f"{p}.input_schema")
-    return tuple(specs), tuple(params)
+            if not isinstance(kind, str):
+                raise _bad(f"{p}.type must be a string.", f"{p}.type")
+            notes.field(_SERVER_TOOLS, kind, f"{p}.type")
+            if isinstance(tool.get("name"), str):
+                others.append(tool["name"])
+            continue
+        spec = _custom_tool(tool, p, notes)
+        if spec.name in seen:
+            raise _bad(f"Duplicate tool name {spec.name!r}.", f"{p}.name")
+        seen.add(spec.name)
+        specs.append(spec)
+        params.append(p)
+    return tuple(specs), tuple(params), tuple(others)
 
 
 def _tool_choice(body: Mapping[str, Any]) -> tuple[ToolChoice | None, bool | None]:
@@ -278,12 +350,20 @@ def _tool_choice(body: Mapping[str, Any]) -> tuple[ToolChoice | None, bool | Non
     raise _bad("tool_choice.type must be one of auto, any, tool, none.", "tool_choice.type")
 
 
-def _output_format(body: Mapping[str, Any]) -> tuple[JsonSchemaFormat | None, str | None]:
+def _output_format(
+    body: Mapping[str, Any], notes: Notes
+) -> tuple[JsonSchemaFormat | None, str | None]:
     config = body.get("output_config")
     fmt: object = None
     prefix = ""
     if config is not None:
-        fmt = _obj(config, "output_config").get("format")
+        settings = _obj(config, "output_config")
+        for key, value in settings.items():
+            if key == "effort":
+                notes.field("output_config.effort", value)
+            elif key != "format":
+                notes.unknown(f"output_config.{key}")
+        fmt = settings.get("format")
         prefix = "output_config.format"
     if fmt is None and body.get("output_format") is not None:
         fmt = body["output_format"]
@@ -315,26 +395,38 @@ def _stop(body: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
-def decode_request(body: object) -> DecodedRequest:
+def decode_request(body: object, headers: tuple[Header, ...] = ()) -> DecodedRequest:
     """Decode an Anthropic Messages request body (already parsed JSON) into canonical form.
 
-    Raises ``InvalidRequest`` (400) with ``param`` for any shape error. Unknown top-level
-    fields (e.g. ``thinking``, ``top_k``) are accepted and ignored.
+    Raises ``InvalidRequest`` (400) with ``param`` for any shape error. Every other field
+    follows the field policy (``gateway.dialects.policy``): the body rides along as
+    ``origin`` for an Anthropic upstream, with the policy's verdict for the others.
     """
     req = _obj(body, "body")
+    notes = Notes("messages")
+    notes.top(req)
+    if headers:
+        notes.headers(headers)
     model = model_field(_str(req.get("model"), "model", allow_empty=False))
     max_tokens = _max_tokens(req)
-    messages = _messages(req)
-    tools, tool_params = _tools(req)
+    messages = _messages(req, notes)
+    tools, tool_params, other_tools = _tools(req, notes)
     tool_choice, parallel = _tool_choice(req)
     if isinstance(tool_choice, ForcedTool) and all(t.name != tool_choice.name for t in tools):
-        raise _bad(f"tool_choice names unknown tool {tool_choice.name!r}.", "tool_choice.name")
-    response_format, format_param = _output_format(req)
+        if tool_choice.name not in other_tools:
+            raise _bad(
+                f"tool_choice names unknown tool {tool_choice.name!r}.", "tool_choice.name"
+            )
+        tool_choice = None  # forcing a server tool: only its own upstream can
+    response_format, format_param = _output_format(req, notes)
     metadata = dict(_obj(req.get("metadata") or {}, "metadata"))
     user = metadata.get("user_id")
     if user is not None:
         _str(user, "metadata.user_id")
     stream = _opt_bool(req, "stream", "stream") or False
+    moved = any(p != f"tools[{i}]" for i, p in enumerate(tool_params))
+    origin = Origin("messages", req, headers, messages=len(messages), tool_names=other_tools,
+                    tool_paths=tool_params if moved else (), screens=notes.screens())
     request = ChatRequest(
         model=model,
         messages=tuple(messages),
@@ -349,5 +441,6 @@ def decode_request(body: object) -> DecodedRequest:
         parallel_tool_calls=parallel,
         user=user,
         metadata=metadata,
+        origin=origin,
     )
     return DecodedRequest(request=request, tool_params=tool_params, format_param=format_param)

@@ -19,6 +19,7 @@ from gateway.dialects.anthropic.decode import DecodedRequest, decode_request
 from gateway.dialects.anthropic.encode import encode_response
 from gateway.dialects.anthropic.stream_endpoint import stream_messages
 from gateway.dialects.strictify_header import with_strictify_header
+from gateway.dialects.vendor_headers import vendor_headers
 from gateway.enforcement import ParamPaths, strict_requested
 from gateway.errors import GatewayError
 from gateway.service import ChatService
@@ -44,7 +45,7 @@ async def messages(request: Request) -> Response:
     service: ChatService = request.app.state.service
     try:
         data = parse_json_body(body, service.settings.max_json_depth)
-        decoded = decode_request(data)
+        decoded = decode_request(data, vendor_headers(request.scope["headers"]))
         chat = with_strictify_header(request, decoded.request)
     except GatewayError:
         await service.refused_early(ctx)

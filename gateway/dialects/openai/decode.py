@@ -2,9 +2,10 @@
 
 Shape errors raise ``InvalidRequest`` (400) with ``param`` naming the exact field, e.g.
 ``messages[2].role`` or ``tools[0].function.name``. Schemas are kept untouched (the
-enforcement check lints them). Fields the canonical model has no slot for but an
-OpenAI-compatible upstream understands (``seed``, ``logit_bias``, ...) are carried in
-``metadata["openai.passthrough"]``; ``stream_options`` in ``metadata["openai.stream_options"]``.
+enforcement check lints them). Every other field follows the field policy
+(``gateway.dialects.policy``): the body rides along as ``origin`` for a chat-completions
+upstream, and the policy's verdict for the other upstreams with it; ``stream_options`` is
+in ``metadata["openai.stream_options"]`` for the gateway's own stream.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from gateway.canonical import (
     ChatRequest,
     ContentPart,
     ForcedTool,
+    Header,
     ImagePart,
     JsonSchemaFormat,
     Message,
+    Origin,
     ResponseFormat,
     Role,
     TextPart,
@@ -29,27 +32,16 @@ from gateway.canonical import (
 from gateway.dialects.fields import bool_field as _bool
 from gateway.dialects.fields import int_field as _int
 from gateway.dialects.fields import model_field, tool_name_field
+from gateway.dialects.policy import Notes
 from gateway.errors import InvalidRequest
-from gateway.upstream.openai import PASSTHROUGH_KEY
 
 STREAM_OPTIONS_KEY = "openai.stream_options"
 # ``n``: each choice is one upstream call (and its corrections), so the bound is a cost cap.
 MAX_CHOICES = 16
 
-_PASSTHROUGH = frozenset(
-    {
-        "seed",
-        "frequency_penalty",
-        "presence_penalty",
-        "logit_bias",
-        "logprobs",
-        "top_logprobs",
-        "reasoning_effort",
-        "service_tier",
-        "metadata",
-        "store",
-    }
-)
+_FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
+_DETAIL = "messages[].content[].image_url.detail"
+_OTHER_PARTS = "messages[].content[] (input_audio, file)"
 _ROLES: Mapping[str, Role] = {
     "system": "system",
     "developer": "system",
@@ -93,7 +85,7 @@ def _list(value: Any, param: str) -> list[Any]:
     return value
 
 
-def _content(value: Any, param: str) -> tuple[ContentPart, ...]:
+def _content(value: Any, param: str, notes: Notes) -> tuple[ContentPart, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -107,7 +99,13 @@ def _content(value: Any, param: str) -> tuple[ContentPart, ...]:
             parts.append(TextPart(_str(part.get("text"), f"{p}.text") or ""))
         elif kind == "image_url":
             image = _object(part.get("image_url"), f"{p}.image_url")
-            parts.append(ImagePart(url=_str(image.get("url"), f"{p}.image_url.url")))
+            detail = _str(image.get("detail"), f"{p}.image_url.detail", required=False)
+            notes.field(_DETAIL, detail, f"{p}.image_url.detail")
+            parts.append(
+                ImagePart(url=_str(image.get("url"), f"{p}.image_url.url"), detail=detail)
+            )
+        elif isinstance(kind, str):  # audio, files, a type of tomorrow: the vendor judges
+            notes.field(_OTHER_PARTS, kind, f"{p}.type")
         else:
             raise _bad(f"Unsupported content part type {kind!r}.", f"{p}.type")
     return tuple(parts)
@@ -131,7 +129,7 @@ def _tool_calls(value: Any, param: str) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def _message(raw: Any, i: int) -> Message:
+def _message(raw: Any, i: int, notes: Notes) -> Message:
     # The param paths are only spelled out on the way to an error (this runs per message).
     msg = _object(raw, f"messages[{i}]") if type(raw) is not dict else raw
     role = _ROLES.get(msg.get("role"))  # type: ignore[arg-type]
@@ -144,10 +142,12 @@ def _message(raw: Any, i: int) -> Message:
     if type(raw_content) is str:
         content: tuple[ContentPart, ...] = (TextPart(raw_content),)
     else:
-        content = _content(raw_content, f"messages[{i}].content")
+        content = _content(raw_content, f"messages[{i}].content", notes)
     name = msg.get("name")
-    if name is not None and type(name) is not str:
-        _str(name, f"messages[{i}].name")
+    if name is not None:
+        if type(name) is not str:
+            _str(name, f"messages[{i}].name")
+        notes.field("messages[].name", name, f"messages[{i}].name")
     if role == "tool":
         call_id = _str(msg.get("tool_call_id"), f"messages[{i}].tool_call_id")
         return Message(role=role, content=content, tool_call_id=call_id, name=name)
@@ -157,11 +157,16 @@ def _message(raw: Any, i: int) -> Message:
     return Message(role=role, content=content, name=name)
 
 
-def _tool(raw: Any, i: int) -> ToolSpec:
+def _tool(raw: Any, i: int, notes: Notes) -> ToolSpec | None:
+    """A function tool; ``None`` for another kind (the policy rules on it)."""
     # As in _message: the param paths are only built for an error.
     tool = _object(raw, f"tools[{i}]") if type(raw) is not dict else raw
-    if tool.get("type", "function") != "function":
-        raise _bad("Only tools of type 'function' are supported.", f"tools[{i}].type")
+    kind = tool.get("type", "function")
+    if kind != "function":
+        if not isinstance(kind, str):
+            raise _bad(f"tools[{i}].type must be a string.", f"tools[{i}].type")
+        notes.field("tools[] (custom)", kind, f"tools[{i}].type")
+        return None
     fn = tool.get("function")
     if type(fn) is not dict:
         fn = _object(fn, f"tools[{i}].function")
@@ -183,12 +188,16 @@ def _tool(raw: Any, i: int) -> ToolSpec:
     strict = fn.get("strict")
     if strict is not None and type(strict) is not bool:
         _bool(strict, f"tools[{i}].function.strict")
+    if not _FUNCTION_KEYS.issuperset(fn):
+        for key in fn:
+            if key not in _FUNCTION_KEYS:
+                notes.unknown(f"tools[].function.{key}")
     return ToolSpec(
         name=name, parameters=parameters, description=description, strict=strict is True
     )
 
 
-def _tool_choice(value: Any, tools: tuple[ToolSpec, ...]) -> ToolChoice | None:
+def _tool_choice(value: Any, tools: tuple[ToolSpec, ...], notes: Notes) -> ToolChoice | None:
     if value is None:
         return None
     if value in ("auto", "none", "required"):
@@ -196,6 +205,9 @@ def _tool_choice(value: Any, tools: tuple[ToolSpec, ...]) -> ToolChoice | None:
     if isinstance(value, str):
         raise _bad("tool_choice must be auto, none, required or a function.", "tool_choice")
     choice = _object(value, "tool_choice")
+    if choice.get("type", "function") != "function":
+        notes.field("tool_choice (custom, allowed_tools)", choice.get("type"), "tool_choice.type")
+        return None
     fn = _object(choice.get("function"), "tool_choice.function")
     name = _str(fn.get("name"), "tool_choice.function.name") or ""
     if not any(t.name == name for t in tools):
@@ -237,22 +249,34 @@ def _stop(value: Any) -> tuple[str, ...]:
     return tuple(_str(s, f"stop[{i}]") or "" for i, s in enumerate(_list(value, "stop")))
 
 
-def decode_chat_request(data: Any) -> ChatRequest:
-    """Validate the request shape and build the canonical request (raises 400)."""
+def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequest:
+    """Validate the request shape and build the canonical request (raises 400); the body
+    and the vendor ``headers`` ride along as its ``origin``."""
     body = _object(data, "body") if type(data) is dict or isinstance(data, Mapping) else None
     if body is None:
         raise _bad("The request body must be a JSON object.", None)
+    notes = Notes("chat")
+    notes.top(body)
+    if headers:
+        notes.headers(headers)
     model = model_field(_str(body.get("model"), "model") or "")
     raw_messages = body.get("messages")
     if raw_messages is None:
         raise _bad("messages is required.", "messages")
-    messages = tuple(_message(m, i) for i, m in enumerate(_list(raw_messages, "messages")))
+    messages = tuple(
+        _message(m, i, notes) for i, m in enumerate(_list(raw_messages, "messages"))
+    )
     if not messages:
         raise _bad("messages must not be empty.", "messages")
     raw_tools = body.get("tools")
-    tools = () if raw_tools is None else tuple(
-        _tool(t, i) for i, t in enumerate(_list(raw_tools, "tools"))
-    )
+    tools: tuple[ToolSpec, ...] = ()
+    tool_paths: tuple[str, ...] = ()
+    if raw_tools is not None:
+        found = [(i, t) for i, raw in enumerate(_list(raw_tools, "tools"))
+                 if (t := _tool(raw, i, notes)) is not None]
+        tools = tuple(t for _, t in found)
+        if len(tools) != len(raw_tools):  # another kind of tool between them
+            tool_paths = tuple(f"tools[{i}]" for i, _ in found)
     n = _int(body.get("n"), "n", 1) or 1
     if n > MAX_CHOICES:
         raise _bad(f"n must be at most {MAX_CHOICES}.", "n")
@@ -260,16 +284,13 @@ def decode_chat_request(data: Any) -> ChatRequest:
     if max_tokens is None:
         max_tokens = _int(body.get("max_tokens"), "max_tokens", 1)
     metadata: dict[str, Any] = {}
-    passthrough = {k: v for k, v in body.items() if k in _PASSTHROUGH}
-    if passthrough:
-        metadata[PASSTHROUGH_KEY] = passthrough
     if body.get("stream_options") is not None:
         metadata[STREAM_OPTIONS_KEY] = dict(_object(body["stream_options"], "stream_options"))
     return ChatRequest(
         model=model,
         messages=messages,
         tools=tools,
-        tool_choice=_tool_choice(body.get("tool_choice"), tools),
+        tool_choice=_tool_choice(body.get("tool_choice"), tools, notes),
         response_format=_response_format(body.get("response_format")),
         max_tokens=max_tokens,
         temperature=_number(body.get("temperature"), "temperature"),
@@ -280,4 +301,6 @@ def decode_chat_request(data: Any) -> ChatRequest:
         user=_str(body.get("user"), "user", required=False),
         metadata=metadata,
         n=n,
+        origin=Origin("chat", body, headers, messages=len(messages), tool_paths=tool_paths,
+                      screens=notes.screens()),
     )

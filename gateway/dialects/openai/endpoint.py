@@ -10,6 +10,7 @@ from gateway.dialects.openai.decode import decode_chat_request
 from gateway.dialects.openai.encode import encode_chat_choices, encode_chat_response
 from gateway.dialects.openai.stream_endpoint import stream_chat_completions
 from gateway.dialects.strictify_header import with_strictify_header
+from gateway.dialects.vendor_headers import vendor_headers
 from gateway.enforcement import OPENAI_PATHS, strict_requested
 from gateway.errors import GatewayError
 from gateway.service import ChatService
@@ -22,7 +23,8 @@ async def chat_completions(request: Request) -> Response:
     service: ChatService = request.app.state.service
     try:
         data = parse_json_body(body, service.settings.max_json_depth)
-        chat = with_strictify_header(request, decode_chat_request(data))
+        decoded = decode_chat_request(data, vendor_headers(request.scope["headers"]))
+        chat = with_strictify_header(request, decoded)
     except GatewayError:
         await service.refused_early(ctx)
         raise

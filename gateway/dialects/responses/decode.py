@@ -1,10 +1,12 @@
 """Responses request JSON (``POST /v1/responses``) -> ``ResponsesRequest``.
 
 Shape errors raise ``InvalidRequest`` (400) with ``param`` naming the exact field, e.g.
-``input[2].content[0].type`` or ``tools[0].name``. A field the gateway does not know is
-``unknown_parameter``; a field it knows but cannot honour (``background``, hosted tools,
-``conversation``...) is ``unsupported_parameter``: neither is ever dropped silently. A
-``null`` value counts as absent, as the API treats it.
+``input[2].content[0].type`` or ``tools[0].name``. Every other field follows the field
+policy (``gateway.dialects.policy``): the body goes to a Responses upstream as the client
+sent it (``background``, ``conversation`` and ``prompt`` are refused everywhere: the
+gateway answers in the request and keeps the conversation itself), and the policy's
+verdict for the other upstreams rides along. A ``null`` value counts as absent, as the
+API treats it.
 
 A function tool without ``strict`` is strict (the Responses API's default); a
 ``text.format`` of type ``json_schema`` is strict only when it says so. Schemas are kept
@@ -14,17 +16,21 @@ untouched (the enforcement check lints them).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import field
 from typing import Any
 
 from gateway.canonical import (
     ChatRequest,
     ContentPart,
     ForcedTool,
+    Header,
     ImagePart,
     JsonSchemaFormat,
     Message,
+    Origin,
     Reasoning,
     ResponseFormat,
+    Screen,
     TextPart,
     ToolCall,
     ToolChoice,
@@ -34,8 +40,8 @@ from gateway.canonical.record import record
 from gateway.dialects.fields import bool_field as _bool
 from gateway.dialects.fields import int_field as _int
 from gateway.dialects.fields import model_field, tool_name_field
+from gateway.dialects.policy import Notes
 from gateway.errors import InvalidRequest
-from gateway.upstream.openai import PASSTHROUGH_KEY
 
 # A function tool without parameters takes an empty object (strict-ready as it stands).
 EMPTY_PARAMETERS: dict[str, Any] = {
@@ -49,24 +55,12 @@ MAX_METADATA_PAIRS = 16
 MAX_METADATA_KEY = 64
 MAX_METADATA_VALUE = 512
 
-_SUPPORTED = frozenset({
-    "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text",
-    "max_output_tokens", "temperature", "top_p", "metadata", "stream", "store",
-    "previous_response_id", "include", "user", "stream_options", "truncation",
-    "reasoning", "service_tier", "top_logprobs",
-})  # fmt: skip
-# Known to the API, not honoured here: refused with their name rather than ignored.
-_UNSUPPORTED = frozenset({
-    "background", "background_options", "conversation", "prompt", "max_tool_calls",
-    "context_management", "moderation", "image", "access_programs", "prompt_cache_key",
-    "prompt_cache_options", "prompt_cache_retention", "safety_identifier",
-})  # fmt: skip
-# Output the gateway never produces: asking to include it changes nothing.
-_INCLUDABLE = frozenset({
-    "file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
-    "code_interpreter_call.outputs", "computer_call_output.output.image_url",
-    "message.input_image.image_url", "reasoning.encrypted_content",
-})  # fmt: skip
+_FUNCTION_KEYS = frozenset({"type", "name", "description", "parameters", "strict"})
+_FUNCTION_FIELDS = frozenset({"defer_loading", "allowed_callers", "output_schema"})
+_FORMAT_KEYS = frozenset({"type", "name", "schema", "strict", "description"})
+_HOSTED = "tools[] (hosted and custom tools)"
+_OTHER_ITEMS = "input[] (other item types)"
+_FILES = "input[].content[] (input_file, file_id)"
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 
 
@@ -93,18 +87,23 @@ class ResponsesRequest:
     previous_response_id: str | None
     metadata: dict[str, str]
     reasoning_effort: str | None = None
+    # The client's body, vendor headers and the field policy's verdict, for
+    # ``ChatRequest.origin``.
+    body: Mapping[str, Any] = field(default_factory=dict)
+    headers: tuple[Header, ...] = ()
+    tool_paths: tuple[str, ...] = ()
+    screens: Mapping[str, Screen] = field(default_factory=dict)
 
     def chat(self, history: Sequence[dict[str, Any]] = ()) -> ChatRequest:
         """The canonical request: ``instructions``, then ``history`` (a stored response's
-        input and output items), then this request's input."""
+        input and output items), then this request's input. Its ``origin`` is the client's
+        body with the history inlined: ``previous_response_id`` names a response the
+        gateway stored, which no upstream has."""
         messages: list[Message] = []
         if self.instructions:
             messages.append(Message(role="system", content=(TextPart(self.instructions),)))
         append_items(messages, history, "previous_response_id")
         append_items(messages, self.items, "input")
-        metadata: dict[str, Any] = {}
-        if self.reasoning_effort is not None:
-            metadata[PASSTHROUGH_KEY] = {"reasoning_effort": self.reasoning_effort}
         return ChatRequest(
             model=self.model,
             messages=tuple(messages),
@@ -117,8 +116,17 @@ class ResponsesRequest:
             stream=self.stream,
             parallel_tool_calls=self.parallel_tool_calls,
             user=self.user,
-            metadata=metadata,
+            origin=Origin("responses", self._upstream_body(history), self.headers,
+                          messages=len(messages), tool_paths=self.tool_paths,
+                          screens=self.screens),
         )
+
+    def _upstream_body(self, history: Sequence[dict[str, Any]]) -> Mapping[str, Any]:
+        if not history and self.previous_response_id is None:
+            return self.body
+        body = {k: v for k, v in self.body.items() if k != "previous_response_id"}
+        body["input"] = [*history, *self.items]
+        return body
 
 
 def _bad(message: str, param: str | None, code: str | None = None) -> InvalidRequest:
@@ -155,21 +163,23 @@ def _list(value: Any, param: str) -> list[Any]:
     return value
 
 
-def _unsupported(param: str, what: str) -> InvalidRequest:
-    return _bad(f"{what} is not supported by this gateway.", param, "unsupported_parameter")
-
-
-def _check_keys(obj: Mapping[str, Any], known: frozenset[str], prefix: str) -> None:
+def _check_keys(
+    obj: Mapping[str, Any], known: frozenset[str], prefix: str, notes: Notes | None
+) -> None:
+    """Keys of ``obj`` outside ``known`` are fields the table does not know."""
+    if notes is None or known.issuperset(obj):
+        return
     for key in obj:
         if key not in known and obj[key] is not None:
-            param = f"{prefix}.{key}" if prefix else key
-            raise _bad(f"Unknown parameter: '{param}'.", param, "unknown_parameter")
+            notes.unknown(f"{prefix}.{key}")
 
 
 # -- input items ------------------------------------------------------------------------
 
 
-def _parts(value: Any, param: str, *, assistant: bool) -> tuple[ContentPart, ...]:
+def _parts(
+    value: Any, param: str, *, assistant: bool, notes: Notes | None
+) -> tuple[ContentPart, ...]:
     if isinstance(value, str):
         return (TextPart(value),)
     parts: list[ContentPart] = []
@@ -183,23 +193,30 @@ def _parts(value: Any, param: str, *, assistant: bool) -> tuple[ContentPart, ...
             parts.append(TextPart(_str(part.get("refusal"), f"{p}.refusal")))
         elif kind == "input_image" and not assistant:
             url = part.get("image_url")
-            if url is None:
-                raise _unsupported(f"{p}.file_id", "An image by file_id")
-            parts.append(ImagePart(url=_str(url, f"{p}.image_url")))
+            detail = _opt_str(part.get("detail"), f"{p}.detail")
+            if url is None:  # by file_id: only the API that holds the file can read it
+                if notes is not None:
+                    notes.field(_FILES, "file_id", f"{p}.file_id")
+                continue
+            if notes is not None:
+                notes.field("input[].content[].detail", detail, f"{p}.detail")
+            parts.append(ImagePart(url=_str(url, f"{p}.image_url"), detail=detail))
         elif kind == "input_file":
-            raise _unsupported(f"{p}.type", "An input_file part")
+            if notes is not None:
+                notes.field(_FILES, kind, f"{p}.type")
         else:
             raise _bad(f"Unsupported content part type {kind!r}.", f"{p}.type")
     return tuple(parts)
 
 
-def _message_item(item: Mapping[str, Any], p: str) -> Message:
+def _message_item(item: Mapping[str, Any], p: str, notes: Notes | None) -> Message:
     role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
     if role is None:
         raise _bad("role must be one of user, assistant, system, developer.", f"{p}.role")
     if "content" not in item:
         raise _bad(f"{p}.content is required.", f"{p}.content")
-    content = _parts(item["content"], f"{p}.content", assistant=role == "assistant")
+    content = _parts(item["content"], f"{p}.content", assistant=role == "assistant",
+                     notes=notes)
     if role == "system" and any(isinstance(c, ImagePart) for c in content):
         raise _bad("A system or developer message takes text only.", f"{p}.content")
     return Message(role=role, content=content)  # type: ignore[arg-type]
@@ -214,20 +231,23 @@ def _call_item(item: Mapping[str, Any], p: str) -> ToolCall:
                                                              f"{p}.arguments"))
 
 
-def _output_item(item: Mapping[str, Any], p: str) -> Message:
+def _output_item(item: Mapping[str, Any], p: str, notes: Notes | None) -> Message:
     output = item.get("output")
     content: tuple[ContentPart, ...] = (
         (TextPart(output),) if isinstance(output, str)
-        else _parts(output, f"{p}.output", assistant=False)
+        else _parts(output, f"{p}.output", assistant=False, notes=notes)
     )
     return Message(role="tool", content=content,
                    tool_call_id=_str(item.get("call_id"), f"{p}.call_id"))
 
 
-def append_items(out: list[Message], items: Sequence[Any], param: str) -> None:
+def append_items(
+    out: list[Message], items: Sequence[Any], param: str, notes: Notes | None = None
+) -> None:
     """Input items -> canonical messages, appended to ``out``. Consecutive function calls
     (and the assistant text before them) become one assistant turn, as chat completions
-    and Messages both need."""
+    and Messages both need. ``notes``: where items the canonical request has no place for
+    are recorded (None: items the gateway stored itself)."""
     for i, raw in enumerate(items):
         p = f"{param}[{i}]"
         item = _object(raw, p)
@@ -235,7 +255,7 @@ def append_items(out: list[Message], items: Sequence[Any], param: str) -> None:
         last = out[-1] if out else None
         thought = last is not None and _reasoning_only(last)
         if kind == "message":
-            message = _message_item(item, p)
+            message = _message_item(item, p, notes)
             if thought and message.role == "assistant":
                 assert last is not None
                 out[-1] = Message(role="assistant", content=message.content,
@@ -254,18 +274,23 @@ def append_items(out: list[Message], items: Sequence[Any], param: str) -> None:
         elif kind == "function_call_output":
             if thought:
                 out.pop()
-            out.append(_output_item(item, p))
+            out.append(_output_item(item, p, notes))
         elif kind == "reasoning":
             # Kept whole (id, encrypted_content) for a Responses upstream, which needs it
-            # back between tool calls; other upstreams cannot take it and drop it.
+            # back between tool calls; the policy drops it, named, for other wires.
             reasoning = _reasoning_item(item, p)
+            if notes is not None:
+                notes.field("input[] (reasoning)", kind, f"{p}.type")
             if thought:
                 assert last is not None
                 out[-1] = Message(role="assistant", reasoning=(*last.reasoning, reasoning))
             else:
                 out.append(Message(role="assistant", reasoning=(reasoning,)))
-        else:
-            raise _unsupported(f"{p}.type", f"An input item of type {kind!r}")
+        elif not isinstance(kind, str):
+            raise _bad(f"{p}.type must be a string.", f"{p}.type")
+        elif notes is not None:
+            # Hosted tools' items, custom calls: the policy rules (forwarded same-wire).
+            notes.field(_OTHER_ITEMS, kind, f"{p}.type")
     if out and _reasoning_only(out[-1]):
         out.pop()
 
@@ -286,27 +311,27 @@ def _reasoning_item(item: Mapping[str, Any], p: str) -> Reasoning:
     return Reasoning("responses", dict(item), text)
 
 
-def _items(value: Any) -> tuple[dict[str, Any], ...]:
+def _items(value: Any, notes: Notes) -> tuple[dict[str, Any], ...]:
     if isinstance(value, str):
         return ({"type": "message", "role": "user", "content": value},)
     items = _list(value, "input")
     if not items:
         raise _bad("input must not be empty.", "input")
     checked: list[Message] = []
-    append_items(checked, items, "input")  # shape errors now, with input[i] params
+    append_items(checked, items, "input", notes)  # shape errors now, with input[i] params
     return tuple(dict(_object(item, f"input[{i}]")) for i, item in enumerate(items))
 
 
 # -- tools and formats -----------------------------------------------------------------
 
 
-def _tool(raw: Any, i: int) -> ToolSpec:
-    p = f"tools[{i}]"
-    tool = _object(raw, p)
-    kind = tool.get("type")
-    if kind != "function":
-        raise _unsupported(f"{p}.type", f"A tool of type {kind!r}")
-    _check_keys(tool, frozenset({"type", "name", "description", "parameters", "strict"}), p)
+def _function(tool: Mapping[str, Any], p: str, notes: Notes) -> ToolSpec:
+    if not _FUNCTION_KEYS.issuperset(tool):
+        for key in tool:
+            if key in _FUNCTION_FIELDS:
+                notes.field(f"tools[].{key}", tool[key], f"{p}.{key}")
+            elif key not in _FUNCTION_KEYS and tool[key] is not None:
+                notes.unknown(f"tools[].{key}")
     name = _str(tool.get("name"), f"{p}.name")
     if not name:
         raise _bad("Tool name must not be empty.", f"{p}.name")
@@ -325,7 +350,45 @@ def _tool(raw: Any, i: int) -> ToolSpec:
     )
 
 
-def _tool_choice(value: Any, tools: tuple[ToolSpec, ...]) -> ToolChoice | None:
+def _tools(value: Any, notes: Notes) -> tuple[tuple[ToolSpec, ...], tuple[str, ...]]:
+    """Function tools, a namespace's among them (flattened: the model calls them by
+    name), and where each is in the body when that is not ``tools[i]``; other tools are
+    the policy's to rule on."""
+    if value is None:
+        return (), ()
+    out: list[ToolSpec] = []
+    paths: list[str] = []
+    for i, raw in enumerate(_list(value, "tools")):
+        p = f"tools[{i}]"
+        tool = _object(raw, p)
+        kind = tool.get("type")
+        if kind == "function":
+            out.append(_function(tool, p, notes))
+            paths.append(p)
+        elif kind == "namespace":
+            notes.field("tools[] (namespace)", kind, f"{p}.type")
+            inner = _list(tool.get("tools"), f"{p}.tools")
+            for j, sub in enumerate(inner):
+                q = f"{p}.tools[{j}]"
+                fn = _object(sub, q)
+                if fn.get("type") == "function":
+                    out.append(_function(fn, q, notes))
+                    paths.append(q)
+                else:
+                    notes.field(_HOSTED, fn.get("type"), f"{q}.type")
+        elif isinstance(kind, str):
+            notes.field(_HOSTED, kind, f"{p}.type")
+        else:
+            raise _bad(f"{p}.type must be a string.", f"{p}.type")
+    names = [t.name for t in out]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise _bad(f"Duplicate function name {dup!r} (namespaces included).", "tools")
+    moved = any(p != f"tools[{i}]" for i, p in enumerate(paths))
+    return tuple(out), tuple(paths) if moved else ()
+
+
+def _tool_choice(value: Any, tools: tuple[ToolSpec, ...], notes: Notes) -> ToolChoice | None:
     if value is None:
         return None
     if value in ("auto", "none", "required"):
@@ -334,20 +397,21 @@ def _tool_choice(value: Any, tools: tuple[ToolSpec, ...]) -> ToolChoice | None:
         raise _bad("tool_choice must be auto, none, required or a function.", "tool_choice")
     choice = _object(value, "tool_choice")
     if choice.get("type") != "function":
-        raise _unsupported("tool_choice.type", f"tool_choice of type {choice.get('type')!r}")
+        notes.field("tool_choice (hosted, allowed_tools)", choice.get("type") or "?",
+                    "tool_choice.type")
+        return None
     name = _str(choice.get("name"), "tool_choice.name")
     if not any(t.name == name for t in tools):
         raise _bad(f"tool_choice names {name!r}, which is not in tools.", "tool_choice.name")
     return ForcedTool(name)
 
 
-def _text_format(value: Any) -> ResponseFormat | None:
+def _text_format(value: Any, notes: Notes) -> ResponseFormat | None:
     if value is None:
         return None
     text = _object(value, "text")
-    _check_keys(text, frozenset({"format", "verbosity"}), "text")
-    if text.get("verbosity") not in (None, "medium"):
-        raise _unsupported("text.verbosity", "A verbosity other than medium")
+    _check_keys(text, frozenset({"format", "verbosity"}), "text", notes)
+    notes.field("text.verbosity", text.get("verbosity"))
     if text.get("format") is None:
         return None
     fmt = _object(text["format"], "text.format")
@@ -357,8 +421,7 @@ def _text_format(value: Any) -> ResponseFormat | None:
     if kind != "json_schema":
         raise _bad("text.format.type must be text, json_object or json_schema.",
                    "text.format.type")
-    _check_keys(fmt, frozenset({"type", "name", "schema", "strict", "description"}),
-                "text.format")
+    _check_keys(fmt, _FORMAT_KEYS, "text.format", notes)
     schema = fmt.get("schema")
     if not isinstance(schema, dict):
         raise _bad("text.format.schema must be an object.", "text.format.schema")
@@ -389,61 +452,50 @@ def _include(value: Any) -> None:
     if value is None:
         return
     for i, item in enumerate(_list(value, "include")):
-        if _str(item, f"include[{i}]") not in _INCLUDABLE:
-            raise _unsupported(f"include[{i}]", f"include {item!r}")
+        _str(item, f"include[{i}]")
 
 
-def _reasoning(value: Any) -> str | None:
+def _reasoning(value: Any, notes: Notes) -> str | None:
     if value is None:
         return None
     reasoning = _object(value, "reasoning")
-    _check_keys(reasoning, frozenset({"effort", "summary", "generate_summary"}), "reasoning")
-    if reasoning.get("summary") is not None or reasoning.get("generate_summary") is not None:
-        raise _unsupported("reasoning.summary", "A reasoning summary")
-    return _opt_str(reasoning.get("effort"), "reasoning.effort")
+    _check_keys(reasoning, frozenset({"effort", "summary", "generate_summary"}), "reasoning",
+                notes)
+    notes.field("reasoning.summary", reasoning.get("summary"))
+    notes.field("reasoning.generate_summary", reasoning.get("generate_summary"))
+    effort = _opt_str(reasoning.get("effort"), "reasoning.effort")
+    notes.field("reasoning.effort", effort)
+    return effort
 
 
-def _neutral(body: Mapping[str, Any]) -> None:
-    """Fields accepted only at the value that changes nothing here."""
-    if body.get("truncation") not in (None, "disabled"):
-        raise _unsupported("truncation", "truncation other than disabled")
-    if body.get("service_tier") not in (None, "auto", "default"):
-        raise _unsupported("service_tier", "A service_tier other than auto or default")
-    if body.get("top_logprobs") not in (None, 0):
-        raise _unsupported("top_logprobs", "top_logprobs")
-    options = body.get("stream_options")
-    if options is not None:
-        _check_keys(_object(options, "stream_options"), frozenset({"include_obfuscation"}),
-                    "stream_options")
-
-
-def decode_request(data: Any) -> ResponsesRequest:
+def decode_request(data: Any, headers: tuple[Header, ...] = ()) -> ResponsesRequest:
     """Validate the request shape and decode it (raises 400)."""
     if not isinstance(data, Mapping):
         raise _bad("The request body must be a JSON object.", None)
-    for key, value in data.items():
-        if value is None or key in _SUPPORTED:
-            continue
-        if key in _UNSUPPORTED:
-            raise _unsupported(key, f"The parameter {key!r}")
-        raise _bad(f"Unknown parameter: '{key}'.", key, "unknown_parameter")
-    _neutral(data)
+    notes = Notes("responses")
+    notes.top(data)
+    if headers:
+        notes.headers(headers)
     _include(data.get("include"))
+    options = data.get("stream_options")
+    if options is not None:
+        _check_keys(_object(options, "stream_options"), frozenset({"include_obfuscation"}),
+                    "stream_options", notes)
     model = model_field(_str(data.get("model"), "model"))
     if data.get("input") is None:
         raise _bad("input is required.", "input")
-    raw_tools = data.get("tools")
-    tools = () if raw_tools is None else tuple(
-        _tool(t, i) for i, t in enumerate(_list(raw_tools, "tools"))
-    )
+    tools, tool_paths = _tools(data.get("tools"), notes)
     store = _bool(data.get("store"), "store")
+    items = _items(data["input"], notes)
+    text_format = _text_format(data.get("text"), notes)
+    effort = _reasoning(data.get("reasoning"), notes)
     return ResponsesRequest(
         model=model,
-        items=_items(data["input"]),
+        items=items,
         instructions=_opt_str(data.get("instructions"), "instructions"),
         tools=tools,
-        tool_choice=_tool_choice(data.get("tool_choice"), tools),
-        text_format=_text_format(data.get("text")),
+        tool_choice=_tool_choice(data.get("tool_choice"), tools, notes),
+        text_format=text_format,
         max_output_tokens=_int(data.get("max_output_tokens"), "max_output_tokens", 1),
         temperature=_number(data.get("temperature"), "temperature", 0.0, 2.0),
         top_p=_number(data.get("top_p"), "top_p", 0.0, 1.0),
@@ -453,5 +505,9 @@ def decode_request(data: Any) -> ResponsesRequest:
         store=True if store is None else store,
         previous_response_id=_opt_str(data.get("previous_response_id"), "previous_response_id"),
         metadata=_metadata(data.get("metadata")),
-        reasoning_effort=_reasoning(data.get("reasoning")),
+        reasoning_effort=effort,
+        body=data,
+        headers=headers,
+        tool_paths=tool_paths,
+        screens=notes.screens(),
     )

@@ -24,6 +24,7 @@ from gateway.dialects.responses.encode import ResponseShape, response_id
 from gateway.dialects.responses.stored import check_quota, history, keep, key_id, not_found
 from gateway.dialects.responses.stream_endpoint import stream_response
 from gateway.dialects.strictify_header import with_strictify_header
+from gateway.dialects.vendor_headers import vendor_headers
 from gateway.enforcement import ParamPaths, strict_requested
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.service import ChatService
@@ -54,7 +55,7 @@ async def create_response(request: Request) -> Response:
     store = _store(request)
     try:
         data = parse_json_body(body, settings.max_json_depth)
-        decoded = decode_request(data)
+        decoded = decode_request(data, vendor_headers(request.scope["headers"]))
         ctx.model = decoded.model
         if decoded.store:
             await check_quota(store, ctx, settings.responses_max_bytes_per_key)

@@ -1,0 +1,388 @@
+"""Same wire, same bytes: the upstream body for a client that speaks the upstream's wire.
+
+When the client's dialect is the upstream's wire (Messages -> Anthropic, chat completions
+-> an OpenAI chat upstream, Responses -> a Responses upstream), the upstream gets the
+client's own body (``ChatRequest.origin.body``) with only what the gateway owns replaced:
+
+- ``model``: the catalogue entry's ``upstream_model``;
+- each tool's schema and ``strict`` as the request-side check decided (the strict
+  projection, a constrained upstream's annotation-free copy, ``strict`` stripped where the
+  gateway enforces), and the same for the structured-output schema;
+- ``stream`` and the stream options it needs (chat: ``include_usage``);
+- ``n`` (chat: the gateway asks once per choice) and ``store`` (Responses: the gateway
+  keeps what it stores; ``previous_response_id`` is already inlined by the dialect);
+- a correction's turns appended after the client's messages, with its ``tool_choice``
+  (and, on Messages, ``thinking`` off for that call: the API refuses a forced tool choice
+  with thinking on).
+
+Everything else, fields the gateway has never heard of included, goes as the client sent
+it: the vendor judges, and its 4xx comes back as ``upstream_rejected``. The client's
+vendor headers go too (``same_wire_headers``).
+
+Example::
+
+    if is_same_wire(request, model):
+        body = same_wire_body(request, model, stream=False)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import validator
+from gateway.canonical import (
+    ChatRequest,
+    ForcedTool,
+    Header,
+    JsonSchemaFormat,
+    Message,
+    Origin,
+    ToolChoice,
+    ToolSpec,
+)
+from gateway.settings import ModelConfig
+from gateway.upstream.anthropic_codec import encode_messages
+from gateway.upstream.openai_codec import constrained_output, encode_message
+from gateway.upstream.openai_responses import encode_items
+
+__all__ = ["is_same_wire", "same_wire_body", "same_wire_headers"]
+
+Body = dict[str, Any]
+
+# The vendor headers each wire's upstream takes from the client.
+_HEADERS: Mapping[str, frozenset[str]] = {
+    "messages": frozenset({"anthropic-beta", "anthropic-version"}),
+    "chat": frozenset({"openai-beta"}),
+    "responses": frozenset({"openai-beta"}),
+}
+
+
+def is_same_wire(request: ChatRequest, model: ModelConfig) -> bool:
+    """Whether the request's client speaks ``model``'s upstream wire."""
+    origin = request.origin
+    return origin is not None and origin.wire == model.wire
+
+
+def same_wire_headers(request: ChatRequest, model: ModelConfig) -> tuple[Header, ...]:
+    """The client's vendor headers that go to ``model``'s upstream (same wire only)."""
+    origin = request.origin
+    if origin is None or not origin.headers or origin.wire != model.wire:
+        return ()
+    wanted = _HEADERS[origin.wire]
+    return tuple(h for h in origin.headers if h[0] in wanted)
+
+
+def same_wire_body(request: ChatRequest, model: ModelConfig, *, stream: bool) -> Body:
+    """The client's body with the gateway's parts replaced (module docstring); only for a
+    request where ``is_same_wire`` holds."""
+    origin = request.origin
+    assert origin is not None
+    return _BUILDERS[origin.wire](request, origin, model, stream)
+
+
+# -- shared ----------------------------------------------------------------------------
+
+
+def _specs(request: ChatRequest) -> dict[str, ToolSpec]:
+    return {t.name: t for t in request.tools}
+
+
+def _patched(tool: Mapping[str, Any], changes: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``tool`` with ``changes`` (a ``None`` value removes the key), or ``tool`` itself."""
+    if all(tool.get(k) is v or (v is not None and tool.get(k) == v) for k, v in changes.items()):
+        return tool
+    out = {k: v for k, v in tool.items() if k not in changes}
+    out.update({k: v for k, v in changes.items() if v is not None})
+    return out
+
+
+def _takes_parameters(sent: Any, spec: ToolSpec) -> bool:
+    """Whether the tool's schema goes as ``spec`` has it: a tool sent without one stays
+    without while its schema declares no properties (no arguments either way)."""
+    return sent is not None or bool(spec.parameters.get("properties"))
+
+
+def _tools(body: Body, patch: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> None:
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return
+    patched = [patch(t) if isinstance(t, dict) else t for t in tools]
+    if any(p is not t for p, t in zip(patched, tools, strict=True)):
+        body["tools"] = patched
+
+
+def _extra(request: ChatRequest, origin: Origin) -> tuple[Message, ...]:
+    """The turns the gateway appended (a correction's), after the client's own."""
+    return request.messages[origin.messages:]
+
+
+def _no_tools(
+    body: Body, request: ChatRequest, extra: tuple[Message, ...],
+    gateways: Callable[[Any], bool],
+) -> None:
+    """A correction that asks for the arguments as the reply has no tools: the body's
+    function tools (``gateways``) go, and the choice with them when none is left."""
+    tools = body.get("tools")
+    if not extra or request.tools or not isinstance(tools, list):
+        return
+    kept = [t for t in tools if not gateways(t)]
+    if len(kept) == len(tools):
+        return
+    if kept:
+        body["tools"] = kept
+        return
+    for key in ("tools", "tool_choice", "parallel_tool_calls"):
+        body.pop(key, None)
+
+
+def _is_chat_function(tool: Any) -> bool:
+    return isinstance(tool, dict) and tool.get("type", "function") == "function"
+
+
+def _is_responses_function(tool: Any) -> bool:
+    return isinstance(tool, dict) and tool.get("type") in ("function", "namespace")
+
+
+def _stream(body: Body, stream: bool, *, options: bool) -> None:
+    if stream:
+        body["stream"] = True
+        return
+    if body.get("stream"):
+        del body["stream"]
+    if options:
+        body.pop("stream_options", None)
+
+
+# -- chat completions ------------------------------------------------------------------
+
+
+def _chat_tool(specs: Mapping[str, ToolSpec]) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+    def patch(tool: Mapping[str, Any]) -> Mapping[str, Any]:
+        fn = tool.get("function")
+        if tool.get("type", "function") != "function" or not isinstance(fn, dict):
+            return tool
+        spec = specs.get(fn.get("name"))  # type: ignore[arg-type]
+        if spec is None:
+            return tool
+        changes: dict[str, Any] = {"strict": True if spec.strict else None}
+        if _takes_parameters(fn.get("parameters"), spec):
+            changes["parameters"] = spec.parameters
+        if fn.get("strict") is False and not spec.strict:
+            changes["strict"] = False
+        new_fn = _patched(fn, changes)
+        return tool if new_fn is fn else {**tool, "function": new_fn}
+
+    return patch
+
+
+def _chat_choice(choice: ToolChoice) -> Any:
+    if isinstance(choice, ForcedTool):
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice
+
+
+def _chat_format(body: Body, rf: JsonSchemaFormat, model: ModelConfig) -> None:
+    if model.constrained and model.constrained_field:
+        body.pop("response_format", None)
+        body.update(constrained_output(rf, model.constrained_field))
+        return
+    current = body.get("response_format")
+    js = current.get("json_schema") if isinstance(current, dict) else None
+    if not isinstance(js, dict):  # a correction asking for JSON: the gateway's own format
+        wanted: Body = {"name": rf.name, "schema": rf.schema}
+        if rf.strict:
+            wanted["strict"] = True
+        body["response_format"] = {"type": "json_schema", "json_schema": wanted}
+        return
+    changes: dict[str, Any] = {"schema": rf.schema, "strict": True if rf.strict else None}
+    if js.get("strict") is False and not rf.strict:
+        changes["strict"] = False
+    new_js = _patched(js, changes)
+    if new_js is not js:
+        body["response_format"] = {**current, "json_schema": new_js}  # type: ignore[dict-item]
+
+
+def _chat(request: ChatRequest, origin: Origin, model: ModelConfig, stream: bool) -> Body:
+    body = dict(origin.body)
+    body["model"] = model.upstream_model
+    body.pop("n", None)
+    extra = _extra(request, origin)
+    _no_tools(body, request, extra, _is_chat_function)
+    _tools(body, _chat_tool(_specs(request)))
+    if isinstance(request.response_format, JsonSchemaFormat):
+        _chat_format(body, request.response_format, model)
+    if extra:
+        body["messages"] = [*body["messages"], *(encode_message(m) for m in extra)]
+        if request.tool_choice is not None and request.tools:
+            body["tool_choice"] = _chat_choice(request.tool_choice)
+    _stream(body, stream, options=True)
+    if stream:
+        options = body.get("stream_options")
+        body["stream_options"] = {
+            **(options if isinstance(options, dict) else {}), "include_usage": True
+        }
+    return body
+
+
+# -- Responses -------------------------------------------------------------------------
+
+
+def _responses_function(
+    tool: Mapping[str, Any], specs: Mapping[str, ToolSpec]
+) -> Mapping[str, Any]:
+    spec = specs.get(tool.get("name"))  # type: ignore[arg-type]
+    if spec is None:
+        return tool
+    changes: dict[str, Any] = {"strict": spec.strict}  # the API's default is strict
+    if _takes_parameters(tool.get("parameters"), spec):
+        changes["parameters"] = spec.parameters
+    return _patched(tool, changes)
+
+
+def _responses_tool(
+    specs: Mapping[str, ToolSpec],
+) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+    def patch(tool: Mapping[str, Any]) -> Mapping[str, Any]:
+        kind = tool.get("type")
+        if kind == "function":
+            return _responses_function(tool, specs)
+        inner = tool.get("tools")
+        if kind != "namespace" or not isinstance(inner, list):
+            return tool
+        patched = [
+            _responses_function(t, specs)
+            if isinstance(t, dict) and t.get("type") == "function" else t
+            for t in inner
+        ]
+        if all(p is t for p, t in zip(patched, inner, strict=True)):
+            return tool
+        return {**tool, "tools": patched}
+
+    return patch
+
+
+def _responses_format(body: Body, rf: JsonSchemaFormat) -> None:
+    text = body.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        wanted: Body = {"type": "json_schema", "name": rf.name, "schema": rf.schema,
+                        "strict": rf.strict}
+        body["text"] = {**(text if isinstance(text, dict) else {}), "format": wanted}
+        return
+    new_fmt = _patched(fmt, {"schema": rf.schema, "strict": rf.strict})
+    if new_fmt is not fmt:
+        body["text"] = {**text, "format": new_fmt}  # type: ignore[dict-item]
+
+
+def _responses_choice(choice: ToolChoice) -> Any:
+    if isinstance(choice, ForcedTool):
+        return {"type": "function", "name": choice.name}
+    return choice
+
+
+def _responses(request: ChatRequest, origin: Origin, model: ModelConfig, stream: bool) -> Body:
+    body = dict(origin.body)
+    body["model"] = model.upstream_model
+    body["store"] = False
+    extra = _extra(request, origin)
+    _no_tools(body, request, extra, _is_responses_function)
+    _tools(body, _responses_tool(_specs(request)))
+    if isinstance(request.response_format, JsonSchemaFormat):
+        _responses_format(body, request.response_format)
+    if extra:
+        items = body.get("input")
+        if isinstance(items, str):
+            items = [{"type": "message", "role": "user", "content": items}]
+        body["input"] = [*(items or ()), *encode_items(extra)]
+        if request.tool_choice is not None and request.tools:
+            body["tool_choice"] = _responses_choice(request.tool_choice)
+    _stream(body, stream, options=True)
+    return body
+
+
+# -- Messages --------------------------------------------------------------------------
+
+
+def _messages_tool(
+    specs: Mapping[str, ToolSpec], model: ModelConfig
+) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+    def patch(tool: Mapping[str, Any]) -> Mapping[str, Any]:
+        if tool.get("type") not in (None, "custom") or "input_schema" not in tool:
+            return tool  # a server or Anthropic-defined tool: not the gateway's
+        spec = specs.get(tool.get("name"))  # type: ignore[arg-type]
+        if spec is None:
+            return tool
+        constrained = spec.strict and model.constrained
+        schema = validator.anthropic_copy(spec.parameters) if constrained else spec.parameters
+        return _patched(tool, {"input_schema": schema, "strict": True if constrained else None})
+
+    return patch
+
+
+def _messages_format(body: Body, rf: JsonSchemaFormat) -> None:
+    schema = validator.anthropic_copy(rf.schema)
+    config = body.get("output_config")
+    config = config if isinstance(config, dict) else {}
+    fmt = config.get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        new_fmt = _patched(fmt, {"schema": schema})
+        if new_fmt is not fmt:
+            body["output_config"] = {**config, "format": new_fmt}
+        return
+    legacy = body.get("output_format")  # the name before output_config.format
+    if isinstance(legacy, dict) and legacy.get("type") == "json_schema":
+        body["output_format"] = _patched(legacy, {"schema": schema})
+        return
+    body["output_config"] = {**config, "format": {"type": "json_schema", "schema": schema}}
+
+
+def _append_turns(turns: list[Any], extra: list[dict[str, Any]]) -> list[Any]:
+    """``turns`` then ``extra``, a turn of the same role as the last merged into it (the
+    API wants alternating roles)."""
+    out = list(turns)
+    for turn in extra:
+        last = out[-1] if out else None
+        if isinstance(last, dict) and last.get("role") == turn["role"]:
+            content = last.get("content")
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) \
+                else list(content or ())
+            out[-1] = {**last, "content": [*blocks, *turn["content"]]}
+        else:
+            out.append(turn)
+    return out
+
+
+def _messages_choice(choice: ToolChoice, request: ChatRequest) -> Body:
+    wire: Body = (
+        {"type": "tool", "name": choice.name} if isinstance(choice, ForcedTool)
+        else {"type": {"required": "any"}.get(choice, choice)}
+    )
+    if request.parallel_tool_calls is False:
+        wire["disable_parallel_tool_use"] = True
+    return wire
+
+
+def _messages(request: ChatRequest, origin: Origin, model: ModelConfig, stream: bool) -> Body:
+    body = dict(origin.body)
+    body["model"] = model.upstream_model
+    _tools(body, _messages_tool(_specs(request), model))
+    if isinstance(request.response_format, JsonSchemaFormat):
+        _messages_format(body, request.response_format)
+    extra = _extra(request, origin)
+    if extra:
+        body["messages"] = _append_turns(body["messages"], encode_messages(extra))
+        if request.tool_choice is not None and request.tools:
+            body["tool_choice"] = _messages_choice(request.tool_choice, request)
+        thinking = body.get("thinking")
+        if isinstance(thinking, dict) and thinking.get("type") != "disabled":
+            body["thinking"] = {"type": "disabled"}
+    _stream(body, stream, options=False)
+    return body
+
+
+_BUILDERS: Mapping[str, Callable[[ChatRequest, Origin, ModelConfig, bool], Body]] = {
+    "chat": _chat,
+    "responses": _responses,
+    "messages": _messages,
+}
