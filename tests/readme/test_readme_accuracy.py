@@ -41,7 +41,7 @@ from validator.__main__ import _parser as validator_parser
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "README.md").read_text()
 USER_DOCS = ["README.md", "docs/configuration.md", "docs/operations.md", "docs/security.md",
-             "docs/validator.md"]
+             "docs/validator.md", "docs/agents.md"]
 DOCS = {name: (ROOT / name).read_text() for name in USER_DOCS}
 CONFIGURATION = DOCS["docs/configuration.md"]
 # [server] keys whose example value is not the default (there is none to show)
