@@ -2,9 +2,12 @@
 
 The gateway relies on a few things uvicorn and Starlette do not promise:
 
-- uvicorn: the edge protocol (``gateway.server.protocol``, ``gateway.server.cycle``) is
-  built the way uvicorn builds its own ``HttpToolsProtocol``, from uvicorn's ``Config``
-  and ``ServerState``, its flow control, its status lines and its address helpers.
+- uvicorn: ``EdgeProtocol`` (``gateway.server.protocol``) subclasses its
+  ``HttpToolsProtocol`` and relies on its parser callbacks (``on_message_begin``,
+  ``on_url``, ``on_header``, ``on_headers_complete``, ``on_message_complete``) and on
+  ``parser``, ``headers``, ``cycle``, ``transport``, ``loop``, ``logger``,
+  ``timeout_keep_alive``, ``_unset_keepalive_if_required``, ``_should_upgrade`` and
+  ``send_400_response`` keeping their names and jobs.
 - Starlette: ``AppState`` keeps ``State._state`` in step with plain attributes;
   ``LeanStarlette`` drops the ``ServerErrorMiddleware`` that ``build_middleware_stack``
   puts outermost; ``BareResponse`` stores a response's ready parts without
@@ -19,7 +22,6 @@ version, then widen the range.
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 from typing import Any
 
 from starlette.applications import Starlette
@@ -28,15 +30,7 @@ from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.responses import Response
 from starlette.types import ASGIApp
 from uvicorn.config import Config
-from uvicorn.logging import TRACE_LOG_LEVEL
-from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, FlowControl, service_unavailable
-from uvicorn.protocols.utils import (
-    get_client_addr,
-    get_local_addr,
-    get_path_with_query_string,
-    get_remote_addr,
-    is_ssl,
-)
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 # distribution -> (lowest assumed, first not assumed): the range checked against the uses
@@ -45,28 +39,14 @@ ASSUMED: dict[str, tuple[str, str]] = {
     "starlette": ("1.10.0", "2.0"),
 }
 
-HTTPTOOLS = importlib.util.find_spec("httptools") is not None
-if HTTPTOOLS:  # uvicorn's httptools module imports httptools
-    from uvicorn.protocols.http.httptools_impl import STATUS_LINE
-
 __all__ = [
     "ASSUMED",
-    "HIGH_WATER_LIMIT",
-    "HTTPTOOLS",
-    "STATUS_LINE",
-    "TRACE_LOG_LEVEL",
     "AppState",
     "BareResponse",
     "Config",
-    "FlowControl",
+    "HttpToolsProtocol",
     "LeanStarlette",
     "ServerState",
-    "get_client_addr",
-    "get_local_addr",
-    "get_path_with_query_string",
-    "get_remote_addr",
-    "is_ssl",
-    "service_unavailable",
     "version_problems",
 ]
 
