@@ -24,7 +24,7 @@ from uvicorn.server import ServerState
 
 # distribution -> (lowest assumed, first not assumed): the range checked against the uses
 ASSUMED: dict[str, tuple[str, str]] = {
-    "uvicorn": ("0.54.0", "0.55"),
+    "uvicorn": ("0.54.0", "0.56"),
 }
 
 __all__ = [

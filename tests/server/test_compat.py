@@ -21,7 +21,7 @@ def test_installed_frameworks_are_the_assumed_ones() -> None:
     "installed, outside",
     [
         ({"uvicorn": "0.53.9"}, "uvicorn"),
-        ({"uvicorn": "0.55.0"}, "uvicorn"),
+        ({"uvicorn": "0.56.0"}, "uvicorn"),
         ({"uvicorn": "1.0"}, "uvicorn"),
     ],
 )
@@ -38,7 +38,7 @@ def test_a_version_outside_the_assumed_range_is_named(
 def test_the_bounds_themselves() -> None:
     lowest = {name: low for name, (low, _) in compat.ASSUMED.items()}
     assert compat.version_problems(lowest) == []
-    assert compat.version_problems({"uvicorn": "0.54.7rc1"}) == []
+    assert compat.version_problems({"uvicorn": "0.55.7rc1"}) == []
     assert set(compat.ASSUMED) == {"uvicorn"}  # Starlette: public API only
     for name in compat.ASSUMED:
         importlib.metadata.version(name)  # installed under that distribution name
