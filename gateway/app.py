@@ -28,7 +28,6 @@ from gateway.admin import AdminAuthMiddleware
 from gateway.keys.base import KeyStore
 from gateway.middleware.auth import AuthMiddleware
 from gateway.middleware.envelope import GatewayMiddleware
-from gateway.middleware.hot_routes import HotRoutes
 from gateway.middleware.idempotency import IdempotencyMiddleware
 from gateway.middleware.limits import EdgeLimits
 from gateway.observability import multiprocess
@@ -36,9 +35,8 @@ from gateway.observability.logs import configure_logging, log_format_from_env
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.ops import Ops
 from gateway.ratelimit.base import RateLimiter
-from gateway.routes.table import hot_routes, idempotent_paths, metric_paths, starlette_routes
+from gateway.routes.table import idempotent_paths, metric_paths, starlette_routes
 from gateway.routes.unrouted import SlashRedirect, http_exception
-from gateway.server.compat import LeanStarlette
 from gateway.server.draining import Draining
 from gateway.server.process import freeze_startup_heap
 from gateway.service import ChatService
@@ -65,11 +63,10 @@ class ServicesLike(Protocol):
     async def aclose(self) -> None: ...
 
 
-class GatewayApp(LeanStarlette):
-    """The gateway's Starlette app: no server-error layer of Starlette's
-    (``GatewayMiddleware``, next in line, already turns every exception into a logged 500
-    envelope), an ``AppState``, and ``SlashRedirect`` as its router's trailing-slash
-    redirect."""
+class GatewayApp(Starlette):
+    """The gateway's Starlette app, with ``SlashRedirect`` as its router's trailing-slash
+    redirect. Starlette's own server-error layer stays outermost; ``GatewayMiddleware``,
+    next in line, answers every exception with the envelope before it could."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -153,8 +150,6 @@ def create_app(
             Middleware(IdempotencyMiddleware, settings=settings, draining=draining,
                        paths=idempotent_paths()),
             Middleware(AdminAuthMiddleware, keys=keys),
-            # POST to the two chat routes skips the router (they stay registered there)
-            Middleware(HotRoutes, routes=hot_routes()),
         ],
         exception_handlers={HTTPException: http_exception},
         lifespan=lifespan,

@@ -17,12 +17,12 @@ from typing import Any
 
 import orjson
 from starlette.requests import ClientDisconnect
+from starlette.responses import Response
 from starlette.types import Receive, Scope
 
 from gateway.bounds import DEFAULT_MAX_JSON_DEPTH, too_deep
 from gateway.context import RequestContext
 from gateway.errors import Dialect, GatewayError, InvalidRequest
-from gateway.server.compat import BareResponse
 
 JSON_HEADER = (b"content-type", b"application/json")
 
@@ -83,12 +83,7 @@ async def read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-class JsonResponse(BareResponse):
-    """A 200 ``application/json`` response of ready bytes: what ``Response(body,
-    media_type="application/json")`` sends, byte for byte, without its per-call render
-    and header building (the chat endpoints answer with one per request)."""
+class JsonResponse(Response):
+    """A 200 ``application/json`` response of bytes already encoded (by orjson)."""
 
     media_type = "application/json"
-
-    def __init__(self, body: bytes) -> None:
-        BareResponse.__init__(self, body, [(b"content-length", b"%d" % len(body)), JSON_HEADER])

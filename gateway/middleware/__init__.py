@@ -1,2 +1,2 @@
 """ASGI layers, outermost first: request context and error envelope, edge limits, auth,
-idempotency, hot routes."""
+idempotency."""

@@ -43,7 +43,6 @@ from gateway.context import RequestContext
 from gateway.errors import GatewayError, Overloaded, PayloadTooLarge, UpstreamTimeout, dialect_of
 from gateway.middleware.limits import EdgeLimits, InflightGate, default_key_limit
 from gateway.server.deadlines import Deadlines, TaskDeadline, body_deadline
-from gateway.server.protocol import complete_body_size
 from gateway.usage.base import Ledger
 from gateway.web import JSON_HEADER, error_body
 
@@ -161,16 +160,14 @@ class GatewayMiddleware:
             if ledger is not None and not ledger.accepting:
                 exchange.recorded = True  # its row would be one more the ledger can't keep
                 raise _ledger_unavailable()
-            buffered = self._check_size(scope, receive)
+            self._check_size(scope)
             if self.limits is None:
-                await self.app(
-                    scope, receive if buffered is not None else self._capped(receive), send
-                )
+                await self.app(scope, self._capped(receive), send)
             else:
                 if exchange.metered:
                     self.gate.enter(exchange.ctx)  # no context manager: no generator
                 try:
-                    receive = self._arm(exchange, receive, buffered is not None)
+                    receive = self._arm(exchange, receive)
                     await self.app(scope, receive, send)
                 except asyncio.CancelledError:
                     if not self._expired(exchange):
@@ -210,20 +207,16 @@ class GatewayMiddleware:
         ctx.journal = ledger
         return _Exchange(ctx, ledger, metered, send)
 
-    def _check_size(self, scope: Scope, receive: Receive) -> int | None:
-        """413 up front when the size is known; the buffered size, when all the body is in.
-
-        The usual request has all its body in by now (the edge protocol says so): no body
-        deadline or size cap to wrap receive in."""
-        buffered = complete_body_size(receive)
-        size = buffered if buffered is not None else _content_length(scope)
+    def _check_size(self, scope: Scope) -> None:
+        """413 up front when the declared size is over the cap (a chunked body is counted
+        as it is read: ``_capped``)."""
+        size = _content_length(scope)
         if size is not None and size > self.max_body_bytes:
             raise PayloadTooLarge(self._too_large_message())
-        return buffered
 
-    def _arm(self, exchange: _Exchange, receive: Receive, buffered: bool) -> Receive:
+    def _arm(self, exchange: _Exchange, receive: Receive) -> Receive:
         """The request deadline set (on the context, for the layers below, and as a task
-        deadline until the response starts); a body still to come bounded and capped."""
+        deadline until the response starts); the body read bounded and capped."""
         assert self.limits is not None
         budget = self.limits.request_timeout_s
         exchange.ctx.deadline = time.monotonic() + budget if budget else None
@@ -233,11 +226,9 @@ class GatewayMiddleware:
         deadlines = self._deadlines
         if deadlines is None or deadlines.loop is not loop:
             deadlines = self._deadlines = Deadlines(loop)
-        if not buffered:
-            receive = self._capped(body_deadline(
-                receive, self.limits.body_timeout_s, loop=loop, task=task,
-                deadlines=deadlines,
-            ))
+        receive = self._capped(body_deadline(
+            receive, self.limits.body_timeout_s, loop=loop, task=task, deadlines=deadlines,
+        ))
         if budget:
             exchange.deadline = deadlines.arm(task, loop.time() + budget)
         return receive

@@ -1,10 +1,9 @@
 """Every route the gateway serves, declared once.
 
 A route's path, methods and endpoint live here with the jobs other parts of the app
-attach to it: whether ``Idempotency-Key`` is honoured, whether ``HotRoutes`` dispatches
-it without the router, and whether it has a label of its own in
-``syntic_requests_total``. ``create_app`` derives the router's routes, the idempotency
-paths, the hot routes and the metric labels from ``ROUTES``; a test ties the OpenAPI
+attach to it: whether ``Idempotency-Key`` is honoured and whether it has a label of its
+own in ``syntic_requests_total``. ``create_app`` derives the router's routes, the
+idempotency paths and the metric labels from ``ROUTES``; a test ties the OpenAPI
 document and the README's endpoint table to it.
 
 Adding a route: one ``RouteSpec`` line below, its OpenAPI entry, its README row.
@@ -47,7 +46,6 @@ class RouteSpec:
     methods: tuple[str, ...]
     endpoint: Endpoint
     idempotent: bool = False  # a POST that honours Idempotency-Key (a model call)
-    hot: bool = False  # POST dispatched straight to the endpoint by HotRoutes
     labelled: bool = True  # its own label in syntic_requests_total (else "other")
 
     @property
@@ -55,10 +53,10 @@ class RouteSpec:
         return "{" in self.path
 
 
-# The hot routes first: the router tries routes in order.
+# The chat routes first: the router tries routes in order.
 ROUTES: tuple[RouteSpec, ...] = (
-    RouteSpec("/v1/chat/completions", ("POST",), chat_completions, idempotent=True, hot=True),
-    RouteSpec("/v1/messages", ("POST",), messages, idempotent=True, hot=True),
+    RouteSpec("/v1/chat/completions", ("POST",), chat_completions, idempotent=True),
+    RouteSpec("/v1/messages", ("POST",), messages, idempotent=True),
     RouteSpec("/v1/messages/count_tokens", ("POST",), count_tokens, idempotent=True),
     RouteSpec("/v1/responses", ("POST",), create_response, idempotent=True),
     RouteSpec("/v1/responses/{response_id}", ("GET", "DELETE"), response_by_id),
@@ -88,10 +86,6 @@ def starlette_routes(specs: Iterable[RouteSpec] = ROUTES) -> list[Route]:
 
 def idempotent_paths(specs: Iterable[RouteSpec] = ROUTES) -> frozenset[str]:
     return frozenset(s.path for s in specs if s.idempotent)
-
-
-def hot_routes(specs: Iterable[RouteSpec] = ROUTES) -> dict[str, Endpoint]:
-    return {s.path: s.endpoint for s in specs if s.hot}
 
 
 def metric_paths(specs: Iterable[RouteSpec] = ROUTES) -> frozenset[str]:

@@ -184,7 +184,7 @@ def test_gateway_error_default_is_500() -> None:
 
 @pytest.mark.parametrize("body", [b"", b'{"a":1}', "{\"é\":\"ü\"}".encode() * 300])
 async def test_json_response_sends_what_starlette_response_sends(body: bytes) -> None:
-    """``JsonResponse`` (the chat endpoints' lean 200) must put the same ASGI messages on
+    """``JsonResponse`` (the chat endpoints' 200) must put the same ASGI messages on
     the wire as ``Response(body, media_type="application/json")``."""
     async def sent(response: Response) -> list[Message]:
         out: list[Message] = []

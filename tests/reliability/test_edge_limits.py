@@ -103,8 +103,8 @@ def test_chunked_oversize_is_refused_while_streaming_in(gw: GatewayProcess) -> N
 
 
 def test_an_oversize_body_that_arrived_whole_is_refused(gw: GatewayProcess) -> None:
-    """No content-length, the whole chunked body in one write: refused on its buffered
-    size (the edge protocol knows it) before any of it is read, with the ledger row."""
+    """No content-length, the whole chunked body in one write: refused once the body
+    read passes the cap, with the ledger row."""
     body = b"x" * (BODY_LIMIT + 100)
     raw, _ = raw_http(gw.port, [_head(gw, "transfer-encoding: chunked")
                                 + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)])
