@@ -32,20 +32,11 @@ AGENTS = (
         "codex", "responses", "exec_command",
         reads=lambda repo: {"cmd": "cat notes.txt"},
         invalid=lambda repo: {"cmd": ["bash", "-lc", "cat notes.txt"]},
-        refused=(
-            "the gateway refuses Codex's request (400): prompt_cache_key "
-            "(unsupported_parameter), client_metadata (unknown_parameter), a 'namespace' "
-            "tool (tools[4].type), the 'web_search' tool (tools[7].type), reasoning.summary"
-        ),
     ),
     Agent(
         "claude", "messages", "Read",
         reads=lambda repo: {"file_path": str(repo / "notes.txt")},
         invalid=lambda repo: {"file_path": str(repo / "notes.txt"), "limit": "all"},
-        refused=(
-            "the gateway refuses Claude Code's request (400 invalid_request, "
-            "messages[1].role): a role 'system' message inside messages"
-        ),
     ),
     Agent(
         "opencode", "chat", "read",
