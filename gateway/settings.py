@@ -265,7 +265,10 @@ def _check_correction(i: int, values: Mapping[str, Any]) -> None:
             raise ConfigError(
                 f"models[{i}].max_tokens_field must be one of {list(_MAX_TOKENS_FIELDS)}"
             )
-        if provider != "openai" or api != "chat_completions":
+        # The default spelled out is harmless anywhere (as api = "chat_completions" is).
+        if tokens_field != "max_completion_tokens" and (
+            provider != "openai" or api != "chat_completions"
+        ):
             raise ConfigError(
                 f"models[{i}].max_tokens_field applies to provider \"openai\" with "
                 "api = \"chat_completions\" only"

@@ -346,3 +346,14 @@ def test_max_tokens_field_config_errors(tmp_path: Path, extra: str, message: str
     config.write_text(f'[[models]]\nname = "m"\nbase_url = "http://127.0.0.1:1/v1"\n{extra}\n')
     with pytest.raises(ConfigError, match=message):
         load_settings(config, env={})
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "local"])
+def test_the_default_max_tokens_field_spelled_out_is_accepted_anywhere(
+    tmp_path: Path, provider: str
+) -> None:
+    config = tmp_path / "g.toml"
+    config.write_text(f'[[models]]\nname = "m"\nbase_url = "http://127.0.0.1:1/v1"\n'
+                      f'provider = "{provider}"\nmax_tokens_field = "max_completion_tokens"\n')
+    (model,) = load_settings(config, env={}).models
+    assert model.max_tokens_field == "max_completion_tokens"
