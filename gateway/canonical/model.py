@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import field
 from itertools import pairwise
 from typing import Any, Literal
+from urllib.parse import quote
 
 from gateway.canonical.origin import Origin
 from gateway.canonical.record import record
@@ -112,8 +113,9 @@ class WireItem:
 
     @property
     def notice(self) -> str:
-        """Its name in ``x-syntic-dropped``: where the upstream put it, and its type."""
-        return f"{_ANSWER_PLACES[self.wire]}.{self.kind}"
+        """Its name in ``x-syntic-dropped``: where the upstream put it, and its type
+        (percent-encoded and bounded: the upstream's string goes into a header)."""
+        return f"{_ANSWER_PLACES[self.wire]}.{quote(self.kind[:64], safe='-_.')}"
 
 
 _ANSWER_PLACES: dict[str, str] = {

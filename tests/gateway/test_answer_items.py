@@ -480,3 +480,20 @@ def test_answer_drops_join_the_requests_in_one_header(
     upstream.queue(CROSS["rs"][0])
     seen = ask(gw, "chat", "rs", stream=False, extra={"seed": 7})
     assert seen.headers["x-syntic-dropped"].split(",") == ["seed", *CROSS["rs"][1]]
+
+
+def test_an_upstreams_item_type_never_writes_a_header_of_its_own(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    """The dropped item's type is the upstream's string, and it goes into a header."""
+    evil = {"type": "web_search_call\r\nx-injected: 1", "id": "ws_1", "status": "completed"}
+    body = {"id": "resp_up", "object": "response", "created_at": 1, "status": "completed",
+            "model": "x", "output": [evil, {
+                "type": "message", "id": "m", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": "Hi.", "annotations": []}]}],
+            "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}
+    upstream.queue(Raw(json.dumps(body).encode()))
+    seen = ask(gw, "chat", "rs", stream=False)
+    assert "x-injected" not in seen.headers
+    assert seen.headers["x-syntic-dropped"] == "output[].web_search_call%0D%0Ax-injected%3A%201"
+    assert seen.final.choices[0].message.content == "Hi."
