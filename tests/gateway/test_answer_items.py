@@ -23,7 +23,7 @@ from openai.types.chat import ChatCompletionChunk
 from tests.gateway.dialect_clients import DIALECTS, Dialect, ask, strict_output
 from tests.support.anthropic_wire import AnthropicRenderer
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
-from tests.support.responses_wire import ResponsesRenderer
+from tests.support.responses_wire import ResponsesRenderer, reasoning_item
 from tests.support.scripted_upstream import (
     Call,
     Item,
@@ -240,6 +240,21 @@ def test_a_namespaced_call_names_its_namespace_whichever_wire_answered(
     [call] = output_of(seen, stream)
     assert (call["namespace"], call["name"], json.loads(call["arguments"])) == (
         "crm", "lookup", {"order": "41"})
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_interleaved_reasoning_stays_between_its_calls(
+    gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool
+) -> None:
+    second = reasoning_item(ReasoningItem("rs_up_2", ("Now the other.",)))
+    calls = [Call("lookup", GOOD), Call("lookup", '{"order": "7"}')]
+    queue(upstream, stream, Reply(reasoning=REASONING, items=(Item(second, at=2),),
+                                  tool_calls=calls))
+    seen = ask(gw, "responses", "rs", stream=stream, extra={"tools": [strict_tool("responses")]})
+    output = output_of(seen, stream)
+    assert [(o["type"], o.get("id") if o["type"] == "reasoning" else o.get("arguments"))
+            for o in output] == [("reasoning", "rs_up_1"), ("function_call", GOOD),
+                                 ("reasoning", "rs_up_2"), ("function_call", '{"order": "7"}')]
 
 
 def test_text_around_an_item_stays_in_two_messages(
