@@ -130,7 +130,7 @@ def _tool_calls(
     and their order when there are custom ones."""
     calls: list[ToolCall] = []
     items: list[WireItem] = []
-    layout: list[Slot] = []
+    layout: list[Slot] = [("text", 0)]  # the message's content comes before its calls
     for i, c in enumerate(raw):
         if _custom(c):
             layout.append(("item", len(items)))

@@ -489,6 +489,19 @@ def test_items_another_wire_cannot_carry_are_named_never_a_502(
     assert dropped.split(",") == (names if not stream else [""])
 
 
+@pytest.mark.parametrize("dialect", ["responses", "messages"])
+def test_a_chat_answers_text_stays_before_its_calls_across_wires(
+    gw: GatewayProcess, upstream: ScriptedUpstream, dialect: Dialect
+) -> None:
+    upstream.queue(Reply(content="Looking.", items=(Item(CHAT_CUSTOM),),
+                         tool_calls=[Call("lookup", GOOD)]))
+    seen = ask(gw, dialect, "oa", stream=False, extra={"tools": [strict_tool(dialect)]})
+    parts = seen.raw["output"] if dialect == "responses" else seen.raw["content"]
+    assert [p["type"] for p in parts] == (
+        ["message", "function_call"] if dialect == "responses" else ["text", "tool_use"])
+    assert seen.headers["x-syntic-dropped"] == "message.tool_calls[].custom"
+
+
 def test_answer_drops_join_the_requests_in_one_header(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
