@@ -3,7 +3,9 @@
 
 Canonical request -> ``POST {base_url}/messages`` (``x-api-key``, ``anthropic-version``);
 the response and its SSE stream -> canonical. ``tool_use.input`` objects become
-``raw_arguments`` JSON text; ``input_json_delta`` fragments become ``ToolCallDelta``.
+``raw_arguments`` JSON text; ``input_json_delta`` fragments become ``ToolCallDelta``;
+thinking blocks (``Reasoning``) and server tools' blocks (``WireItem``) are kept whole, in
+their place.
 The transport (``UpstreamHttp``) raises the gateway's upstream errors itself; error statuses
 become the retry-aware ``UpstreamStatusError`` here.
 

@@ -3,7 +3,8 @@
 
 Translates canonical requests to the chat-completions wire format and back, for both
 ``complete`` and ``stream`` (SSE chunks parsed into canonical events, tool-call argument
-fragments included). The transport raises the gateway's upstream errors itself; error
+fragments included; a ``custom`` tool's call is kept whole, ``WireItem``, its fragments
+``WireEvent``s). The transport raises the gateway's upstream errors itself; error
 statuses become the retry-aware ``UpstreamStatusError``. Model output is bounded: a
 non-streaming answer over ``max_upstream_body_bytes`` and one tool call's arguments over
 ``max_argument_bytes`` are upstream errors, never parsed.

@@ -6,8 +6,11 @@ the adapter (``gateway.upstream.openai``) is the same, so retries, limits and er
 too. Canonical -> request: messages become input items (``function_call`` /
 ``function_call_output`` for tool turns), every tool states ``strict`` (the API's default
 is strict, and the gateway decides what is strict), ``store`` is false (the gateway keeps
-what it stores itself). Answer -> canonical: ``message`` text, ``function_call`` items,
-``status``/``incomplete_details`` as the finish reason, ``usage``.
+what it stores itself). Answer -> canonical: ``message`` text, ``function_call`` items
+(their ``namespace`` kept), ``status``/``incomplete_details`` as the finish reason,
+``usage``; ``reasoning`` items (``Reasoning``), hosted tools' items and custom calls
+(``WireItem``) kept whole, in their place (``ChatResponse.layout``; streamed, their
+events as ``WireEvent``s).
 
 What else a client's request carries goes as the field policy says
 (``gateway.dialects.policy``, through ``Screen.carried``): ``reasoning_effort`` becomes
