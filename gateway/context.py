@@ -9,10 +9,11 @@ for the ledger, whatever the outcome.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from gateway.bounds import redact
+from gateway.bounds import name_list, redact
 from gateway.canonical import Usage
 from gateway.keys.base import Principal
 from gateway.usage.base import Ledger, UsageRecord
@@ -106,6 +107,9 @@ class RequestContext:
     estimated: bool = False
     tally: Tally | None = None
     raw_headers: list[tuple[bytes, bytes]] | None = None
+    # What the client's request or its answer carried that it did not get: one
+    # ``x-syntic-dropped`` header on the response.
+    dropped: list[str] | None = None
     # Told before each upstream call, so a process killed mid-call still bills it.
     journal: Ledger | None = None
     prompt_estimate: int = 0  # the rate limiter's token estimate for one call's prompt
@@ -143,7 +147,17 @@ class RequestContext:
             out.append((b"x-syntic-schema-retries", str(self.tally.retries).encode()))
         if self.raw_headers:
             out.extend(self.raw_headers)
+        if self.dropped:
+            out.append((b"x-syntic-dropped", name_list(self.dropped).encode()))
         return out
+
+    def drop(self, names: Iterable[str]) -> None:
+        """Name what the client does not get (``x-syntic-dropped``), each once."""
+        if self.dropped is None:
+            self.dropped = []
+        for name in names:
+            if name not in self.dropped:
+                self.dropped.append(name)
 
     def upstream_call_starting(self) -> None:
         """Called just before each upstream call (attempts and corrections included): it

@@ -171,7 +171,22 @@ def screen_fields(screen: Screen, ctx: RequestContext | None) -> None:
         param, message = screen.refused[0]
         raise InvalidRequest(message, param=param, code="unsupported_parameter")
     if screen.dropped and ctx is not None:
-        ctx.add_raw_headers([(b"x-syntic-dropped", name_list(screen.dropped).encode())])
+        ctx.drop(screen.dropped)
+
+
+# The wire an answer part came from (``AnswerWire``), by the client dialect that speaks it.
+_ANSWER_WIRE = {"chat": "openai", "responses": "responses", "messages": "anthropic"}
+
+
+def drop_items(request: ChatRequest, responses: list[ChatResponse], ctx: RequestContext) -> None:
+    """Parts of a non-streamed answer the client's wire cannot carry (another wire's
+    hosted tools' items, custom calls, server tools' blocks), named in
+    ``x-syntic-dropped``: a stream has sent its headers before it meets them."""
+    origin = request.origin
+    if origin is None:
+        return
+    wire = _ANSWER_WIRE[origin.wire]
+    ctx.drop(i.notice for r in responses for i in r.items if i.wire != wire)
 
 
 def rate_header_pairs(decision: RateDecision) -> list[tuple[bytes, bytes]]:
@@ -385,9 +400,12 @@ class ChatService:
         if ctx.tally is None:
             ctx.tally = Tally()
         try:
-            return await self._choice(prepared, ctx.tally)
+            response = await self._choice(prepared, ctx.tally)
         finally:
             await self.settle(ctx, estimated_tokens)
+        if response.items:
+            drop_items(request, [response], ctx)
+        return response
 
     async def complete_choices(
         self,
@@ -408,7 +426,10 @@ class ChatService:
         tasks = [asyncio.ensure_future(self._choice(prepared, tally)) for _ in range(request.n)]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            return first_failure_or_results(tasks)
+            results = first_failure_or_results(tasks)
+            if any(r.items for r in results):
+                drop_items(request, results, ctx)
+            return results
         finally:
             for task in tasks:
                 task.cancel()

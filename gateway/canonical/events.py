@@ -26,8 +26,9 @@ class RefusalDelta:
 @record
 class WireEvent:
     """An upstream stream event the gateway does not interpret (thinking blocks, reasoning
-    items, their summaries), as the upstream's ``wire`` sent it: a dialect of the same wire
-    re-emits it in place (renumbering what it numbers itself), any other drops it."""
+    items, their summaries, hosted and server tools' items and blocks, custom tool calls),
+    as the upstream's ``wire`` sent it: a dialect of the same wire re-emits it in place
+    (renumbering what it numbers itself), any other drops it."""
 
     wire: AnswerWire
     kind: str
@@ -35,15 +36,19 @@ class WireEvent:
     # On the event that ends a reasoning block or item: the whole of it, so a correction
     # can send the turn back with its reasoning.
     reasoning: Reasoning | None = None
+    # On the event that starts a call the client runs (``WireItem.client_call``).
+    client_call: bool = False
 
 
 @record
 class ToolCallStart:
-    """A new tool call at position ``index`` of the assistant turn."""
+    """A new tool call at position ``index`` of the assistant turn (``namespace``: as
+    ``ToolCall.namespace``)."""
 
     index: int
     id: str
     name: str
+    namespace: str | None = None
 
 
 @record

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import field
+from itertools import pairwise
 from typing import Any, Literal
+from urllib.parse import quote
 
 from gateway.canonical.origin import Origin
 from gateway.canonical.record import record
@@ -83,11 +86,46 @@ class Logprobs:
 
 @record
 class ToolCall:
-    """A tool call as the model sent it. ``raw_arguments`` is the JSON text, kept verbatim."""
+    """A tool call as the model sent it. ``raw_arguments`` is the JSON text, kept verbatim.
+    ``namespace``: the Responses namespace tool the function is in (names are unique
+    across namespaces, so the name alone picks its schema)."""
 
     id: str
     name: str
     raw_arguments: str
+    namespace: str | None = None
+
+
+@record
+class WireItem:
+    """A part of an upstream's answer the gateway does not interpret: a Responses output
+    item (``web_search_call``, ``custom_tool_call``, ``mcp_call``, ...), an Anthropic
+    content block (``server_tool_use``, ``web_search_tool_result``, ...) or a chat
+    ``custom`` tool call. ``raw`` as the upstream's ``wire`` sent it, for a client of the
+    same wire; another wire's client cannot be given it (``notice`` names it).
+    ``client_call``: a call the client runs (a custom tool, a local shell), which makes
+    the turn a tool turn as a function call does."""
+
+    wire: AnswerWire
+    kind: str
+    raw: dict[str, Any]
+    client_call: bool = False
+
+    @property
+    def notice(self) -> str:
+        """Its name in ``x-syntic-dropped``: where the upstream put it, and its type
+        (percent-encoded and bounded: the upstream's string goes into a header)."""
+        return f"{_ANSWER_PLACES[self.wire]}.{quote(self.kind[:64], safe='-_.')}"
+
+
+_ANSWER_PLACES: dict[str, str] = {
+    "openai": "message.tool_calls[]", "responses": "output[]", "anthropic": "content[]",
+}  # fmt: skip
+
+# One part of an answer in the upstream's order: reasoning ``i``, the text up to
+# character ``n``, tool call ``i``, item ``i``.
+SlotKind = Literal["reasoning", "text", "call", "item"]
+Slot = tuple[SlotKind, int]
 
 
 @record
@@ -237,3 +275,62 @@ class ChatResponse:
     reasoning: tuple[Reasoning, ...] = ()
     logprobs: Logprobs | None = None
     passthrough: Passthrough | None = None
+    # Parts the gateway does not interpret, and the upstream's order of every part when
+    # it sent any (``parts``); empty: reasoning, then the text, then the calls.
+    items: tuple[WireItem, ...] = ()
+    layout: tuple[Slot, ...] = ()
+
+    def parts(self) -> Iterator[Part]:
+        """The answer's parts in the upstream's order: its reasoning, its text (``str``)
+        in the segments the upstream cut it into, its tool calls and items. A part the
+        layout does not place (a corrected answer's) comes where the default order puts
+        it."""
+        text = self.content or ""
+        if not self.layout:
+            yield from self.reasoning
+            if text:
+                yield text
+            yield from self.tool_calls
+            return
+        seen = [False] * len(self.tool_calls)
+        texts = sum(1 for kind, _ in self.layout if kind == "text")
+        start = t = 0
+        for kind, n in self.layout:
+            if kind == "reasoning" and n < len(self.reasoning):
+                yield self.reasoning[n]
+            elif kind == "call" and n < len(self.tool_calls):
+                seen[n] = True
+                yield self.tool_calls[n]
+            elif kind == "item" and n < len(self.items):
+                yield self.items[n]
+            elif kind == "text":
+                t += 1  # the last segment takes the rest
+                end = len(text) if t == texts else min(n, len(text))
+                if end > start:
+                    yield text[start:end]
+                    start = end
+        if start < len(text):
+            yield text[start:]
+        yield from (c for c, done in zip(self.tool_calls, seen, strict=True) if not done)
+
+    @property
+    def calls_tools(self) -> bool:
+        """Whether the turn calls a tool: a function call or an item the client runs."""
+        return bool(self.tool_calls) or any(i.client_call for i in self.items)
+
+
+_RANK = {"reasoning": 0, "text": 1, "call": 2, "item": 3}
+
+
+def answer_layout(slots: list[Slot], items: list[WireItem]) -> tuple[Slot, ...]:
+    """``ChatResponse.layout`` for an answer whose parts came in ``slots``: kept when it
+    carried items or its parts are out of the default order (reasoning, text, calls)."""
+    ranks = [_RANK[kind] for kind, _ in slots]
+    if items or any(a > b for a, b in pairwise(ranks)):
+        return tuple(slots)
+    return ()
+
+
+Part = Reasoning | str | ToolCall | WireItem
+"""One part of an answer (``ChatResponse.parts``): reasoning, a segment of its text, a
+tool call, an item the gateway does not interpret."""

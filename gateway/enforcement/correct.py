@@ -298,7 +298,8 @@ async def correct_call(
         (c for c in response.tool_calls if wanted is None or c.name == wanted), None
     )
     if candidate is None and as_content and response.content is not None:
-        candidate = ToolCall(id=call.id, name=call.name, raw_arguments=response.content)
+        candidate = ToolCall(id=call.id, name=call.name, raw_arguments=response.content,
+                             namespace=call.namespace)
     if candidate is None:
         raise _reject_call(
             call,
@@ -308,7 +309,8 @@ async def correct_call(
     again = await call_violations_async(candidate, ctx.plan)
     if again:
         raise _reject_call(candidate, again, truncated=response.finish_reason == "length")
-    return ToolCall(id=call.id, name=candidate.name, raw_arguments=candidate.raw_arguments)
+    return ToolCall(id=call.id, name=candidate.name, raw_arguments=candidate.raw_arguments,
+                    namespace=call.namespace)
 
 
 async def _output_violations(response: ChatResponse, plan: StrictPlan) -> list[Violation]:
@@ -345,7 +347,7 @@ async def enforce_output(
     fixed = dataclasses.replace(request, messages=messages, stream=False)
     second = await _correction(fixed, ctx)
     refused = second.refusal is not None
-    again = [] if second.tool_calls or refused else await _output_violations(second, ctx.plan)
+    again = [] if second.calls_tools or refused else await _output_violations(second, ctx.plan)
     if again:
         if second.finish_reason == "length":
             message = _truncated_message("The JSON output")
@@ -382,7 +384,7 @@ async def enforce_response(
                     raise result
                 fixed[i] = result
             calls = tuple(fixed)
-    elif plan.output is not None and not calls and response.refusal is None:
+    elif plan.output is not None and not response.calls_tools and response.refusal is None:
         response = await enforce_output(response, request, ctx)
     if plan.projected:
         calls = tuple(finished_call(c, plan) for c in calls)

@@ -140,12 +140,18 @@ async def until_output(batches: AsyncIterator[list[HeldEvent]]) -> list[HeldEven
 class _Held:
     """One held strict call (or the held text of a strict ``response_format``)."""
 
-    __slots__ = ("call_id", "done", "early", "index", "name", "open", "out", "parts", "tokens")
+    __slots__ = (
+        "call_id", "done", "early", "index", "name", "namespace", "open", "out", "parts",
+        "tokens",
+    )  # fmt: skip
 
-    def __init__(self, index: int, call_id: str, name: str) -> None:
+    def __init__(
+        self, index: int, call_id: str, name: str, namespace: str | None = None
+    ) -> None:
         self.index = index
         self.call_id = call_id
         self.name = name
+        self.namespace = namespace
         self.parts: list[str] = []
         self.tokens: list[TokenLogprob] = []  # held text's logprobs, when the upstream sent them
         self.open = True
@@ -154,11 +160,12 @@ class _Held:
         self.out: list[StreamEvent] = []
 
     def call(self) -> ToolCall:
-        return ToolCall(id=self.call_id, name=self.name, raw_arguments="".join(self.parts))
+        return ToolCall(id=self.call_id, name=self.name, raw_arguments="".join(self.parts),
+                        namespace=self.namespace)
 
     def release(self, call: ToolCall, plan: StrictPlan) -> None:
         call = finished_call(call, plan)
-        self.out = [ToolCallStart(self.index, self.call_id, call.name)]
+        self.out = [ToolCallStart(self.index, self.call_id, call.name, self.namespace)]
         if call.raw_arguments:
             self.out.append(ToolCallDelta(self.index, call.raw_arguments))
         self.done = True
@@ -337,6 +344,8 @@ class HoldBack:
         elif isinstance(event, WireEvent):
             if event.reasoning is not None:
                 self.reasoning = (*self.reasoning, event.reasoning)
+            if event.client_call:  # a custom tool's call: a tool turn, as a function call
+                self._saw_call = True
             if not self._finished:
                 self._emit(event, out)
         elif isinstance(event, ToolCallStart):
@@ -371,7 +380,7 @@ class HoldBack:
             raise UpstreamError(f"The upstream started tool call {event.index} twice.")
         name = event.name
         if name in self._strict or (self._guard_unknown and name not in self._plan.tool_names):
-            slot = _Held(event.index, event.id, name)
+            slot = _Held(event.index, event.id, name, event.namespace)
             self._calls[event.index] = slot
             self._open.append(slot)
             self._queue.append(slot)
@@ -447,7 +456,8 @@ class HoldBack:
     async def _correct_call(self, slot: _Held, call: ToolCall, cut: FinishReason | None) -> None:
         fixed = await self._enforce_call(call, cut)
         slot.release(
-            ToolCall(id=slot.call_id, name=fixed.name, raw_arguments=fixed.raw_arguments),
+            ToolCall(id=slot.call_id, name=fixed.name, raw_arguments=fixed.raw_arguments,
+                     namespace=slot.namespace),
             self._plan,
         )
 

@@ -3,7 +3,9 @@
 
 Canonical request -> ``POST {base_url}/messages`` (``x-api-key``, ``anthropic-version``);
 the response and its SSE stream -> canonical. ``tool_use.input`` objects become
-``raw_arguments`` JSON text; ``input_json_delta`` fragments become ``ToolCallDelta``.
+``raw_arguments`` JSON text; ``input_json_delta`` fragments become ``ToolCallDelta``;
+thinking blocks (``Reasoning``) and server tools' blocks (``WireItem``) are kept whole, in
+their place.
 The transport (``UpstreamHttp``) raises the gateway's upstream errors itself; error statuses
 become the retry-aware ``UpstreamStatusError`` here.
 
@@ -27,14 +29,18 @@ from gateway.canonical import (
     ChatRequest,
     ChatResponse,
     Reasoning,
+    Slot,
     StreamEvent,
     ToolCall,
     Usage,
+    WireItem,
+    answer_layout,
 )
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.anthropic_codec import (
     THINKING_BLOCKS,
     StreamDecoder,
+    answer_fields,
     encode_request,
     finish_reason,
     iter_sse,
@@ -92,6 +98,9 @@ def decode_response(
     texts: list[str] = []
     calls: list[ToolCall] = []
     reasoning: list[Reasoning] = []
+    items: list[WireItem] = []
+    layout: list[Slot] = []
+    size = 0  # characters of text so far
     as_sent = None
     if raw is not None and validator.duplicate_key(raw, body) is not None:
         inputs = _inputs_as_sent(raw)
@@ -102,12 +111,17 @@ def decode_response(
     for block in body["content"]:
         if not isinstance(block, dict):
             continue
-        if block.get("type") == "text":
+        kind = block.get("type")
+        if kind == "text":
             texts.append(str(block.get("text", "")))
-        elif block.get("type") in THINKING_BLOCKS:
+            size += len(texts[-1])
+            layout.append(("text", size))
+        elif kind in THINKING_BLOCKS:
             # Kept whole: the signature is what lets the client send it back.
+            layout.append(("reasoning", len(reasoning)))
             reasoning.append(Reasoning("anthropic", block, str(block.get("thinking") or "")))
-        elif block.get("type") == "tool_use":
+        elif kind == "tool_use":
+            layout.append(("call", len(calls)))
             calls.append(
                 ToolCall(
                     id=str(block.get("id", "")),
@@ -118,6 +132,10 @@ def decode_response(
                     ),
                 )
             )
+        elif isinstance(kind, str):
+            # Server tools' use and results, uploads: a Messages client gets them as sent.
+            layout.append(("item", len(items)))
+            items.append(WireItem("anthropic", kind, block))
     usage = usage_of(body.get("usage"))
     # A refusal's text (possibly none) is what the model said instead of an answer.
     refused = body.get("stop_reason") == "refusal"
@@ -132,6 +150,9 @@ def decode_response(
         stop_sequence=stop if isinstance(stop := body.get("stop_sequence"), str) else None,
         refusal=(text or "") if refused else None,
         reasoning=tuple(reasoning),
+        passthrough=answer_fields(body.get("stop_reason"), body.get("container")),
+        items=tuple(items),
+        layout=answer_layout(layout, items),
     )
     if usage is None:
         return dataclasses.replace(response, usage=estimated_usage(request_bytes, response))

@@ -18,6 +18,7 @@ from gateway.canonical import (
     ForcedTool,
     JsonSchemaFormat,
     Message,
+    Passthrough,
     Reasoning,
     StreamEvent,
     TextDelta,
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "THINKING_BLOCKS",
     "StreamDecoder",
+    "answer_fields",
     "encode_messages",
     "encode_request",
     "finish_reason",
@@ -59,6 +61,22 @@ _FINISH: dict[str, FinishReason] = {
 
 # Content blocks of the model's reasoning, passed through whole (signature, data).
 THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+
+
+# Stop reasons the canonical finish reason does not tell apart, kept for a Messages client:
+# a paused server-tool turn the client continues, a full context window.
+_KEPT_STOPS = frozenset({"pause_turn", "model_context_window_exceeded"})
+
+
+def answer_fields(stop_reason: object, container: object) -> Passthrough | None:
+    """What a Messages client gets back as sent: a ``stop_reason`` the canonical finish
+    loses, and the code-execution ``container`` the answer ran in."""
+    fields: dict[str, Any] = {}
+    if stop_reason in _KEPT_STOPS:
+        fields["stop_reason"] = stop_reason
+    if container is not None:
+        fields["container"] = container
+    return Passthrough("anthropic", fields) if fields else None
 
 
 def finish_reason(stop_reason: object) -> FinishReason:
@@ -242,24 +260,28 @@ async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
 
 class StreamDecoder:
     """Messages SSE events -> canonical events. Tool calls are numbered by their order
-    among tool_use blocks (the canonical ``index``). An in-band ``error`` event becomes an
-    ``UpstreamError`` whose text is scrubbed (``secret``: the upstream key, and anything
-    shaped like a credential), since it reaches the client, the logs and the ledger."""
+    among tool_use blocks (the canonical ``index``). Blocks other than text and tool_use
+    (thinking, server tools' use and results) pass through as ``WireEvent``s. An in-band
+    ``error`` event becomes an ``UpstreamError`` whose text is scrubbed (``secret``: the
+    upstream key, and anything shaped like a credential), since it reaches the client, the
+    logs and the ledger."""
 
     __slots__ = (
-        "_blocks", "_done", "_got_input", "_reason", "_secret", "_stop_seq", "_thinking",
-        "_tools", "_usage",
+        "_blocks", "_container", "_done", "_got_input", "_passing", "_reason", "_secret",
+        "_stop_seq", "_thinking", "_tools", "_usage",
     )  # fmt: skip
 
     def __init__(self, secret: str | None = None) -> None:
         self._secret = secret
         self._blocks: dict[int, int | None] = {}  # block index -> tool ordinal (None: text)
         self._got_input: set[int] = set()
+        self._passing: set[int] = set()  # indexes of the blocks passed through
         # block index -> the thinking block so far, and its thinking text in pieces
         self._thinking: dict[int, tuple[dict[str, Any], list[str]]] = {}
         self._tools = 0
         self._reason: Any = None
         self._stop_seq: str | None = None
+        self._container: Any = None
         # The usage fields as last reported: message_start's, overridden field by field by
         # message_delta's (cumulative figures; a field it leaves out keeps its value).
         self._usage: dict[str, Any] = {}
@@ -301,10 +323,13 @@ class StreamDecoder:
     def _on_content_block_start(self, event: dict[str, Any]) -> list[StreamEvent]:
         block = event.get("content_block") or {}
         index = int(event.get("index", 0))
-        if block.get("type") in THINKING_BLOCKS:
-            self._thinking[index] = (dict(block), [str(block.get("thinking") or "")])
+        kind = block.get("type")
+        if isinstance(kind, str) and kind not in ("text", "tool_use"):
+            self._passing.add(index)
+            if kind in THINKING_BLOCKS:
+                self._thinking[index] = (dict(block), [str(block.get("thinking") or "")])
             return [WireEvent("anthropic", "event", event)]
-        if block.get("type") == "tool_use":
+        if kind == "tool_use":
             ordinal = self._tools
             self._tools += 1
             self._blocks[index] = ordinal
@@ -316,18 +341,19 @@ class StreamDecoder:
                 out.append(ToolCallDelta(ordinal, orjson.dumps(block["input"]).decode()))
             return out
         self._blocks[index] = None
-        text = block.get("text") if block.get("type") == "text" else None
+        text = block.get("text") if kind == "text" else None
         return [TextDelta(text)] if text else []
 
     def _on_content_block_delta(self, event: dict[str, Any]) -> list[StreamEvent]:
         delta = event.get("delta") or {}
         index = int(event.get("index", 0))
-        thought = self._thinking.get(index)
-        if thought is not None:  # thinking_delta, signature_delta
-            if delta.get("type") == "thinking_delta":
-                thought[1].append(str(delta["thinking"]))
-            elif delta.get("type") == "signature_delta":
-                thought[0]["signature"] = str(delta["signature"])
+        if index in self._passing:
+            thought = self._thinking.get(index)
+            if thought is not None:  # thinking_delta, signature_delta
+                if delta.get("type") == "thinking_delta":
+                    thought[1].append(str(delta["thinking"]))
+                elif delta.get("type") == "signature_delta":
+                    thought[0]["signature"] = str(delta["signature"])
             return [WireEvent("anthropic", "event", event)]
         ordinal = self._blocks.get(index)
         if delta.get("type") == "text_delta" and delta.get("text"):
@@ -342,12 +368,15 @@ class StreamDecoder:
 
     def _on_content_block_stop(self, event: dict[str, Any]) -> list[StreamEvent]:
         index = int(event.get("index", 0))
-        thought = self._thinking.pop(index, None)
-        if thought is not None:
-            block, pieces = thought
-            if block.get("type") == "thinking":
-                block["thinking"] = "".join(pieces)
-            done = Reasoning("anthropic", block, str(block.get("thinking") or ""))
+        if index in self._passing:
+            self._passing.discard(index)
+            thought = self._thinking.pop(index, None)
+            done = None
+            if thought is not None:
+                block, pieces = thought
+                if block.get("type") == "thinking":
+                    block["thinking"] = "".join(pieces)
+                done = Reasoning("anthropic", block, str(block.get("thinking") or ""))
             return [WireEvent("anthropic", "event", event, done)]
         ordinal = self._blocks.get(index)
         if ordinal is not None and ordinal not in self._got_input:
@@ -361,6 +390,8 @@ class StreamDecoder:
         self._reason = delta.get("stop_reason", self._reason)
         if isinstance(delta.get("stop_sequence"), str):
             self._stop_seq = delta["stop_sequence"]
+        if delta.get("container") is not None:
+            self._container = delta["container"]
         raw = event.get("usage") or {}
         self._usage.update((k, v) for k, v in raw.items() if v is not None)
         return []
@@ -372,7 +403,11 @@ class StreamDecoder:
         )
         usage = usage_of(self._usage)
         # Without usage the hold-back estimates, as for any stream that sends none.
-        return [finish] if usage is None else [finish, UsageReport(usage)]
+        out: list[StreamEvent] = [finish] if usage is None else [finish, UsageReport(usage)]
+        kept = answer_fields(self._reason, self._container)
+        if kept is not None:
+            out.insert(0, WireEvent("anthropic", "fields", kept.response))
+        return out
 
     def end(self) -> list[StreamEvent]:
         """Call when the byte stream ends: a stream cut before ``message_stop`` fails."""

@@ -3,7 +3,8 @@
 
 Translates canonical requests to the chat-completions wire format and back, for both
 ``complete`` and ``stream`` (SSE chunks parsed into canonical events, tool-call argument
-fragments included). The transport raises the gateway's upstream errors itself; error
+fragments included; a ``custom`` tool's call is kept whole, ``WireItem``, its fragments
+``WireEvent``s). The transport raises the gateway's upstream errors itself; error
 statuses become the retry-aware ``UpstreamStatusError``. Model output is bounded: a
 non-streaming answer over ``max_upstream_body_bytes`` and one tool call's arguments over
 ``max_argument_bytes`` are upstream errors, never parsed.
@@ -31,6 +32,7 @@ from gateway.canonical import (
     Logprobs,
     Passthrough,
     RefusalDelta,
+    Slot,
     StreamEvent,
     TextDelta,
     ToolCall,
@@ -39,6 +41,8 @@ from gateway.canonical import (
     Usage,
     UsageReport,
     WireEvent,
+    WireItem,
+    answer_layout,
 )
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream import openai_responses
@@ -115,6 +119,33 @@ def _check_arguments(size: int, limit: int | None) -> None:
         raise OutputTooLarge(f"The model's tool-call arguments exceed the {limit} byte limit.")
 
 
+def _custom(call: Any) -> bool:
+    """A ``custom`` tool's call (``input`` text, no ``function``): not the gateway's."""
+    return call.get("type") == "custom" or ("custom" in call and "function" not in call)
+
+
+def _tool_calls(
+    raw: Any,
+) -> tuple[tuple[ToolCall, ...], tuple[WireItem, ...], tuple[Slot, ...]]:
+    """A message's ``tool_calls``: the function calls, the custom tools' calls kept whole,
+    and their order when there are custom ones."""
+    calls: list[ToolCall] = []
+    items: list[WireItem] = []
+    layout: list[Slot] = [("text", 0)]  # the message's content comes before its calls
+    for i, c in enumerate(raw):
+        if _custom(c):
+            layout.append(("item", len(items)))
+            items.append(WireItem("openai", "custom", dict(c), client_call=True))
+            continue
+        layout.append(("call", len(calls)))
+        calls.append(ToolCall(
+            id=str(c.get("id") or f"call_{i}"),
+            name=str(c["function"]["name"]),
+            raw_arguments=str(c["function"].get("arguments") or ""),
+        ))
+    return tuple(calls), tuple(items), answer_layout(layout, items)
+
+
 def decode_response(
     data: Any,
     model: ModelConfig,
@@ -127,14 +158,7 @@ def decode_response(
     try:
         choice = data["choices"][0]
         message = choice["message"]
-        calls = tuple(
-            ToolCall(
-                id=str(c.get("id") or f"call_{i}"),
-                name=str(c["function"]["name"]),
-                raw_arguments=str(c["function"].get("arguments") or ""),
-            )
-            for i, c in enumerate(message.get("tool_calls") or ())
-        )
+        calls, items, layout = _tool_calls(message.get("tool_calls") or ())
         for call in calls:
             _check_arguments(len(call.raw_arguments), max_argument_bytes)
         content = message.get("content")
@@ -151,6 +175,8 @@ def decode_response(
             refusal=refusal if isinstance(refusal, str) else None,
             logprobs=logprobs_of(choice.get("logprobs")),
             passthrough=_passthrough(data, message),
+            items=items,
+            layout=layout,
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise UpstreamInvalidResponse(
@@ -277,8 +303,8 @@ class ChunkParser:
     """Parses chat-completion SSE lines into canonical events (first choice only)."""
 
     __slots__ = (
-        "arg_bytes", "done", "fields", "finished", "max_argument_bytes", "refused", "secret",
-        "started",
+        "arg_bytes", "custom", "done", "fields", "finished", "max_argument_bytes", "refused",
+        "secret", "started",
     )  # fmt: skip
 
     def __init__(
@@ -290,6 +316,7 @@ class ChunkParser:
         self.refused = False  # saw delta.refusal
         self.fields: tuple[Any, ...] = (None, None)  # the last service_tier, fingerprint
         self.started: set[int] = set()
+        self.custom: set[int] = set()  # indexes of custom tools' calls
         self.max_argument_bytes = max_argument_bytes
         self.arg_bytes: dict[int, int] = {}
 
@@ -343,6 +370,13 @@ class ChunkParser:
                     events.append(WireEvent("openai", "delta", extra))
             for frag in delta.get("tool_calls") or ():
                 index = int(frag.get("index", 0))
+                if index in self.custom or _custom(frag):
+                    # A custom tool's call: a chat client gets its fragments as sent.
+                    opened = index not in self.custom
+                    self.custom.add(index)
+                    events.append(WireEvent("openai", "delta", {"tool_calls": [frag]},
+                                            client_call=opened))
+                    continue
                 fn = frag.get("function") or {}
                 if index not in self.started:
                     self.started.add(index)

@@ -6,8 +6,11 @@ the adapter (``gateway.upstream.openai``) is the same, so retries, limits and er
 too. Canonical -> request: messages become input items (``function_call`` /
 ``function_call_output`` for tool turns), every tool states ``strict`` (the API's default
 is strict, and the gateway decides what is strict), ``store`` is false (the gateway keeps
-what it stores itself). Answer -> canonical: ``message`` text, ``function_call`` items,
-``status``/``incomplete_details`` as the finish reason, ``usage``.
+what it stores itself). Answer -> canonical: ``message`` text, ``function_call`` items
+(their ``namespace`` kept), ``status``/``incomplete_details`` as the finish reason,
+``usage``; ``reasoning`` items (``Reasoning``), hosted tools' items and custom calls
+(``WireItem``) kept whole, in their place (``ChatResponse.layout``; streamed, their
+events as ``WireEvent``s).
 
 What else a client's request carries goes as the field policy says
 (``gateway.dialects.policy``, through ``Screen.carried``): ``reasoning_effort`` becomes
@@ -18,6 +21,7 @@ dropped with notice, ``stop`` is refused.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -37,6 +41,7 @@ from gateway.canonical import (
     Passthrough,
     Reasoning,
     RefusalDelta,
+    Slot,
     StreamEvent,
     TextDelta,
     TextPart,
@@ -46,6 +51,8 @@ from gateway.canonical import (
     Usage,
     UsageReport,
     WireEvent,
+    WireItem,
+    answer_layout,
 )
 from gateway.settings import ModelConfig
 from gateway.upstream.carried import carry_over
@@ -54,12 +61,16 @@ from gateway.upstream.redact import scrub
 from gateway.upstream.tokens import estimated_usage
 
 _ITEM_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
-# A reasoning item's own events, passed through by name: only these (an upstream's event
-# name goes into the client's ``event:`` line).
-_REASONING_EVENTS = frozenset({
-    "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
-    "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
-    "response.reasoning_text.delta", "response.reasoning_text.done",
+# The items the gateway reads; every other item passes through whole, with its own events.
+_OWN_ITEMS = frozenset({"message", "function_call"})
+# An upstream's event name goes into the client's ``event:`` line: only names of this
+# shape pass (no line break, no space).
+_EVENT_NAME = re.compile(r"response(?:\.[a-z0-9_]+)+")
+
+# Output items of calls the client runs: the turn waits on the client, as for a function call.
+_CLIENT_CALLS = frozenset({
+    "custom_tool_call", "computer_call", "local_shell_call", "shell_call", "apply_patch_call",
+    "mcp_approval_request",
 })  # fmt: skip
 
 _INCOMPLETE: dict[str, FinishReason] = {
@@ -81,6 +92,14 @@ def _content(message: Message, *, assistant: bool) -> str | list[dict[str, Any]]
     return out
 
 
+def _call_item(call: ToolCall) -> dict[str, Any]:
+    item = {"type": "function_call", "call_id": call.id, "name": call.name,
+            "arguments": call.raw_arguments}
+    if call.namespace is not None:
+        item["namespace"] = call.namespace
+    return item
+
+
 def encode_items(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
     """Canonical messages -> Responses input items."""
     items: list[dict[str, Any]] = []
@@ -95,11 +114,7 @@ def encode_items(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
         if m.content or not (m.tool_calls or m.reasoning):
             items.append({"type": "message", "role": m.role,
                           "content": _content(m, assistant=m.role == "assistant")})
-        items.extend(
-            {"type": "function_call", "call_id": c.id, "name": c.name,
-             "arguments": c.raw_arguments}
-            for c in m.tool_calls
-        )
+        items.extend(_call_item(c) for c in m.tool_calls)
     return items
 
 
@@ -193,6 +208,24 @@ def _check_arguments(size: int, limit: int | None) -> None:
         raise OutputTooLarge(f"The model's tool-call arguments exceed the {limit} byte limit.")
 
 
+def _call(item: Mapping[str, Any]) -> ToolCall:
+    namespace = item.get("namespace")
+    return ToolCall(id=str(item["call_id"]), name=str(item["name"]),
+                    raw_arguments=str(item.get("arguments") or ""),
+                    namespace=namespace if isinstance(namespace, str) else None)
+
+
+def _client_runs(item: Mapping[str, Any]) -> bool:
+    kind = item.get("type")
+    return kind in _CLIENT_CALLS or (kind == "tool_search_call"
+                                     and item.get("execution") == "client")
+
+
+def wire_item(item: Mapping[str, Any]) -> WireItem:
+    """An output item the gateway does not interpret, kept whole."""
+    return WireItem("responses", str(item.get("type")), dict(item), _client_runs(item))
+
+
 def decode_response(
     data: Any,
     model: ModelConfig,
@@ -201,29 +234,40 @@ def decode_response(
     request_bytes: int = 0,
 ) -> ChatResponse:
     """A Responses ``response`` object -> canonical response. An answer without ``usage``
-    is billed an estimate (``request_bytes``: the body sent)."""
+    is billed an estimate (``request_bytes``: the body sent). Items other than messages,
+    function calls and reasoning (hosted tools' calls, custom tool calls) are kept whole,
+    in their place (``ChatResponse.items``, ``layout``)."""
     try:
         texts: list[str] = []
         refusals: list[str] = []
         calls: list[ToolCall] = []
         reasoning: list[Reasoning] = []
         tokens: list[dict[str, Any]] = []
+        items: list[WireItem] = []
+        layout: list[Slot] = []
+        size = 0  # characters of text so far
         for item in data["output"]:
             kind = item.get("type")
             if kind == "reasoning":
+                layout.append(("reasoning", len(reasoning)))
                 reasoning.append(reasoning_of(item))
             elif kind == "message":
                 for part in item.get("content") or ():
                     if part.get("type") == "output_text":
                         texts.append(str(part["text"]))
+                        size += len(texts[-1])
                         tokens.extend(part.get("logprobs") or ())
                     elif part.get("type") == "refusal":
                         refusals.append(str(part["refusal"]))
+                layout.append(("text", size))
             elif kind == "function_call":
-                call = ToolCall(id=str(item["call_id"]), name=str(item["name"]),
-                                raw_arguments=str(item.get("arguments") or ""))
+                call = _call(item)
                 _check_arguments(len(call.raw_arguments), max_argument_bytes)
+                layout.append(("call", len(calls)))
                 calls.append(call)
+            elif isinstance(kind, str):
+                layout.append(("item", len(items)))
+                items.append(wire_item(item))
         usage = decode_usage(data.get("usage"))
         response = ChatResponse(
             id=str(data.get("id") or ""),
@@ -237,6 +281,8 @@ def decode_response(
             reasoning=tuple(reasoning),
             logprobs=Logprobs(tuple(tokens)) if tokens else None,
             passthrough=_passthrough(data),
+            items=tuple(items),
+            layout=answer_layout(layout, items),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise UpstreamInvalidResponse(
@@ -251,7 +297,8 @@ class EventParser:
     """Responses SSE lines -> canonical events. ``done`` once the response ended."""
 
     __slots__ = (
-        "_arg_bytes", "_calls", "_refusals", "_secret", "done", "max_argument_bytes",
+        "_arg_bytes", "_calls", "_passing", "_refusals", "_secret", "done",
+        "max_argument_bytes",
     )  # fmt: skip
 
     def __init__(
@@ -262,6 +309,7 @@ class EventParser:
         self._calls: dict[int, int] = {}  # output_index -> canonical call index
         self._arg_bytes: dict[int, int] = {}
         self._refusals: set[str] = set()  # item ids whose refusal came in deltas
+        self._passing: set[int] = set()  # output indexes of the items passed through
         self.done = False
 
     def feed_line(self, line: str) -> list[StreamEvent]:
@@ -292,12 +340,21 @@ class EventParser:
                 return []
             tokens = event.get("logprobs")
             return [TextDelta(str(event["delta"]), tuple(tokens) if tokens else None)]
-        if kind in _REASONING_EVENTS or (
-            kind in _ITEM_EVENTS and event["item"].get("type") == "reasoning"
-        ):
-            # Reasoning items and their summaries: a Responses client gets them as sent.
-            done = reasoning_of(event["item"]) if kind == "response.output_item.done" else None
-            return [WireEvent("responses", "event", event, done)]
+        if kind in _ITEM_EVENTS and event["item"].get("type") not in _OWN_ITEMS:
+            # Reasoning, hosted tools' and custom calls' items: a Responses client gets
+            # them as sent, with their own events.
+            item = event["item"]
+            index = int(event["output_index"])
+            opened = index not in self._passing
+            self._passing.add(index)
+            done = (reasoning_of(item) if kind == "response.output_item.done"
+                    and item.get("type") == "reasoning" else None)
+            return [WireEvent("responses", "event", event, done,
+                              client_call=opened and _client_runs(item))]
+        if "output_index" in event and int(event["output_index"]) in self._passing:
+            if isinstance(kind, str) and _EVENT_NAME.fullmatch(kind):
+                return [WireEvent("responses", "event", event)]
+            return []
         if kind == "response.refusal.delta":
             self._refusals.add(str(event["item_id"]))
             return [RefusalDelta(str(event["delta"]))] if event["delta"] else []
@@ -310,8 +367,9 @@ class EventParser:
         if kind == "response.output_item.added" and event["item"]["type"] == "function_call":
             item = event["item"]
             index = self._calls[int(event["output_index"])] = len(self._calls)
-            start: list[StreamEvent] = [ToolCallStart(index, str(item["call_id"]),
-                                                      str(item["name"]))]
+            call = _call(item)
+            start: list[StreamEvent] = [ToolCallStart(index, call.id, call.name,
+                                                      call.namespace)]
             return start + self._arguments(index, str(item.get("arguments") or ""))
         if kind == "response.function_call_arguments.delta":
             return self._arguments(self._calls[int(event["output_index"])], str(event["delta"]))

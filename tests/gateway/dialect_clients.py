@@ -5,6 +5,7 @@ every stream event validated against the SDK's own response types.
     seen.raw        # the body (or the list of stream events), as JSON, each validated
     seen.final      # the SDK's object: ChatCompletion, Response, Message (stream helpers'
                     # final objects for a stream)
+    seen.headers    # the response's headers (the raw request's, for a stream)
 
 A streamed request is made twice (queue two upstream steps): once raw, each event
 validated (``ChatCompletionChunk``, ``ResponseStreamEvent``, ``RawMessageStreamEvent``), and
@@ -45,6 +46,7 @@ class Seen:
     raw: Any
     final: Any
     events: list[dict[str, Any]] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def strict_output(dialect: Dialect) -> dict[str, Any]:
@@ -79,18 +81,19 @@ def _chat(gw: GatewayProcess, model: str, stream: bool, extra: dict[str, Any]) -
         if not stream:
             reply = client.chat.completions.with_raw_response.create(**body)
             raw = reply.http_response.json()
-            return Seen(raw, ChatCompletion.model_validate(raw))
+            return Seen(raw, ChatCompletion.model_validate(raw), headers=dict(reply.headers))
         with client.chat.completions.with_streaming_response.create(
             **body, stream=True, stream_options={"include_usage": True}
         ) as r:
             events = _data_lines(list(r.iter_lines()))
+            headers = dict(r.headers)
         for event in events:
             ChatCompletionChunk.model_validate(event)
         with client.chat.completions.stream(**body) as s:
             for _ in s:
                 pass
             final = s.get_final_completion()
-        return Seen(events, final, events)
+        return Seen(events, final, events, headers)
 
 
 def _responses(gw: GatewayProcess, model: str, stream: bool, extra: dict[str, Any]) -> Seen:
@@ -100,16 +103,17 @@ def _responses(gw: GatewayProcess, model: str, stream: bool, extra: dict[str, An
         if not stream:
             reply = client.responses.with_raw_response.create(**body)
             raw = reply.http_response.json()
-            return Seen(raw, Response.model_validate(raw))
+            return Seen(raw, Response.model_validate(raw), headers=dict(reply.headers))
         with client.responses.with_streaming_response.create(**body, stream=True) as r:
             events = _data_lines(list(r.iter_lines()))
+            headers = dict(r.headers)
         for event in events:
             _EVENTS.validate_python(event)
         with client.responses.stream(**body) as s:
             for _ in s:
                 pass
             final = s.get_final_response()
-        return Seen(events, final, events)
+        return Seen(events, final, events, headers)
 
 
 def _messages(gw: GatewayProcess, model: str, stream: bool, extra: dict[str, Any]) -> Seen:
@@ -122,16 +126,17 @@ def _messages(gw: GatewayProcess, model: str, stream: bool, extra: dict[str, Any
         if not stream:
             reply = client.messages.with_raw_response.create(**body)
             raw = reply.http_response.json()
-            return Seen(raw, Message.model_validate(raw))
+            return Seen(raw, Message.model_validate(raw), headers=dict(reply.headers))
         with client.messages.with_streaming_response.create(**body, stream=True) as r:
             events = [e for e in _data_lines(list(r.iter_lines())) if e["type"] != "ping"]
+            headers = dict(r.headers)
         for event in events:
             _MESSAGE_EVENTS.validate_python(event)
         with client.messages.stream(**body) as s:
             for _ in s:
                 pass
             final = s.get_final_message()
-        return Seen(events, final, events)
+        return Seen(events, final, events, headers)
 
 
 def ask(

@@ -24,6 +24,7 @@ from tests.support.scripted_upstream import (
     Reply,
     Thinking,
     pieces,
+    placed,
     sse,
 )
 
@@ -104,6 +105,18 @@ def tool_input(arguments: str) -> Any:
     return value if isinstance(value, dict) else arguments
 
 
+def _streamed(
+    block: dict[str, Any], fragment: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A block as it streams: a server tool's use opens with an empty ``input`` that
+    ``input_json_delta``s fill; any other block opens whole."""
+    if block.get("type") != "server_tool_use":
+        return (block, [])
+    text = orjson.dumps(block.get("input") or {}).decode()
+    return ({**block, "input": {}},
+            [{"type": "input_json_delta", "partial_json": p} for p in pieces(text, fragment)])
+
+
 class AnthropicRenderer:
     """``message`` JSON bodies and Messages SSE streams for scripted ``Reply`` steps."""
 
@@ -125,6 +138,7 @@ class AnthropicRenderer:
                     "input": tool_input(call.arguments),
                 }
             )
+        content = placed(content, step.items)
         body: dict[str, Any] = {
             "id": mid,
             "type": "message",
@@ -135,6 +149,8 @@ class AnthropicRenderer:
             "stop_sequence": None,
             "usage": {**input_usage(step), **output_usage(step)},
         }
+        if step.container is not None:
+            body["container"] = step.container
         if not step.report_usage:
             del body["usage"]
         return orjson.dumps(body)
@@ -177,37 +193,43 @@ class AnthropicRenderer:
             events.append(sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
             index += 1
 
+        # Each part as (its start, its deltas), in order, the items at their places.
+        parts: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
         for thought in step.thinking:
             if thought.redacted:
-                block(thinking_block(thought), [])
+                parts.append((thinking_block(thought), []))
                 continue
-            block(
+            parts.append((
                 {"type": "thinking", "thinking": "", "signature": ""},
                 [{"type": "thinking_delta", "thinking": p}
                  for p in pieces(thought.text, step.fragment)]
                 + [{"type": "signature_delta", "signature": thought.signature}],
-            )
+            ))
         text = _text(step)
         if text:
-            block(
+            parts.append((
                 {"type": "text", "text": ""},
                 [{"type": "text_delta", "text": p} for p in pieces(text, step.fragment)],
-            )
+            ))
         for cid, call in zip(call_ids, step.tool_calls, strict=True):
-            block(
+            parts.append((
                 {"type": "tool_use", "id": cid, "name": call.name, "input": {}},
                 [
                     {"type": "input_json_delta", "partial_json": p}
                     for p in pieces(call.arguments, step.fragment)
                     if p
                 ],
-            )
+            ))
+        for start, deltas in placed(parts, step.items, lambda raw: _streamed(raw, step.fragment)):
+            block(start, deltas)
         # Cumulative; the input counts stay message_start's (a field left out keeps it).
         delta: dict[str, Any] = {
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason(step), "stop_sequence": None},
             "usage": output_usage(step),
         }
+        if step.container is not None:
+            delta["delta"]["container"] = step.container
         if not step.report_usage:
             del delta["usage"]
         events.append(sse(delta, "message_delta"))

@@ -11,6 +11,7 @@ is ``status: "incomplete"`` with ``incomplete_details.reason = "max_output_token
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -22,8 +23,24 @@ from tests.support.scripted_upstream import (
     Reply,
     Tokens,
     pieces,
+    placed,
     sse,
 )
+
+# Per item type, the progress events the API sends for it (its text after the first), and
+# the member its text streams into with that text's event name.
+_PROGRESS: dict[str, tuple[str, ...]] = {
+    "web_search_call": ("in_progress", "searching", "completed"),
+    "file_search_call": ("in_progress", "searching", "completed"),
+    "code_interpreter_call": ("in_progress", "interpreting", "completed"),
+    "image_generation_call": ("in_progress", "generating", "completed"),
+    "mcp_call": ("in_progress", "completed"),
+}
+_ITEM_TEXT: dict[str, tuple[str, str]] = {
+    "custom_tool_call": ("input", "custom_tool_call_input"),
+    "code_interpreter_call": ("code", "code_interpreter_call_code"),
+    "mcp_call": ("arguments", "mcp_call_arguments"),
+}
 
 
 def reasoning_item(reasoning: ReasoningItem) -> dict[str, Any]:
@@ -58,10 +75,11 @@ class ResponsesRenderer:
         items.extend(
             {"type": "function_call", "id": f"fc_up_{seq}_{i}",
              "call_id": c.id or f"call_up_{seq}_{i}", "name": c.name,
-             "arguments": c.arguments, "status": "completed"}
+             "arguments": c.arguments, "status": "completed",
+             **({"namespace": c.namespace} if c.namespace else {})}
             for i, c in enumerate(step.tool_calls)
         )
-        return items
+        return placed(items, step.items)
 
     def _response(self, step: Reply, request: RecordedRequest, seq: int,
                   output: list[dict[str, Any]], *, done: bool) -> dict[str, Any]:
@@ -141,6 +159,9 @@ class ResponsesRenderer:
                         )
                         events.append(event("response.refusal.done", **where, refusal=text))
                     events.append(event("response.content_part.done", **where, part=part))
+            elif item["type"] != "function_call":
+                events.extend(self._item_events(item, index, step.fragment, event))
+                continue
             else:
                 empty = {**item, "status": "in_progress", "arguments": ""}
                 events.append(event("response.output_item.added", output_index=index,
@@ -157,6 +178,32 @@ class ResponsesRenderer:
         kind = "response.completed" if _status(step)[0] == "completed" else "response.incomplete"
         events.append(event(kind, response=self._response(step, request, seq, items, done=True)))
         return events
+
+    @staticmethod
+    def _item_events(
+        item: dict[str, Any], index: int, fragment: int, event: Callable[..., bytes]
+    ) -> list[bytes]:
+        """A hosted tool's or a custom call's item as the API streams it: added (in
+        progress, its text empty), its own progress and text events, done."""
+        kind = item["type"]
+        where = {"item_id": item["id"], "output_index": index}
+        text_key, text_event = _ITEM_TEXT.get(kind, (None, ""))
+        empty = dict(item)
+        if "status" in item:
+            empty["status"] = "in_progress"
+        if text_key is not None:
+            empty[text_key] = ""
+        out = [event("response.output_item.added", output_index=index, item=empty)]
+        progress = _PROGRESS.get(kind, ())
+        out.extend(event(f"response.{kind}.{step}", **where) for step in progress[:1])
+        if text_key is not None:
+            text = str(item.get(text_key) or "")
+            out.extend(event(f"response.{text_event}.delta", **where, delta=p)
+                       for p in pieces(text, fragment) if p)
+            out.append(event(f"response.{text_event}.done", **where, **{text_key: text}))
+        out.extend(event(f"response.{kind}.{step}", **where) for step in progress[1:])
+        out.append(event("response.output_item.done", output_index=index, item=item))
+        return out
 
     def refusal(self, request: RecordedRequest) -> bytes | None:
         return None

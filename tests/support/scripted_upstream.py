@@ -24,7 +24,9 @@ Steps:
   ``stop_reason: "refusal"`` after the text). Answer fields: ``logprobs`` (chat: each
   content fragment's ``token_logprobs``), ``service_tier``, ``system_fingerprint``;
   ``thinking`` (Anthropic ``Thinking`` blocks before the content), ``reasoning``
-  (Responses ``ReasoningItem``s before the output). If the request has
+  (Responses ``ReasoningItem``s before the output), ``items`` (``Item``: parts the gateway
+  passes through whole, in the wire's own spelling, each at its place), ``container``
+  (Anthropic). If the request has
   ``"stream": true`` the same step is sent as SSE chunks: text and arguments split into
   ``fragment`` characters, ``chunk_delay`` between chunks, ``stall_after=N`` (send N
   chunks then go silent until the client leaves) or ``drop_after=N`` (send N chunks then
@@ -92,6 +94,7 @@ class Call:
     name: str
     arguments: str
     id: str | None = None
+    namespace: str | None = None  # Responses: the namespace tool the function is in
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +127,33 @@ class ReasoningItem:
     encrypted_content: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A part of a reply the gateway passes through whole, as one wire spells it: a
+    Responses output item (``web_search_call``, ``custom_tool_call``, ...), an Anthropic
+    content block (``server_tool_use``, ``web_search_tool_result``, ...), a chat tool call
+    (``"type": "custom"``). ``at``: its place among the reply's other parts as the renderer
+    orders them (reasoning or thinking, the message or text, the calls), from 0 (first);
+    past the end: last."""
+
+    raw: dict[str, Any]
+    at: int = 0
+
+
+def placed(
+    parts: list[Any], items: Iterable[Item], render: Callable[[dict[str, Any]], Any] = dict
+) -> list[Any]:
+    """``parts`` with each item (``render(raw)``) at its ``at``, items at one place in
+    order."""
+    out: list[Any] = []
+    waiting = list(items)
+    for i, part in enumerate(parts):
+        out.extend(render(item.raw) for item in waiting if item.at == i)
+        out.append(part)
+    out.extend(render(item.raw) for item in waiting if item.at >= len(parts))
+    return out
+
+
 def token_logprobs(text: str, fragment: int) -> list[dict[str, Any]]:
     """Chat ``logprobs.content`` for ``text``: one token per ``fragment`` characters."""
     return [{"token": p, "logprob": -0.25, "bytes": list(p.encode()), "top_logprobs": []}
@@ -152,6 +182,8 @@ class Reply:
     system_fingerprint: str | None = None
     thinking: tuple[Thinking, ...] = ()
     reasoning: tuple[ReasoningItem, ...] = ()
+    items: tuple[Item, ...] = ()
+    container: dict[str, Any] | None = None  # Anthropic's code-execution container
     gate: threading.Event | None = None  # streamed: pause before the chunk with ``gate_at``
     gate_at: bytes = b""
     after: int = 0  # answer once this many requests have arrived
@@ -249,12 +281,13 @@ class OpenAIRenderer:
         rid, call_ids = self._ids(step, seq)
         message: dict[str, Any] = {"role": "assistant", "content": step.content,
                                    "refusal": step.refusal}
-        if step.tool_calls:
-            message["tool_calls"] = [
-                {"id": cid, "type": "function",
-                 "function": {"name": c.name, "arguments": c.arguments}}
-                for cid, c in zip(call_ids, step.tool_calls, strict=True)
-            ]
+        calls = placed([
+            {"id": cid, "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments}}
+            for cid, c in zip(call_ids, step.tool_calls, strict=True)
+        ], step.items)
+        if calls:
+            message["tool_calls"] = calls
         body: dict[str, Any] = {
             "id": rid,
             "object": "chat.completion",
@@ -318,13 +351,21 @@ class OpenAIRenderer:
             events.extend(chunk({"content": p}) for p in pieces(step.content, step.fragment))
         if step.refusal:
             events.extend(chunk({"refusal": p}) for p in pieces(step.refusal, step.fragment))
-        for i, (cid, c) in enumerate(zip(call_ids, step.tool_calls, strict=True)):
+        calls = placed([
+            {"id": cid, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for cid, c in zip(call_ids, step.tool_calls, strict=True)
+        ], step.items)
+        for i, call in enumerate(calls):
+            # A custom tool's call streams its input as a function's arguments stream.
+            kind = call["type"]
+            body_key, text_key = ("custom", "input") if kind == "custom" else (
+                "function", "arguments")
             events.append(chunk({"tool_calls": [{
-                "index": i, "id": cid, "type": "function",
-                "function": {"name": c.name, "arguments": ""}}]}))
+                "index": i, "id": call["id"], "type": kind,
+                body_key: {"name": call[body_key]["name"], text_key: ""}}]}))
             events.extend(
-                chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
-                for p in pieces(c.arguments, step.fragment) if p
+                chunk({"tool_calls": [{"index": i, body_key: {text_key: p}}]})
+                for p in pieces(call[body_key][text_key], step.fragment) if p
             )
         if step.content_after:
             events.extend(chunk({"content": p}) for p in pieces(step.content_after, step.fragment))

@@ -13,6 +13,7 @@ Example::
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -24,6 +25,7 @@ __all__ = [
     "STOP_REASONS",
     "encode_error",
     "encode_response",
+    "kept_stop_reason",
     "message_id",
     "stop_reason",
     "tool_input",
@@ -120,29 +122,54 @@ def encode_response(
     to the one the upstream reported."""
     if stop_sequence is None:
         stop_sequence = response.stop_sequence
-    # Thinking blocks only from an Anthropic upstream: a signature is Anthropic's own.
-    content: list[dict[str, Any]] = [r.raw for r in response.reasoning if r.wire == "anthropic"]
-    if response.content:
-        content.append({"type": "text", "text": response.content})
+    content: list[dict[str, Any]] = []
+    for part in response.parts():
+        if isinstance(part, str):
+            content.append({"type": "text", "text": part})
+        elif isinstance(part, ToolCall):
+            content.append(
+                {"type": "tool_use", "id": part.id, "name": part.name, "input": tool_input(part)}
+            )
+        elif part.wire == "anthropic":
+            # Thinking blocks (a signature is Anthropic's own), server tools' use and
+            # results: only from an Anthropic upstream, as sent.
+            content.append(part.raw)
     if response.refusal:  # what the model said instead (OpenAI's refusal text)
-        content.append({"type": "text", "text": response.refusal})
-    for call in response.tool_calls:
-        content.append(
-            {"type": "tool_use", "id": call.id, "name": call.name, "input": tool_input(call)}
-        )
-    return {
+        texts = [i for i, b in enumerate(content) if b["type"] == "text"]
+        at = texts[-1] + 1 if texts else sum(1 for b in content if b["type"] in _THINKING)
+        content.insert(at, {"type": "text", "text": response.refusal})
+    fields = response.passthrough.response if (
+        response.passthrough is not None and response.passthrough.wire == "anthropic"
+    ) else {}
+    body = {
         "id": message_id(response.id),
         "type": "message",
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": stop_reason(
-            response.finish_reason, stop_sequence, tool_use=bool(response.tool_calls),
-            refused=response.refusal is not None,
+        "stop_reason": kept_stop_reason(
+            stop_reason(
+                response.finish_reason, stop_sequence, tool_use=bool(response.tool_calls),
+                refused=response.refusal is not None,
+            ),
+            response.finish_reason, fields,
         ),
         "stop_sequence": stop_sequence,
         "usage": encode_usage(response.usage, schema_retries),
     }
+    if fields.get("container") is not None:
+        body["container"] = fields["container"]
+    return body
+
+
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+
+
+def kept_stop_reason(said: str, reason: FinishReason, fields: Mapping[str, Any]) -> str:
+    """The upstream's own ``stop_reason`` (``pause_turn``, ...) when the gateway would say
+    no more than what its finish reason maps to; else ``said``."""
+    kept = fields.get("stop_reason")
+    return kept if isinstance(kept, str) and said == STOP_REASONS[reason] else said
 
 
 def encode_error(error: GatewayError, request_id: str) -> dict[str, Any]:

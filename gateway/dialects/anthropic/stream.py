@@ -12,8 +12,10 @@ The event sequence follows the Messages streaming format::
     message_stop
 
 Blocks are numbered in the order they are emitted, which is what clients index by.
-Thinking blocks come only from an Anthropic upstream (``WireEvent``), passed through with
-their signature and renumbered.
+Thinking blocks and server tools' blocks (``server_tool_use``, ``web_search_tool_result``,
+...) come only from an Anthropic upstream (``WireEvent``), passed through as sent (a
+signature, an ``input_json_delta``) and renumbered; so are a ``pause_turn`` stop reason
+and the code-execution ``container``.
 The encoder only sees events the hold-back released, so a strict ``tool_use`` block is
 opened only once its input validated.
 
@@ -44,7 +46,12 @@ from gateway.canonical import (
     UsageReport,
     WireEvent,
 )
-from gateway.dialects.anthropic.encode import encode_error, encode_usage, stop_reason
+from gateway.dialects.anthropic.encode import (
+    encode_error,
+    encode_usage,
+    kept_stop_reason,
+    stop_reason,
+)
 from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent
 from gateway.errors import GatewayError
 
@@ -71,13 +78,14 @@ class MessageStreamEncoder:
     __slots__ = (
         "_current",
         "_current_is_text",
+        "_fields",
         "_finish",
         "_model",
         "_next_index",
+        "_passing",
         "_refused",
         "_retries",
         "_stop_sequence",
-        "_thinking",
         "_tool_blocks",
         "_usage",
         "message_id",
@@ -90,7 +98,8 @@ class MessageStreamEncoder:
         self._current: int | None = None  # the open block's index
         self._current_is_text = False
         self._tool_blocks: dict[int, int] = {}  # canonical tool index -> block index
-        self._thinking: dict[int, int] = {}  # the upstream's thinking block -> ours
+        self._passing: dict[int, int] = {}  # the upstream's passed-through block -> ours
+        self._fields: dict[str, Any] = {}  # the upstream's kept stop_reason, container
         self._finish: FinishReason = "stop"
         self._usage = Usage()
         self._retries = 0
@@ -181,18 +190,24 @@ class MessageStreamEncoder:
             self._retries = event.schema_retries
             return b""
         if isinstance(event, WireEvent):
-            return self._passed(event) if event.wire == "anthropic" else b""
+            if event.wire != "anthropic":
+                return b""
+            if event.kind == "fields":
+                self._fields = event.data
+                return b""
+            return self._passed(event)
         raise TypeError(f"unknown stream event {event!r}")
 
     def _passed(self, event: WireEvent) -> bytes:
-        """A thinking block's start, delta or stop, under this stream's block numbering."""
+        """A passed-through block's start, delta or stop (thinking, a server tool's use
+        and result), under this stream's block numbering."""
         data = event.data
         kind = data.get("type")
         if kind == "content_block_start":
             index, out = self._open(dict(data["content_block"]), text=False)
-            self._thinking[int(data["index"])] = index
+            self._passing[int(data["index"])] = index
             return out
-        index = self._thinking.get(int(data.get("index", -1)), -1)
+        index = self._passing.get(int(data.get("index", -1)), -1)
         if index < 0:
             return b""
         if kind == "content_block_stop":
@@ -211,15 +226,18 @@ class MessageStreamEncoder:
             schema_retries = self._retries
         if stop_sequence is None:
             stop_sequence = self._stop_sequence
+        said = stop_reason(
+            self._finish, stop_sequence, tool_use=bool(self._tool_blocks), refused=self._refused
+        )
+        ended: dict[str, Any] = {
+            "stop_reason": kept_stop_reason(said, self._finish, self._fields),
+            "stop_sequence": stop_sequence,
+        }
+        if self._fields.get("container") is not None:
+            ended["container"] = self._fields["container"]
         delta = {
             "type": "message_delta",
-            "delta": {
-                "stop_reason": stop_reason(
-                    self._finish, stop_sequence, tool_use=bool(self._tool_blocks),
-                    refused=self._refused,
-                ),
-                "stop_sequence": stop_sequence,
-            },
+            "delta": ended,
             "usage": encode_usage(self._usage, schema_retries),
         }
         return out + sse("message_delta", delta) + sse("message_stop", {"type": "message_stop"})

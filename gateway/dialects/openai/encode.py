@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.canonical import DEFAULT_REFUSAL, ChatResponse, Logprobs, Passthrough, Usage
+from gateway.canonical import (
+    DEFAULT_REFUSAL,
+    ChatResponse,
+    Logprobs,
+    Passthrough,
+    ToolCall,
+    Usage,
+    WireItem,
+)
 
 
 def refusal_text(refusal: str | None) -> str | None:
@@ -114,13 +122,15 @@ def _message(response: ChatResponse) -> dict[str, Any]:
     if extra is not None and extra.wire == "openai" and extra.message:
         # annotations, audio, reasoning_content...: the upstream's, same wire
         message.update((k, v) for k, v in extra.message.items() if k not in message)
-    if response.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.raw_arguments},
-            }
-            for c in response.tool_calls
+    if response.tool_calls or response.items:
+        # Custom tools' calls from a chat upstream, as sent, in their place among the calls.
+        calls = [
+            {"id": p.id, "type": "function",
+             "function": {"name": p.name, "arguments": p.raw_arguments}}
+            if isinstance(p, ToolCall) else p.raw
+            for p in response.parts()
+            if isinstance(p, ToolCall) or (isinstance(p, WireItem) and p.wire == "openai")
         ]
+        if calls:
+            message["tool_calls"] = calls
     return message

@@ -218,7 +218,7 @@ class ChunkEncoder:
             elif isinstance(event, Choice):
                 self.choice(event.index)
             elif isinstance(event, WireEvent):
-                if event.kind == "fields":
+                if event.kind == "fields" and event.wire != "anthropic":
                     self.fields(event)
                 elif event.kind == "delta" and event.wire == "openai":
                     parts.append(self._chunk(_dumps(event.data)))

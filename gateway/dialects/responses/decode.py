@@ -92,6 +92,9 @@ class ResponsesRequest:
     body: Mapping[str, Any] = field(default_factory=dict)
     headers: tuple[Header, ...] = ()
     tool_paths: tuple[str, ...] = ()
+    # ``(function name, namespace)`` of each function tool inside a namespace tool: the
+    # answer's call names its namespace, whichever upstream made it.
+    namespaces: tuple[tuple[str, str], ...] = ()
     screens: Mapping[str, Screen] = field(default_factory=dict)
 
     def chat(self, history: Sequence[dict[str, Any]] = ()) -> ChatRequest:
@@ -227,8 +230,10 @@ def _call_item(item: Mapping[str, Any], p: str) -> ToolCall:
     name = _str(item.get("name"), f"{p}.name")
     if not call_id or not name:
         raise _bad(f"{p}.call_id and {p}.name must not be empty.", f"{p}.call_id")
+    namespace = _opt_str(item.get("namespace"), f"{p}.namespace")
     return ToolCall(id=call_id, name=name, raw_arguments=_str(item.get("arguments"),
-                                                             f"{p}.arguments"))
+                                                             f"{p}.arguments"),
+                    namespace=namespace)
 
 
 def _output_item(item: Mapping[str, Any], p: str, notes: Notes | None) -> Message:
@@ -350,14 +355,18 @@ def _function(tool: Mapping[str, Any], p: str, notes: Notes) -> ToolSpec:
     )
 
 
-def _tools(value: Any, notes: Notes) -> tuple[tuple[ToolSpec, ...], tuple[str, ...]]:
+_Tools = tuple[tuple[ToolSpec, ...], tuple[str, ...], tuple[tuple[str, str], ...]]
+
+
+def _tools(value: Any, notes: Notes) -> _Tools:
     """Function tools, a namespace's among them (flattened: the model calls them by
-    name), and where each is in the body when that is not ``tools[i]``; other tools are
-    the policy's to rule on."""
+    name), where each is in the body when that is not ``tools[i]``, and the namespace of
+    each namespaced one (``(name, namespace)``); other tools are the policy's to rule on."""
     if value is None:
-        return (), ()
+        return (), (), ()
     out: list[ToolSpec] = []
     paths: list[str] = []
+    namespaces: list[tuple[str, str]] = []
     for i, raw in enumerate(_list(value, "tools")):
         p = f"tools[{i}]"
         tool = _object(raw, p)
@@ -368,12 +377,15 @@ def _tools(value: Any, notes: Notes) -> tuple[tuple[ToolSpec, ...], tuple[str, .
         elif kind == "namespace":
             notes.field("tools[] (namespace)", kind, f"{p}.type")
             inner = _list(tool.get("tools"), f"{p}.tools")
+            space = _opt_str(tool.get("name"), f"{p}.name")
             for j, sub in enumerate(inner):
                 q = f"{p}.tools[{j}]"
                 fn = _object(sub, q)
                 if fn.get("type") == "function":
                     out.append(_function(fn, q, notes))
                     paths.append(q)
+                    if space:
+                        namespaces.append((out[-1].name, space))
                 else:
                     notes.field(_HOSTED, fn.get("type"), f"{q}.type")
         elif isinstance(kind, str):
@@ -385,7 +397,7 @@ def _tools(value: Any, notes: Notes) -> tuple[tuple[ToolSpec, ...], tuple[str, .
         dup = next(n for n in names if names.count(n) > 1)
         raise _bad(f"Duplicate function name {dup!r} (namespaces included).", "tools")
     moved = any(p != f"tools[{i}]" for i, p in enumerate(paths))
-    return tuple(out), tuple(paths) if moved else ()
+    return tuple(out), tuple(paths) if moved else (), tuple(namespaces)
 
 
 def _tool_choice(value: Any, tools: tuple[ToolSpec, ...], notes: Notes) -> ToolChoice | None:
@@ -484,7 +496,7 @@ def decode_request(data: Any, headers: tuple[Header, ...] = ()) -> ResponsesRequ
     model = model_field(_str(data.get("model"), "model"))
     if data.get("input") is None:
         raise _bad("input is required.", "input")
-    tools, tool_paths = _tools(data.get("tools"), notes)
+    tools, tool_paths, namespaces = _tools(data.get("tools"), notes)
     store = _bool(data.get("store"), "store")
     items = _items(data["input"], notes)
     text_format = _text_format(data.get("text"), notes)
@@ -509,5 +521,6 @@ def decode_request(data: Any, headers: tuple[Header, ...] = ()) -> ResponsesRequ
         body=data,
         headers=headers,
         tool_paths=tool_paths,
+        namespaces=namespaces,
         screens=notes.screens(),
     )

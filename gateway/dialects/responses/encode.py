@@ -27,6 +27,7 @@ from gateway.canonical import (
     FinishReason,
     ForcedTool,
     JsonSchemaFormat,
+    Reasoning,
     TokenLogprob,
     ToolCall,
     ToolSpec,
@@ -98,10 +99,33 @@ def message_item(
 
 
 def function_call_item(
-    item_id: str, call: ToolCall, status: str = "completed"
+    item_id: str, call: ToolCall, status: str = "completed", namespace: str | None = None
 ) -> dict[str, Any]:
-    return {"type": "function_call", "id": item_id, "call_id": call.id, "name": call.name,
+    """A function call item; ``namespace`` (the call's own, else the request's for that
+    tool) when its tool is inside a namespace tool."""
+    item = {"type": "function_call", "id": item_id, "call_id": call.id, "name": call.name,
             "arguments": call.raw_arguments, "status": status}
+    if namespace is not None:
+        item["namespace"] = namespace
+    return item
+
+
+def _split_tokens(
+    tokens: tuple[TokenLogprob, ...], sizes: list[int]
+) -> list[tuple[TokenLogprob, ...]]:
+    """``tokens`` shared among text segments of ``sizes`` characters, in order (a token
+    goes with the segment its text starts in)."""
+    out: list[tuple[TokenLogprob, ...]] = []
+    at = 0
+    for n, size in enumerate(sizes):
+        taken: list[TokenLogprob] = []
+        used = 0
+        while at < len(tokens) and (used < size or n == len(sizes) - 1):
+            taken.append(tokens[at])
+            used += len(str(tokens[at].get("token") or ""))
+            at += 1
+        out.append(tuple(taken))
+    return out
 
 
 def status_of(reason: FinishReason) -> tuple[str, dict[str, str] | None]:
@@ -116,13 +140,14 @@ class ResponseShape:
     """The ``response`` object of one request: its echo of the request, built once; the
     output, status and usage filled in per call (the streaming events reuse it)."""
 
-    __slots__ = ("_echo", "_next_item", "id")
+    __slots__ = ("_echo", "_namespaces", "_next_item", "id")
 
     def __init__(
         self, request: ResponsesRequest, *, response_id: str, created_at: int
     ) -> None:
         self.id = response_id
         self._next_item = 0
+        self._namespaces = dict(request.namespaces)
         self._echo: dict[str, Any] = {
             "id": response_id,
             "object": "response",
@@ -146,6 +171,11 @@ class ResponseShape:
             "truncation": "disabled",
             "user": request.user,
         }
+
+    def namespace(self, name: str, namespace: str | None) -> str | None:
+        """The namespace a call to ``name`` names: the upstream's, else the one the request
+        put the tool in (an upstream of another wire got the tools flattened)."""
+        return namespace if namespace is not None else self._namespaces.get(name)
 
     def item_id(self, prefix: str) -> str:
         """A fresh output item id: ``msg_..`` / ``fc_..`` + this response's digits + a count."""
@@ -178,19 +208,45 @@ class ResponseShape:
     def complete(
         self, response: ChatResponse, *, schema_retries: int, completed_at: int
     ) -> dict[str, Any]:
-        """The finished ``response`` object of a non-streaming call."""
+        """The finished ``response`` object of a non-streaming call: its items in the
+        upstream's order (``ChatResponse.parts``)."""
         status, incomplete = status_of(response.finish_reason)
-        # Reasoning items only from a Responses upstream, as sent (id, encrypted_content).
-        output = [dict(r.raw) for r in response.reasoning if r.wire == "responses"]
+        output: list[dict[str, Any]] = []
+        messages: list[dict[str, Any]] = []  # one per text segment
+        segments: list[str] = []
+        for part in response.parts():
+            if isinstance(part, Reasoning):
+                # Reasoning items only from a Responses upstream, as sent (id,
+                # encrypted_content).
+                if part.wire == "responses":
+                    output.append(dict(part.raw))
+            elif isinstance(part, str):
+                messages.append({"id": self.item_id("msg")})
+                segments.append(part)
+                output.append(messages[-1])
+            elif isinstance(part, ToolCall):
+                output.append(function_call_item(
+                    self.item_id("fc"), part, namespace=self.namespace(part.name, part.namespace)
+                ))
+            elif part.wire == "responses":  # hosted tools' items, custom calls: as sent
+                output.append(dict(part.raw))
         refusal = response.refusal
-        if response.content or refusal is not None:
-            output.append(message_item(
-                self.item_id("msg"), response.content or None,
+        if refusal is not None and not messages:
+            messages.append({"id": self.item_id("msg")})
+            segments.append("")
+            at = next((i for i, o in enumerate(output) if o.get("type") != "reasoning"),
+                      len(output))
+            output.insert(at, messages[-1])
+        tokens = response.logprobs.content if response.logprobs else None
+        shares = _split_tokens(tokens, [len(t) for t in segments]) if tokens else None
+        for n, (slot, text) in enumerate(zip(messages, segments, strict=True)):
+            last = n == len(messages) - 1
+            slot.update(message_item(
+                slot["id"], text or None,
                 "completed" if status == "completed" else "incomplete",
-                refusal=(refusal or DEFAULT_REFUSAL) if refusal is not None else None,
-                logprobs=response.logprobs.content if response.logprobs else None,
+                refusal=(refusal or DEFAULT_REFUSAL) if refusal is not None and last else None,
+                logprobs=shares[n] if shares else None,
             ))
-        output.extend(function_call_item(self.item_id("fc"), c) for c in response.tool_calls)
         tier = response.passthrough.service_tier if response.passthrough else None
         return self.body(
             status=status,

@@ -15,10 +15,13 @@ The sequence, as the API sends it and the ``openai`` SDK's ``responses.stream`` 
          response.refusal.done
          response.content_part.done)
       response.output_item.done                     (the message, completed)
-      response.output_item.added                    (a function_call, empty arguments)
-        response.function_call_arguments.delta*
+      response.output_item.added                    (a function_call, empty arguments;
+        response.function_call_arguments.delta*      ``namespace`` when its tool is in one)
         response.function_call_arguments.done
       response.output_item.done
+      response.output_item.added                    (any other item of a Responses
+        ...its own events, as the upstream sent them  upstream: reasoning, a hosted tool's
+      response.output_item.done                      call, a custom tool call)
     response.completed                              (the whole response, usage included;
                                                      response.incomplete on a length cut)
 
@@ -103,15 +106,19 @@ class _Message:
 
 
 class _Item:
-    """An output item still being streamed: its position, id and text so far."""
+    """A function call item still being streamed: its position, id, call and arguments
+    so far."""
 
-    __slots__ = ("call_id", "id", "index", "name", "parts")
+    __slots__ = ("call_id", "id", "index", "name", "namespace", "parts")
 
-    def __init__(self, index: int, item_id: str, call_id: str = "", name: str = "") -> None:
+    def __init__(
+        self, index: int, item_id: str, call_id: str, name: str, namespace: str | None
+    ) -> None:
         self.index = index
         self.id = item_id
         self.call_id = call_id
         self.name = name
+        self.namespace = namespace
         self.parts: list[str] = []
 
     @property
@@ -123,7 +130,7 @@ class ResponseStreamEncoder:
     """Encodes one streamed response. Not thread-safe; one per response."""
 
     __slots__ = (
-        "_calls", "_closed_calls", "_finish", "_output", "_reasoning", "_refused", "_retries",
+        "_calls", "_closed_calls", "_finish", "_output", "_passing", "_refused", "_retries",
         "_said", "_seq", "_text", "_tier", "_usage", "final", "shape",
     )  # fmt: skip
 
@@ -134,7 +141,7 @@ class ResponseStreamEncoder:
         self._text: _Message | None = None
         self._refused = False  # the upstream's Finish said so
         self._said = False  # a refusal part was sent
-        self._reasoning: dict[int, int] = {}  # the upstream's open reasoning item -> ours
+        self._passing: dict[int, int] = {}  # the upstream's open passed-through item -> ours
         self._tier: Any = None  # the upstream's service_tier
         self._calls: dict[int, _Item] = {}  # canonical call index -> open item
         self._closed_calls: set[int] = set()
@@ -152,25 +159,35 @@ class ResponseStreamEncoder:
     def _next_index(self) -> int:
         return (
             len(self._output) + (self._text is not None) + len(self._calls)
-            + len(self._reasoning)
+            + len(self._passing)
         )
 
     def _passed(self, event: WireEvent) -> bytes:
-        """A reasoning item's event (added, its summary and text, done) as the upstream
-        sent it, at this response's output index and sequence number."""
+        """An event of an item the gateway passes through (a reasoning item's summary, a
+        hosted tool's progress, a custom call's input: added, its own events, done) as the
+        upstream sent it, at this response's output index and sequence number."""
         data = dict(event.data)
         kind = str(data.pop("type"))
         data.pop("sequence_number", None)
         upstream = int(data.get("output_index", -1))
         if kind == "response.output_item.added":
             out = self._close_text() + self._close_calls()  # the item before it is over
-            index = self._reasoning[upstream] = self._next_index()
+            index = self._passing[upstream] = self._next_index()
             return out + self._event(kind, {**data, "output_index": index})
-        found = self._reasoning.get(upstream)
+        found = self._passing.get(upstream)
         if found is None:
-            return b""
+            if kind != "response.output_item.done":
+                return b""
+            # Done without added (an upstream that sends the item whole): both, in place.
+            out = self._close_text() + self._close_calls()
+            found = self._next_index()
+            self._output.append(data["item"])
+            where = {**data, "output_index": found}
+            return out + self._event("response.output_item.added", dict(where)) + self._event(
+                kind, where
+            )
         if kind == "response.output_item.done":
-            del self._reasoning[upstream]
+            del self._passing[upstream]
             self._output.append(data["item"])
         return self._event(kind, {**data, "output_index": found})
 
@@ -242,7 +259,8 @@ class ResponseStreamEncoder:
             out += self._event("response.function_call_arguments.done", {
                 "item_id": item.id, "output_index": item.index, "arguments": arguments,
             })
-            done = function_call_item(item.id, ToolCall(item.call_id, item.name, arguments))
+            call = ToolCall(item.call_id, item.name, arguments)
+            done = function_call_item(item.id, call, namespace=item.namespace)
             self._output.append(done)
             out += self._event(
                 "response.output_item.done", {"output_index": item.index, "item": done}
@@ -274,11 +292,14 @@ class ResponseStreamEncoder:
 
     def tool_start(self, event: ToolCallStart) -> bytes:
         out = self._close_text()
-        item = _Item(self._next_index(), self.shape.item_id("fc"), event.id, event.name)
+        namespace = self.shape.namespace(event.name, event.namespace)
+        item = _Item(self._next_index(), self.shape.item_id("fc"), event.id, event.name,
+                     namespace)
         self._calls[event.index] = item
         call = ToolCall(event.id, event.name, "")
         return out + self._event("response.output_item.added", {
-            "output_index": item.index, "item": function_call_item(item.id, call, "in_progress"),
+            "output_index": item.index,
+            "item": function_call_item(item.id, call, "in_progress", namespace),
         })
 
     def tool_arguments(self, event: ToolCallDelta) -> bytes:
@@ -317,7 +338,8 @@ class ResponseStreamEncoder:
                 self._retries = event.schema_retries
             elif isinstance(event, WireEvent):
                 if event.kind == "fields":
-                    self._tier = event.data.get("service_tier")
+                    if event.wire != "anthropic":
+                        self._tier = event.data.get("service_tier")
                 elif event.wire == "responses":
                     parts.append(self._passed(event))
             elif isinstance(event, UsageReport | Choice):
