@@ -54,8 +54,8 @@ from gateway.context import Tally  # noqa: E402
 from gateway.dialects.openai.stream import ChunkEncoder  # noqa: E402
 from gateway.enforcement.check import StrictPlan  # noqa: E402
 from gateway.enforcement.holdback import HoldBack  # noqa: E402
-from tests.gateway.openai_helpers import GOOD_ARGS, MESSAGES, REFUND_SCHEMA, refund_tool  # noqa: E402
 from tests.support.gateway_proc import model_table, start_gateway  # noqa: E402
+from tests.support.openai_helpers import GOOD_ARGS, MESSAGES, REFUND_SCHEMA, refund_tool  # noqa: E402
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream  # noqa: E402
 
 TEXT = "Order 582131 arrived crushed; I am refunding the pot now. " * 2

@@ -27,7 +27,7 @@ from gateway.service import ChatService
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.errors import UpstreamStatusError
 from gateway.upstream.registry import UpstreamRegistry
-from tests.gateway.openai_helpers import BAD_ARGS, GOOD_ARGS, REFUND_SCHEMA
+from tests.support.openai_helpers import BAD_ARGS, GOOD_ARGS, REFUND_SCHEMA
 
 MODEL = ModelConfig(name="m", provider="openai", upstream_model="u")
 PRINCIPAL = Principal("key_s", "svc", rpm=10)

@@ -28,9 +28,9 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.gateway.openai_helpers import BAD_ARGS, GOOD_ARGS, MESSAGES, refund_tool
 from tests.readme.readme_text import quickstart_commands
 from tests.support.gateway_proc import free_port, model_table, toml_config, wait_ready
+from tests.support.openai_helpers import BAD_ARGS, GOOD_ARGS, MESSAGES, refund_tool
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """Helpers for the reliability and security suites.
 
-- ``chat_body(...)``: a strict create_refund request (``tests.gateway.openai_helpers``).
+- ``chat_body(...)``: a strict create_refund request (``tests.support.openai_helpers``).
 - ``ledger_rows(gw, ids)``: the gateway's SQLite ledger rows, waiting until every
   ``request_id`` in ``ids`` is there (the ledger writes in the background).
 - ``raw_http(port, data, ...)``: bytes on a raw socket, for what clients libraries refuse to
@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from tests.gateway.openai_helpers import MESSAGES, refund_tool
 from tests.support.gateway_proc import GatewayProcess
+from tests.support.openai_helpers import MESSAGES, refund_tool
 
 
 def chat_body(model: str = "m", *, stream: bool = False, **extra: Any) -> dict[str, Any]:

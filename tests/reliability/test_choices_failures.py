@@ -17,9 +17,9 @@ from typing import Any
 import openai
 import pytest
 
-from tests.gateway.openai_helpers import BAD_ARGS, MESSAGES, refund_tool
 from tests.reliability.helpers import ledger_rows
 from tests.support.gateway_proc import GatewayProcess
+from tests.support.openai_helpers import BAD_ARGS, MESSAGES, refund_tool
 from tests.support.scripted_upstream import (
     Call,
     Hang,

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.gateway.openai_helpers import BAD_ARGS, GOOD_ARGS
 from tests.reliability.helpers import chat_body, ledger_rows
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
+from tests.support.openai_helpers import BAD_ARGS, GOOD_ARGS
 from tests.support.private_services import PrivateRedis
 from tests.support.scripted_upstream import Call, HttpError, Reply, ScriptedUpstream
 

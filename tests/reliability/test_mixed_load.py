@@ -18,9 +18,9 @@ import httpx
 import orjson
 import pytest
 
-from tests.gateway.openai_helpers import BAD_ARGS, GOOD_ARGS, REFUND_SCHEMA, refund_tool
 from tests.reliability.helpers import all_rows, ledger_rows
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
+from tests.support.openai_helpers import BAD_ARGS, GOOD_ARGS, REFUND_SCHEMA, refund_tool
 from tests.support.scripted_upstream import (
     Call,
     Drop,

@@ -12,11 +12,11 @@ import httpx
 import orjson
 import pytest
 
-from tests.gateway.openai_helpers import GOOD_ARGS
 from tests.ops.helpers import scrape
 from tests.reliability.helpers import all_rows, chat_body, ledger_rows
 from tests.support.anthropic_wire import AnthropicRenderer
 from tests.support.gateway_proc import GatewayProcess, free_port, model_table, start_gateway
+from tests.support.openai_helpers import GOOD_ARGS
 from tests.support.scripted_upstream import (
     Call,
     Drop,

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from tests.gateway.test_openai_stream_e2e import ledger_row
+from tests.dialects.test_openai_stream_e2e import ledger_row
 from tests.ops.helpers import conforms
 from tests.responses.test_create import REFUND
 from tests.support.gateway_proc import GatewayProcess

@@ -12,7 +12,7 @@ import openai
 import orjson
 import pytest
 
-from tests.gateway.test_openai_stream_e2e import ledger_row
+from tests.dialects.test_openai_stream_e2e import ledger_row
 from tests.responses.test_create import REFUND
 from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream

@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import orjson
 
-from tests.gateway.openai_helpers import BAD_ARGS
 from tests.reliability.helpers import all_rows, chat_body, db_path, ledger_rows
 from tests.support.anthropic_wire import AnthropicRenderer
 from tests.support.gateway_proc import free_port, model_table, start_gateway
+from tests.support.openai_helpers import BAD_ARGS
 from tests.support.scripted_upstream import (
     Call,
     Drop,

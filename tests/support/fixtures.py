@@ -32,6 +32,7 @@ from gateway.upstream.connection import Connections
 from gateway.upstream.transport import UpstreamHttp
 from tests.support.anthropic_wire import AnthropicRenderer, anthropic_e2e_models
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
+from tests.support.openai_helpers import Chat, make_chat
 from tests.support.private_services import PrivateRedis
 from tests.support.scripted_upstream import ScriptedUpstream
 
@@ -89,6 +90,12 @@ def gateway(
         e2e_models(scripted_upstream_server.base_url),
         {"max_body_bytes": E2E_BODY_LIMIT},
     )
+
+
+@pytest.fixture(params=["sync", "async"])
+def chat(request: pytest.FixtureRequest, gateway: GatewayProcess) -> Chat:
+    """The openai SDK, sync and async, on the session gateway."""
+    return make_chat(request.param, gateway.base_url + "/v1", gateway.api_key)
 
 
 @pytest.fixture(scope="session")

@@ -20,8 +20,8 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
-from tests.gateway.dialect_clients import DIALECTS, Dialect, ask, strict_output
 from tests.support.anthropic_wire import AnthropicRenderer
+from tests.support.dialect_clients import DIALECTS, Dialect, ask, strict_output
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.responses_wire import ResponsesRenderer, reasoning_item
 from tests.support.scripted_upstream import (

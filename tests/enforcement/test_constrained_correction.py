@@ -17,7 +17,8 @@ import orjson
 import pytest
 
 from gateway.settings import ConfigError, load_settings
-from tests.gateway.openai_helpers import (
+from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
+from tests.support.openai_helpers import (
     BAD_ARGS,
     GOOD_ARGS,
     MESSAGES,
@@ -27,7 +28,6 @@ from tests.gateway.openai_helpers import (
     make_chat,
     refund_tool,
 )
-from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
 
 # Each engine's documented request field for a JSON-schema-constrained reply.

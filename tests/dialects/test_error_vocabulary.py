@@ -19,8 +19,8 @@ import pytest
 
 from gateway.errors import error_type, retry_header
 from gateway.upstream.errors import MAX_MESSAGE_CHARS
-from tests.gateway.openai_helpers import BAD_ARGS, MESSAGES, refund_tool
 from tests.support.gateway_proc import GatewayProcess
+from tests.support.openai_helpers import BAD_ARGS, MESSAGES, refund_tool
 from tests.support.scripted_upstream import Call, HttpError, Raw, Reply, ScriptedUpstream
 
 AN_MESSAGES: list[Any] = [{"role": "user", "content": "Refund order 582131."}]

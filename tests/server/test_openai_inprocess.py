@@ -11,8 +11,8 @@ import openai
 
 from gateway.app import create_app
 from gateway.settings import load_settings
-from tests.gateway.openai_helpers import GOOD_ARGS, MESSAGES, calls_of, refund_tool
 from tests.support.gateway_proc import ROOT, InProcessGateway, model_table, toml_config
+from tests.support.openai_helpers import GOOD_ARGS, MESSAGES, calls_of, refund_tool
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
 
 

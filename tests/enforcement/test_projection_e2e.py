@@ -14,7 +14,7 @@ import anthropic
 import openai
 import pytest
 
-from tests.gateway.test_openai_stream_e2e import sdk_stream
+from tests.dialects.test_openai_stream_e2e import sdk_stream
 from tests.reliability.helpers import ledger_rows
 from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream

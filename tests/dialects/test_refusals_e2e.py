@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from gateway.canonical import DEFAULT_REFUSAL
-from tests.gateway.dialect_clients import DIALECTS, Dialect, Seen, ask, strict_output
 from tests.support.anthropic_wire import AnthropicRenderer
+from tests.support.dialect_clients import DIALECTS, Dialect, Seen, ask, strict_output
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.responses_wire import ResponsesRenderer
 from tests.support.scripted_upstream import Reply, ScriptedUpstream

@@ -8,7 +8,7 @@ import openai
 import orjson
 import pytest
 
-from tests.gateway.openai_helpers import (
+from tests.support.openai_helpers import (
     BAD_ARGS,
     GOOD_ARGS,
     MESSAGES,

@@ -14,9 +14,9 @@ import anthropic
 import openai
 import pytest
 
-from tests.gateway.openai_helpers import GOOD_ARGS, MESSAGES, REFUND_SCHEMA, make_chat, refund_tool
-from tests.gateway.test_openai_stream_e2e import calls_of, sdk_stream
+from tests.dialects.test_openai_stream_e2e import calls_of, sdk_stream
 from tests.support.gateway_proc import GatewayProcess
+from tests.support.openai_helpers import GOOD_ARGS, MESSAGES, REFUND_SCHEMA, make_chat, refund_tool
 from tests.support.scripted_upstream import Call, Raw, Reply, ScriptedUpstream
 
 DUP_ARGS = GOOD_ARGS[:-1] + ', "amount_pence": 1250}'

@@ -17,7 +17,7 @@ from gateway.enforcement import (
 )
 from gateway.errors import InvalidRequest
 from gateway.settings import ModelConfig
-from tests.gateway.openai_helpers import REFUND_SCHEMA
+from tests.support.openai_helpers import REFUND_SCHEMA
 
 MODEL = ModelConfig(name="m", provider="openai", upstream_model="u")
 NO_STRICT = ModelConfig(name="m", provider="openai", upstream_model="u", strict_tools=False)

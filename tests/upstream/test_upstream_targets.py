@@ -8,8 +8,8 @@ import dataclasses
 from gateway.settings import ModelConfig
 from gateway.upstream.openai import OpenAIUpstream
 from gateway.upstream.transport import Target, Targets, UpstreamHttp
-from tests.gateway.test_upstream_transport import REQUEST, _model
 from tests.support.scripted_upstream import Reply, ScriptedUpstream
+from tests.upstream.test_upstream_transport import REQUEST, _model
 
 
 async def test_a_copy_of_a_model_is_sent_with_its_own_headers(

@@ -19,8 +19,8 @@ import openai
 import pydantic
 import pytest
 
-from tests.gateway.openai_helpers import REFUND_SCHEMA
 from tests.support.gateway_proc import GatewayProcess
+from tests.support.openai_helpers import REFUND_SCHEMA
 from tests.support.scripted_upstream import Call, HttpError, Reply, ScriptedUpstream, without
 
 GOOD = {"order_number": "582131", "amount_pence": 1250, "reason": "damaged", "note": None}

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.gateway.openai_helpers import BAD_ARGS, GOOD_ARGS, MESSAGES, refund_tool
 from tests.support.fixtures import e2e_models
 from tests.support.gateway_proc import GatewayProcess, start_gateway
+from tests.support.openai_helpers import BAD_ARGS, GOOD_ARGS, MESSAGES, refund_tool
 from tests.support.scripted_upstream import Call, HttpError, Reply, ScriptedUpstream
 
 

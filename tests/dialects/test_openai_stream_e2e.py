@@ -23,9 +23,9 @@ from openai.types.chat import (
     ChatCompletionMessageFunctionToolCall,
 )
 
-from tests.gateway.openai_helpers import BAD_ARGS, GOOD_ARGS, MESSAGES, lookup_tool, refund_tool
 from tests.support.fixtures import STREAM_KEEPALIVE_S as KEEPALIVE_S
 from tests.support.gateway_proc import GatewayProcess
+from tests.support.openai_helpers import BAD_ARGS, GOOD_ARGS, MESSAGES, lookup_tool, refund_tool
 from tests.support.scripted_upstream import Call, HttpError, Reply, ScriptedUpstream
 
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 import openai
 import pytest
 
-from tests.gateway.openai_helpers import BAD_ARGS, GOOD_ARGS, make_chat, refund_tool
-from tests.gateway.test_openai_stream_e2e import ledger_row, sdk_stream
+from tests.dialects.test_openai_stream_e2e import ledger_row, sdk_stream
 from tests.support.gateway_proc import GatewayProcess
+from tests.support.openai_helpers import BAD_ARGS, GOOD_ARGS, make_chat, refund_tool
 from tests.support.scripted_upstream import Call, RecordedRequest, Reply, ScriptedUpstream, Step
 
 GOOD = json.loads(GOOD_ARGS)

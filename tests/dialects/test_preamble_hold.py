@@ -24,7 +24,7 @@ import openai
 import pydantic
 import pytest
 
-from tests.gateway.test_openai_stream_e2e import ledger_row
+from tests.dialects.test_openai_stream_e2e import ledger_row
 from tests.support.anthropic_wire import AnthropicRenderer
 from tests.support.fixtures import STREAM_KEEPALIVE_S
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway

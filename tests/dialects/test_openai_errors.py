@@ -9,7 +9,9 @@ import httpx
 import openai
 import pytest
 
-from tests.gateway.openai_helpers import (
+from tests.support.fixtures import E2E_BODY_LIMIT
+from tests.support.gateway_proc import GatewayProcess
+from tests.support.openai_helpers import (
     GOOD_ARGS,
     MESSAGES,
     REFUND_SCHEMA,
@@ -19,8 +21,6 @@ from tests.gateway.openai_helpers import (
     lookup_tool,
     refund_tool,
 )
-from tests.support.fixtures import E2E_BODY_LIMIT
-from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Drop, HttpError, Reply, ScriptedUpstream
 
 

@@ -25,8 +25,8 @@ import anthropic
 import openai
 import pytest
 
-from tests.gateway.openai_helpers import REFUND_SCHEMA as SCHEMA
 from tests.support.gateway_proc import GatewayProcess
+from tests.support.openai_helpers import REFUND_SCHEMA as SCHEMA
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream, Step
 
 NESTED_NOT_STRICT = copy.deepcopy(SCHEMA)
