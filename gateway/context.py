@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
+from urllib.parse import quote
 
 from gateway.bounds import name_list, redact
 from gateway.canonical import Usage
@@ -28,7 +29,7 @@ class Tally:
 
     __slots__ = (
         "correction_usage", "first_usage", "retried_attempts", "retries", "started",
-        "upstream_calls",
+        "tool_errors", "upstream_calls",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -39,6 +40,9 @@ class Tally:
         self.started = 0  # calls announced just before they were sent
         # (reason, count) of attempts that failed safely and were retried; None: none yet
         self.retried_attempts: dict[str, int] | None = None
+        # ``on_invalid = "tool_error"``: ("dropped" | "missing", tool) per call the answer
+        # explains instead of carrying (``x-syntic-on-invalid``); None: none
+        self.tool_errors: list[tuple[str, str]] | None = None
 
     def add_first(self, usage: Usage) -> None:
         self.first_usage = self.first_usage + usage
@@ -57,6 +61,12 @@ class Tally:
         if self.retried_attempts is None:
             self.retried_attempts = {}
         self.retried_attempts[reason] = self.retried_attempts.get(reason, 0) + 1
+
+    def tool_error(self, kind: str, tool: str) -> None:
+        """A call dropped (``dropped``), or required and missing (``missing``; ``*``: any)."""
+        if self.tool_errors is None:
+            self.tool_errors = []
+        self.tool_errors.append((kind, tool))
 
     def call_started(self) -> None:
         """An upstream call is about to be sent (``RequestContext.upstream_call_starting``)."""
@@ -147,6 +157,8 @@ class RequestContext:
             out.append((b"x-syntic-schema-retries", str(self.tally.retries).encode()))
         if self.raw_headers:
             out.extend(self.raw_headers)
+        if self.tally is not None and self.tally.tool_errors:
+            out.append((b"x-syntic-on-invalid", _tool_errors_header(self.tally.tool_errors)))
         if self.dropped:
             out.append((b"x-syntic-dropped", name_list(self.dropped).encode()))
         return out
@@ -229,6 +241,17 @@ class RequestContext:
             _masked(self.strict_refused),
             *_details(total),
         )
+
+
+def _tool_errors_header(errors: list[tuple[str, str]]) -> bytes:
+    """``tool_error; dropped=a,b; missing=c``: names percent-encoded (a dropped call's name
+    is the upstream's), each list capped as ``x-syntic-dropped`` is."""
+    parts = ["tool_error"]
+    for kind in ("dropped", "missing"):
+        names = [quote(tool, safe="-_.*") for k, tool in errors if k == kind]
+        if names:
+            parts.append(f"{kind}={name_list(names)}")
+    return "; ".join(parts).encode()
 
 
 def _details(usage: Usage) -> tuple[int, int, int]:

@@ -65,7 +65,10 @@ class Prepared:
     upstream_request: ChatRequest
 
     def enforce_context(self, tally: Tally) -> EnforceContext:
-        return EnforceContext(self.upstream, self.model, self.plan, tally)
+        on_invalid = self.upstream_request.on_invalid or self.model.on_invalid
+        return EnforceContext(
+            self.upstream, self.model, self.plan, tally, tool_errors=on_invalid == "tool_error"
+        )
 
 
 def upstream_view(request: ChatRequest, model: ModelConfig, plan: StrictPlan) -> ChatRequest:

@@ -15,6 +15,7 @@ Config is TOML (path from ``--config`` or ``SYNTIC_CONFIG``)::
     api = "chat_completions"            # or "responses": the upstream's /v1/responses
     max_tokens_field = "max_completion_tokens"  # or "max_tokens", for an engine that needs it
     strictify = false                   # make every tool strict (the strict projection)
+    on_invalid = "error"                # or "tool_error": a 200 that says what went wrong
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import validator
+from gateway.canonical.model import OnInvalid
 from gateway.canonical.origin import Target
 
 # The one list of providers: each is the module gateway.upstream.<name> (its create()).
@@ -75,6 +77,8 @@ class ModelConfig:
     api: UpstreamApi = "chat_completions"
     # api = "chat_completions": where a token limit from another wire goes.
     max_tokens_field: MaxTokensField = "max_completion_tokens"
+    # A strict call still invalid after its correction: a 422, or a 200 that says why.
+    on_invalid: OnInvalid = "error"
 
     @property
     def wire(self) -> Target:
@@ -230,6 +234,8 @@ def _model_from_table(i: int, table: Mapping[str, Any]) -> ModelConfig:
     values = dict(table)
     values.setdefault("upstream_model", values["name"])
     _check_correction(i, values)
+    if values.get("on_invalid", "error") not in get_args(OnInvalid):
+        raise ConfigError(f"models[{i}].on_invalid must be one of {list(get_args(OnInvalid))}")
     try:
         return ModelConfig(**values)
     except TypeError as exc:

@@ -19,6 +19,9 @@ AnswerWire = Literal["openai", "responses", "anthropic"]
 # What a refusal says when the upstream refused without words (Anthropic may send none), so
 # a client that tests ``message.refusal`` for truth still sees one.
 DEFAULT_REFUSAL = "The model declined to answer this request."
+# What a strict call still invalid after its correction becomes: the request's 422
+# (``error``), or a 200 answer that says what went wrong (``tool_error``).
+OnInvalid = Literal["error", "tool_error"]
 
 
 @record
@@ -203,6 +206,8 @@ class ChatRequest:
     n: int = 1
     # Make every tool strict through the strict projection (header ``x-syntic-strictify``).
     strictify: bool = False
+    # ``x-syntic-on-invalid``; None: the model's ``on_invalid``.
+    on_invalid: OnInvalid | None = None
     # The client's wire, body and vendor headers (None: built by the gateway itself).
     origin: Origin | None = None
 

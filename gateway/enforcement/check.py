@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import validator
-from gateway.canonical import ChatRequest, JsonSchemaFormat
+from gateway.canonical import ChatRequest, ForcedTool, JsonSchemaFormat
 from gateway.canonical.record import record
 from gateway.enforcement.projection import Projection, project
 from gateway.errors import Dialect, InvalidRequest
@@ -78,6 +78,10 @@ class StrictPlan:
     # and the tools that could not be (sent untouched, non-strict), in request order.
     projected: Mapping[str, Projection] = field(default_factory=dict)
     refused: tuple[str, ...] = ()
+    # The request's ``tool_choice`` asks for a call ("required", or a named tool: ``forced``):
+    # an answer without one is invalid, as invalid arguments are.
+    call_required: bool = False
+    forced: str | None = None
 
     @property
     def enforced(self) -> bool:
@@ -384,14 +388,23 @@ async def check_request(
             output, output_copy = await lint_cache.resolve_for(
                 rf.schema, paths.response_schema, dialect, upstream
             )
+    tool_names = _tool_names(request, names)
+    choice = request.tool_choice
+    # Only where the request is strict (something enforced): otherwise the upstream's word.
+    required = bool(tool_names) and (bool(compiled) or output is not None) and (
+        choice == "required" or isinstance(choice, ForcedTool)
+    )
+    forced = choice.name if required and isinstance(choice, ForcedTool) else None
     return StrictPlan(
         tools=compiled,
         output=output,
-        tool_names=_tool_names(request, names),
+        tool_names=tool_names,
         upstream_tools=copies,
         upstream_output=output_copy,
         projected=projected,
         refused=tuple(refused),
+        call_required=required,
+        forced=forced,
     )
 
 

@@ -32,8 +32,14 @@ Rules, in upstream order:
   the refusal's own words when the upstream refused without refusal deltas).
 - Refusal deltas and ``WireEvent``s (what the gateway passes through without
   interpreting) go out in upstream order, as text does.
-- A call still invalid after its correction, a ``length`` cut-off inside a held call, or an
-  upstream failure raise ``GatewayError``; held arguments are never released. Pending
+- When ``tool_choice`` requires a call (``StrictPlan.call_required``) and the answer ends
+  without one, the finish waits behind the one correction, whose calls are released in
+  its place (finish ``tool_calls``); under a named tool, a call to another tool is held
+  and corrected into the named one.
+- A call still invalid after its correction, a ``length`` cut-off inside a held call, a
+  required call still missing, or an upstream failure raise ``GatewayError``; held
+  arguments are never released. With ``on_invalid = "tool_error"`` the tool failures
+  become a ``TextDelta`` in the call's place instead (``stop`` when no call is left). Pending
   corrections and the upstream iterator are cancelled/closed on error, on ``aclose()``
   and on task cancellation (client disconnect).
 
@@ -77,14 +83,24 @@ from gateway.enforcement.correct import (
     INLINE_ARGUMENT_BYTES,
     EnforceContext,
     call_violations,
+    correct_missing,
     enforce_call,
     enforce_output,
     finished_call,
+    tool_error_text,
 )
-from gateway.errors import UpstreamError
+from gateway.errors import GatewayError, UpstreamError
 
 CallEnforcer = Callable[[ToolCall, "FinishReason | None"], Awaitable[ToolCall]]
 """Validate + correct ONE call: return the valid call (original ``id``) or raise 422."""
+
+MissingEnforcer = Callable[[str, FinishReason], Awaitable["tuple[ToolCall, ...]"]]
+"""Correct an answer (its text, how it ended) that makes no call although ``tool_choice``
+requires one: return the correction's valid calls or raise 422."""
+
+ToolErrorText = Callable[[BaseException, "str | None"], "str | None"]
+"""``on_invalid = "tool_error"``: the words for a call dropped (its tool; None: a required
+call missing), or None when the error is to be raised."""
 
 OutputEnforcer = Callable[
     [str, FinishReason, "tuple[TokenLogprob, ...] | None"], Awaitable["TextDelta | RefusalDelta"]
@@ -172,6 +188,7 @@ class _Held:
 
 
 _TEXT = -1  # index of the held-text pseudo call
+_MISSING = -2  # the place of a call tool_choice requires, while it is corrected
 _END = object()
 
 
@@ -197,6 +214,8 @@ class HoldBack:
         tally: Tally,
         enforce_call: CallEnforcer,
         enforce_output: OutputEnforcer | None = None,
+        enforce_missing: MissingEnforcer | None = None,
+        tool_error_text: ToolErrorText | None = None,
         prompt_tokens_estimate: int = 0,
     ) -> None:
         self.prompt_tokens_estimate = prompt_tokens_estimate
@@ -208,6 +227,13 @@ class HoldBack:
         self.tally = tally
         self._enforce_call = enforce_call
         self._enforce_output = enforce_output
+        # A call tool_choice requires: the answer's text is kept for its correction.
+        self._enforce_missing = enforce_missing if plan.call_required else None
+        self._said: list[str] = []
+        self._tool_error_text = tool_error_text
+        self._dropped = 0  # calls dropped and explained (tool_error)
+        self._texted = False  # text went out (a dropped call's words then start a paragraph)
+        self._client_call = False
         self._queue: deque[StreamEvent | _Held] = deque()
         self._calls: dict[int, _Held | None] = {}  # index -> held slot, None = pass-through
         self._open: list[_Held] = []
@@ -324,6 +350,10 @@ class HoldBack:
             self._chars += len(event.text)
             if self._finished:
                 return False
+            if event.text:
+                self._texted = True
+                if self._enforce_missing is not None:
+                    self._said.append(event.text)
             if self._hold_text:
                 if self._text is None:
                     self._text = _Held(_TEXT, "", "")
@@ -345,7 +375,7 @@ class HoldBack:
             if event.reasoning is not None:
                 self.reasoning = (*self.reasoning, event.reasoning)
             if event.client_call:  # a custom tool's call: a tool turn, as a function call
-                self._saw_call = True
+                self._saw_call = self._client_call = True
             if not self._finished:
                 self._emit(event, out)
         elif isinstance(event, ToolCallStart):
@@ -379,7 +409,12 @@ class HoldBack:
         if event.index in self._calls:
             raise UpstreamError(f"The upstream started tool call {event.index} twice.")
         name = event.name
-        if name in self._strict or (self._guard_unknown and name not in self._plan.tool_names):
+        forced = self._plan.forced
+        if (
+            name in self._strict
+            or (self._guard_unknown and name not in self._plan.tool_names)
+            or (forced is not None and name != forced)
+        ):
             slot = _Held(event.index, event.id, name, event.namespace)
             self._calls[event.index] = slot
             self._open.append(slot)
@@ -432,6 +467,9 @@ class HoldBack:
         for slot in self._open:
             self._close(slot, cut)
         self._open = []
+        if self._enforce_missing is not None and not self._saw_call and not self._refused:
+            self._await_call(event)
+            return
         if self._hold_text and self._text is None and not self._saw_call:
             self._text = _Held(_TEXT, "", "")  # no text at all: no JSON value either
             self._queue.append(self._text)
@@ -454,12 +492,68 @@ class HoldBack:
         self._spawn(slot, self._correct_call(slot, call, cut))
 
     async def _correct_call(self, slot: _Held, call: ToolCall, cut: FinishReason | None) -> None:
-        fixed = await self._enforce_call(call, cut)
+        try:
+            fixed = await self._enforce_call(call, cut)
+        except GatewayError as exc:
+            said = self._explain(exc, call.name)
+            if said is None:
+                raise
+            slot.out = [TextDelta(said)]  # in the dropped call's place
+            slot.done = True
+            self._dropped += 1
+            return
         slot.release(
             ToolCall(id=slot.call_id, name=fixed.name, raw_arguments=fixed.raw_arguments,
                      namespace=slot.namespace),
             self._plan,
         )
+
+    def _explain(self, exc: GatewayError, tool: str | None) -> str | None:
+        """``tool_error``'s words for ``exc`` (a paragraph of its own after text), or None."""
+        if self._tool_error_text is None:
+            return None
+        said = self._tool_error_text(exc, tool)
+        if said is None:
+            return None
+        return f"\n\n{said}" if self._texted else said
+
+    def _await_call(self, finish: Finish) -> None:
+        """No call, though ``tool_choice`` requires one: the finish waits behind the one
+        correction, which releases its calls (or the failure) in the finish's place. A
+        strict output's held text goes out with them: it is a tool turn then."""
+        held: list[StreamEvent] = []
+        text = self._text
+        if text is not None:
+            text.open = False
+            if text.parts:
+                held.append(TextDelta("".join(text.parts), tuple(text.tokens) or None))
+            text.done = True
+        slot = _Held(_MISSING, "", "")
+        self._queue.append(slot)
+        self._spawn(slot, self._correct_missing(slot, finish, held))
+
+    async def _correct_missing(
+        self, slot: _Held, finish: Finish, held: list[StreamEvent]
+    ) -> None:
+        assert self._enforce_missing is not None
+        try:
+            calls = await self._enforce_missing("".join(self._said), finish.reason)
+        except GatewayError as exc:
+            said = self._explain(exc, None)
+            if said is None:
+                raise
+            slot.out = [*held, TextDelta(said), Finish("stop", finish.stop_sequence)]
+            slot.done = True
+            return
+        out = held
+        for i, found in enumerate(calls):
+            call = finished_call(found, self._plan)
+            out.append(ToolCallStart(i, call.id, call.name, call.namespace))
+            if call.raw_arguments:
+                out.append(ToolCallDelta(i, call.raw_arguments))
+        out.append(Finish("tool_calls"))
+        slot.out = out
+        slot.done = True
 
     def _close_text(self, reason: FinishReason) -> None:
         slot = self._text
@@ -499,9 +593,15 @@ class HoldBack:
                 if not head.done:
                     return
                 out.extend(head.out)
+            elif isinstance(head, Finish) and self._dropped and self._all_dropped():
+                # every call was dropped (tool_error): a text turn now
+                out.append(Finish("stop", head.stop_sequence, head.refused))
             else:
                 out.append(head)
             queue.popleft()
+
+    def _all_dropped(self) -> bool:
+        return self._dropped == len(self._calls) and not self._client_call
 
 
 def holdback_for(
@@ -512,6 +612,16 @@ def holdback_for(
     """A hold-back wired to the shared enforcement: ``enforce_call`` (the single
     correction, same as non-streaming) and ``enforce_output`` for a strict
     ``response_format``. ``ctx.tally`` receives every call's usage."""
+
+    async def missing(text: str, reason: FinishReason) -> tuple[ToolCall, ...]:
+        reply = ChatResponse(
+            id="", model=request.model, content=text or None, tool_calls=(),
+            finish_reason=reason, usage=Usage(), reasoning=hold.reasoning,
+        )
+        return await correct_missing(reply, request, ctx)
+
+    def words(exc: BaseException, tool: str | None) -> str | None:
+        return tool_error_text(exc, tool, ctx)
 
     async def one_call(call: ToolCall, cut: FinishReason | None) -> ToolCall:
         return await enforce_call(
@@ -538,6 +648,8 @@ def holdback_for(
         tally=ctx.tally,
         enforce_call=one_call,
         enforce_output=output if ctx.plan.output is not None else None,
+        enforce_missing=missing,
+        tool_error_text=words if ctx.shows_tool_errors else None,
     )
     return hold
 

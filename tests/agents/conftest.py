@@ -1,7 +1,8 @@
 """The agents' tests share one scripted upstream (speaking chat completions, Responses and
-Messages) and one gateway in front of it, with two models per wire: ``syn-<wire>`` as the
-agent asks, and ``syn-<wire>-strict`` with ``strictify = true`` (the agents never mark a
-tool strict, nor send ``x-syntic-strictify``).
+Messages) and one gateway in front of it, with three models per wire: ``syn-<wire>`` as the
+agent asks, ``syn-<wire>-strict`` with ``strictify = true`` (the agents never mark a
+tool strict, nor send ``x-syntic-strictify``), and ``syn-<wire>-tool-error``, strictified
+with ``on_invalid = "tool_error"``.
 
 An agent that is not installed skips its tests, saying why; under ``SYNTIC_REQUIRE_AGENTS=1``
 (CI) an agent marked ``ci = yes`` in ``scripts/agents.txt`` fails instead, and so does a
@@ -15,7 +16,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -38,7 +39,9 @@ WIRES: tuple[Wire, ...] = ("chat", "responses", "messages")
 Turn = Step | Callable[[RecordedRequest], Step]
 
 
-def model_name(wire: Wire, *, strict: bool) -> str:
+def model_name(wire: Wire, *, strict: bool, on_invalid: str = "error") -> str:
+    if on_invalid == "tool_error":
+        return f"syn-{wire}-tool-error"
     return f"syn-{wire}-strict" if strict else f"syn-{wire}"
 
 
@@ -46,8 +49,12 @@ def _models(base_url: str) -> list[dict[str, Any]]:
     wire_keys: dict[Wire, dict[str, Any]] = {
         "chat": {}, "responses": {"api": "responses"}, "messages": {"provider": "anthropic"},
     }
-    return [model_table(model_name(w, strict=s), base_url, strictify=s, **wire_keys[w])
-            for w in WIRES for s in (False, True)]
+    tables = [model_table(model_name(w, strict=s), base_url, strictify=s, **wire_keys[w])
+              for w in WIRES for s in (False, True)]
+    tables += [model_table(model_name(w, strict=True, on_invalid="tool_error"), base_url,
+                           strictify=True, on_invalid="tool_error", **wire_keys[w])
+               for w in WIRES]
+    return tables
 
 
 @pytest.fixture(scope="session")
@@ -109,7 +116,12 @@ class AgentRun:
 
 
 Script = Callable[[Scratch], tuple[Turn, ...]]  # the scratch repository -> the turns
-Runner = Callable[[Agent, bool, Script], AgentRun]
+
+
+class Runner(Protocol):
+    def __call__(
+        self, agent: Agent, strict: bool, script: Script, *, on_invalid: str = "error"
+    ) -> AgentRun: ...
 
 
 @pytest.fixture
@@ -118,16 +130,18 @@ def run(
     tmp_path: Path,
 ) -> Iterator[Runner]:
     """``run(agent, strict, script)``: the agent's doc setup and command against the
-    gateway's model for its wire, the upstream answering ``script(scratch)``."""
+    gateway's model for its wire (``on_invalid="tool_error"``: its tool-error model), the
+    upstream answering ``script(scratch)``."""
 
-    def go(agent: Agent, strict: bool, script: Script) -> AgentRun:
+    def go(agent: Agent, strict: bool, script: Script, *, on_invalid: str = "error") -> AgentRun:
         pin = _installed(pins()[agent.name])
         scratch = Scratch.make(tmp_path / agent.name)
         log_from = len(agent_gateway.log())
         agent_upstream.reset()
         agent_upstream.responder = Turns(*script(scratch))
         finished = run_agent(pin, pin.binary(os.environ), scratch, agent_gateway.base_url,
-                             model_name(agent.wire, strict=strict), agent_gateway.api_key,
+                             model_name(agent.wire, strict=strict, on_invalid=on_invalid),
+                             agent_gateway.api_key,
                              strace)
         return AgentRun(agent, scratch, finished, list(agent_upstream.requests),
                         agent_gateway.log()[log_from:])

@@ -112,3 +112,21 @@ def test_a_call_still_invalid_costs_two_upstream_calls_and_the_agent_stops(
     assert f"Arguments for {agent.tool} did not match the schema" in done.finished.output(), \
         done.explain()
     assert_stayed_local(done)
+
+
+@pytest.mark.parametrize("agent", PARAMS)
+def test_tool_error_mode_a_call_still_invalid_is_an_answer_the_agent_shows(
+    agent: Agent, run: Runner
+) -> None:
+    done = run(agent, True, lambda s: (
+        call(agent, agent.invalid(s.repo)),
+        call(agent, agent.invalid(s.repo)),
+        final(s),  # only if the agent tried again
+    ), on_invalid="tool_error")
+    assert CORRECTION in done.requests[1].raw.decode(), done.explain()
+    assert len(done.requests) == 2, done.explain()  # the agent did not retry the turn
+    # a 200 text turn: the agent prints it and exits 0, as after any answer
+    assert done.finished.returncode == 0, done.explain()
+    said = f"The gateway dropped a call to {agent.tool} (tool_arguments_invalid)"
+    assert said in done.finished.stdout, done.explain()
+    assert_stayed_local(done)

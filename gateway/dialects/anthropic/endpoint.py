@@ -18,6 +18,7 @@ from starlette.responses import Response
 from gateway.dialects.anthropic.decode import DecodedRequest, decode_request
 from gateway.dialects.anthropic.encode import encode_response
 from gateway.dialects.anthropic.stream_endpoint import stream_messages
+from gateway.dialects.on_invalid_header import with_on_invalid_header
 from gateway.dialects.strictify_header import with_strictify_header
 from gateway.dialects.vendor_headers import vendor_headers
 from gateway.enforcement import ParamPaths, strict_requested
@@ -46,7 +47,7 @@ async def messages(request: Request) -> Response:
     try:
         data = parse_json_body(body, service.settings.max_json_depth)
         decoded = decode_request(data, vendor_headers(request.scope["headers"]))
-        chat = with_strictify_header(request, decoded.request)
+        chat = with_on_invalid_header(request, with_strictify_header(request, decoded.request))
     except GatewayError:
         await service.refused_early(ctx)
         raise

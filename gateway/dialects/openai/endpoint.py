@@ -6,6 +6,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.dialects.on_invalid_header import with_on_invalid_header
 from gateway.dialects.openai.decode import decode_chat_request
 from gateway.dialects.openai.encode import encode_chat_choices, encode_chat_response
 from gateway.dialects.openai.stream_endpoint import stream_chat_completions
@@ -24,7 +25,7 @@ async def chat_completions(request: Request) -> Response:
     try:
         data = parse_json_body(body, service.settings.max_json_depth)
         decoded = decode_chat_request(data, vendor_headers(request.scope["headers"]))
-        chat = with_strictify_header(request, decoded)
+        chat = with_on_invalid_header(request, with_strictify_header(request, decoded))
     except GatewayError:
         await service.refused_early(ctx)
         raise

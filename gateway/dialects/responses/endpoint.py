@@ -19,6 +19,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.dialects.on_invalid_header import with_on_invalid_header
 from gateway.dialects.responses.decode import decode_request
 from gateway.dialects.responses.encode import ResponseShape, response_id
 from gateway.dialects.responses.stored import check_quota, history, keep, key_id, not_found
@@ -60,7 +61,7 @@ async def create_response(request: Request) -> Response:
         if decoded.store:
             await check_quota(store, ctx, settings.responses_max_bytes_per_key)
         past = await history(store, decoded, ctx, settings.responses_max_history_bytes)
-        chat = with_strictify_header(request, decoded.chat(past))
+        chat = with_on_invalid_header(request, with_strictify_header(request, decoded.chat(past)))
     except GatewayError:
         await service.refused_early(ctx)
         raise
