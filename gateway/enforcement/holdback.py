@@ -46,16 +46,15 @@ Rules, in upstream order:
 Usage goes to the request's ``Tally`` (first call + corrections); the last batch ends with
 ``FinalUsage`` carrying the total and ``schema_retries``.
 
-The preamble hold (``until_output``): when the request is strict (``refusable``), the
-dialect's first bytes wait for the first batch that shows output, so a call that is still
-invalid before anything was shown can be answered as a plain HTTP error.
+What a hold-back yields (``HeldEvent``) and the preamble hold (``until_output``) are in
+``gateway.enforcement.held``.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from gateway.canonical import (
@@ -76,7 +75,6 @@ from gateway.canonical import (
     UsageReport,
     WireEvent,
 )
-from gateway.canonical.record import record
 from gateway.context import Tally
 from gateway.enforcement.check import StrictPlan
 from gateway.enforcement.correct import (
@@ -89,6 +87,7 @@ from gateway.enforcement.correct import (
     finished_call,
     tool_error_text,
 )
+from gateway.enforcement.held import Choice, FinalUsage, HeldEvent, shows_output, until_output
 from gateway.errors import GatewayError, UpstreamError
 
 CallEnforcer = Callable[[ToolCall, "FinishReason | None"], Awaitable[ToolCall]]
@@ -107,50 +106,6 @@ OutputEnforcer = Callable[
 ]
 """Validate + correct a strict ``response_format`` reply (its text, how it ended, its
 logprobs): return the valid content (or the correction's refusal) or raise."""
-
-
-@record
-class FinalUsage:
-    """Last event of a successful stream: usage over every upstream call of the request."""
-
-    usage: Usage
-    schema_retries: int
-    upstream_calls: int
-    estimated: bool = False
-
-
-@record
-class Choice:
-    """With ``n > 1`` (``gateway.enforcement.choices``): the events after it, up to the next
-    ``Choice``, belong to choice ``index``."""
-
-    index: int
-
-
-HeldEvent = StreamEvent | FinalUsage | Choice
-
-
-def shows_output(batch: Sequence[HeldEvent]) -> bool:
-    """Whether a batch carries anything a client would see after the preamble: text, a
-    released call, the finish or the end (not usage reports or choice markers)."""
-    for event in batch:
-        if isinstance(event, TextDelta):
-            if event.text:
-                return True
-        elif not isinstance(event, UsageReport | Choice):
-            return True
-    return False
-
-
-async def until_output(batches: AsyncIterator[list[HeldEvent]]) -> list[HeldEvent]:
-    """The batches up to and including the first that ``shows_output``, as one: what the
-    preamble is held behind. Raises what the batches raise (a 422 before any output)."""
-    held: list[HeldEvent] = []
-    async for batch in batches:
-        held.extend(batch)
-        if shows_output(batch):
-            return held
-    return held  # pragma: no cover - the last batch ends with FinalUsage, which shows
 
 
 class _Held:
