@@ -170,3 +170,16 @@ def test_an_unknown_model_setting_stops_the_config(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"models\[0\]\.on_invalid must be one of "
                                           r"\['error', 'tool_error'\]"):
         load_settings(config, env={})
+
+
+def test_an_upstreams_tool_name_in_the_header_is_percent_encoded(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    # A call to a tool the request does not have, named to split the header if copied raw.
+    evil = "x\r\nset-cookie: a=b,c"
+    upstream.queue(Reply(tool_calls=[Call(evil, "{}")]), Reply(tool_calls=[Call(evil, "{}")]))
+    seen = ask(gw, "chat", "ch-strict", stream=False, extra=request("chat", TOOL_ERROR))
+    assert seen.headers["x-syntic-on-invalid"] == (
+        "tool_error; dropped=x%0D%0Aset-cookie%3A%20a%3Db%2Cc")
+    assert "set-cookie" not in {k.lower() for k in seen.headers}
+    assert answer("chat", seen.final).calls == []
