@@ -383,11 +383,11 @@ def missing_call(plan: StrictPlan, *, truncated: bool = False) -> OutputRejected
 
 async def correct_missing(
     response: ChatResponse, request: ChatRequest, ctx: EnforceContext
-) -> tuple[ToolCall, ...]:
+) -> ChatResponse:
     """The one correction of an answer that makes no call although ``tool_choice`` requires
-    one: the correction's calls (validated, not corrected again), else 422
-    ``tool_call_missing``. A cut-off answer is not corrected: the same limit would cut it
-    again."""
+    one: the correction's answer with its calls (validated, not corrected again) or its
+    refusal (an answer), else 422 ``tool_call_missing``. A cut-off answer is not
+    corrected: the same limit would cut it again."""
     plan = ctx.plan
     if response.finish_reason == "length":
         raise missing_call(plan, truncated=True)
@@ -405,6 +405,8 @@ async def correct_missing(
     )
     # The request's own tool_choice still forces the call.
     second = await _correction(dataclasses.replace(request, messages=messages, stream=False), ctx)
+    if second.refusal is not None:
+        return second
     calls = tuple(c for c in second.tool_calls if wanted is None or c.name == wanted)
     truncated = second.finish_reason == "length"
     if not calls:
@@ -413,7 +415,7 @@ async def correct_missing(
         again = await call_violations_async(call, plan)
         if again:
             raise _reject_call(call, again, truncated=truncated)
-    return calls
+    return dataclasses.replace(second, tool_calls=calls)
 
 
 async def _output_violations(response: ChatResponse, plan: StrictPlan) -> list[Violation]:
@@ -500,13 +502,17 @@ async def enforce_response(
             calls = tuple(c for i, c in enumerate(fixed) if i not in dropped)
     elif plan.call_required and not response.calls_tools and response.refusal is None:
         try:
-            calls = await correct_missing(response, request, ctx)
+            second = await correct_missing(response, request, ctx)
         except OutputRejected as exc:
             if not _shown(exc, ctx):
                 raise
             missing = _explained(exc, plan.forced, ctx, "missing")
         else:
-            response = dataclasses.replace(response, finish_reason="tool_calls")
+            if second.refusal is not None:  # the correction's refusal is the answer
+                response = dataclasses.replace(second, id=response.id)
+            else:
+                response = dataclasses.replace(response, finish_reason="tool_calls")
+            calls = second.tool_calls
     elif plan.output is not None and not response.calls_tools and response.refusal is None:
         response = await enforce_output(response, request, ctx)
     if plan.projected:

@@ -58,6 +58,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from gateway.canonical import (
+    DEFAULT_REFUSAL,
     ChatRequest,
     ChatResponse,
     Finish,
@@ -93,9 +94,9 @@ from gateway.errors import GatewayError, UpstreamError
 CallEnforcer = Callable[[ToolCall, "FinishReason | None"], Awaitable[ToolCall]]
 """Validate + correct ONE call: return the valid call (original ``id``) or raise 422."""
 
-MissingEnforcer = Callable[[str, FinishReason], Awaitable["tuple[ToolCall, ...]"]]
+MissingEnforcer = Callable[[str, FinishReason], Awaitable[ChatResponse]]
 """Correct an answer (its text, how it ended) that makes no call although ``tool_choice``
-requires one: return the correction's valid calls or raise 422."""
+requires one: return the correction's answer (its valid calls, or its refusal) or raise."""
 
 ToolErrorText = Callable[[BaseException, "str | None"], "str | None"]
 """``on_invalid = "tool_error"``: the words for a call dropped (its tool; None: a required
@@ -492,7 +493,7 @@ class HoldBack:
     ) -> None:
         assert self._enforce_missing is not None
         try:
-            calls = await self._enforce_missing("".join(self._said), finish.reason)
+            fixed = await self._enforce_missing("".join(self._said), finish.reason)
         except GatewayError as exc:
             said = self._explain(exc, None)
             if said is None:
@@ -501,7 +502,12 @@ class HoldBack:
             slot.done = True
             return
         out = held
-        for i, found in enumerate(calls):
+        if fixed.refusal is not None:  # the correction's refusal is the answer
+            out.append(RefusalDelta(fixed.refusal or DEFAULT_REFUSAL))
+            slot.out = [*out, Finish("stop", refused=True)]
+            slot.done = True
+            return
+        for i, found in enumerate(fixed.tool_calls):
             call = finished_call(found, self._plan)
             out.append(ToolCallStart(i, call.id, call.name, call.namespace))
             if call.raw_arguments:
@@ -568,7 +574,7 @@ def holdback_for(
     correction, same as non-streaming) and ``enforce_output`` for a strict
     ``response_format``. ``ctx.tally`` receives every call's usage."""
 
-    async def missing(text: str, reason: FinishReason) -> tuple[ToolCall, ...]:
+    async def missing(text: str, reason: FinishReason) -> ChatResponse:
         reply = ChatResponse(
             id="", model=request.model, content=text or None, tool_calls=(),
             finish_reason=reason, usage=Usage(), reasoning=hold.reasoning,

@@ -201,3 +201,29 @@ def test_a_request_that_is_not_strict_is_the_upstreams_word(
     got = answer(dialect, seen.final)
     assert (got.text, got.calls, got.finish) == ("No tool today.", [], TEXT_END[dialect])
     assert len(upstream.requests) == (2 if stream else 1)
+
+
+def refusal_of(dialect: Dialect, final: Any) -> str | None:
+    """The refusal an SDK's final object carries, as each dialect spells one."""
+    if dialect == "chat":
+        refusal: str | None = final.choices[0].message.refusal
+        return refusal
+    if dialect == "responses":
+        parts = [p for item in final.output if item.type == "message" for p in item.content]
+        return next((p.refusal for p in parts if p.type == "refusal"), None)
+    if final.stop_reason != "refusal":
+        return None
+    return "".join(b.text for b in final.content if b.type == "text")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_refusal_from_the_correction_is_the_answer(
+    gw: GatewayProcess, upstream: ScriptedUpstream, dialect: Dialect, stream: bool
+) -> None:
+    steps = [Reply(content=None), Reply(refusal="I won't refund this order.")]
+    upstream.queue(*steps, *(steps if stream else []))
+    seen = ask(gw, dialect, "ch-strict", stream=stream, extra=strict(dialect, "required"))
+    assert refusal_of(dialect, seen.final) == "I won't refund this order."
+    assert answer(dialect, seen.final).calls == []
+    assert len(upstream.requests) == (4 if stream else 2)
