@@ -13,8 +13,8 @@ import anthropic
 import openai
 import pytest
 
-from tests.gateway.dialect_clients import Dialect
 from tests.support.anthropic_wire import AnthropicRenderer
+from tests.support.dialect_clients import Dialect
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.responses_wire import ResponsesRenderer
 from tests.support.scripted_upstream import ScriptedUpstream

@@ -13,9 +13,11 @@ import anthropic
 import openai
 import pytest
 
-from tests.gateway.dialect_clients import DIALECTS, Dialect, ask
-from tests.gateway.test_preamble_hold import consume
-from tests.gateway.tool_choice_clients import (
+from tests.dialects.test_preamble_hold import consume
+from tests.support.dialect_clients import DIALECTS, Dialect, ask
+from tests.support.gateway_proc import GatewayProcess
+from tests.support.scripted_upstream import Call, RecordedRequest, Reply, ScriptedUpstream
+from tests.support.tool_choice_clients import (
     BAD,
     GOOD,
     LOOKUP,
@@ -29,8 +31,6 @@ from tests.gateway.tool_choice_clients import (
     tool_choice,
     tools,
 )
-from tests.support.gateway_proc import GatewayProcess
-from tests.support.scripted_upstream import Call, RecordedRequest, Reply, ScriptedUpstream
 
 __all__ = ["gw"]  # the module's gateway fixture
 
