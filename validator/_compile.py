@@ -19,6 +19,12 @@ reference to the schema, so an evicted schema is freed at once; if generation is
 ``compile`` that returns a still-lazy cached entry generates its code there and then, so
 ``compile`` always returns a schema with generated code (when generation is possible).
 
+Errors from generated code: a schema's first invalid instance (past the verdict) queues
+the generation of its error code (``_errgen``) on the same thread, once; until it is
+swapped in (``CompiledSchema.compiled_errors``) the interpreter reports, with the same
+errors. So ``compile`` pays nothing for it and a schema that is never invalid never
+generates it.
+
 Computing the key costs a serialization + hash of the whole schema: callers on a hot path
 (the gateway) should keep the ``CompiledSchema`` (or its ``key``) next to the request's
 tool definition instead of calling ``compile`` per validation.
@@ -34,7 +40,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -42,6 +48,7 @@ import orjson
 from validator._codegen import CodegenError, generate
 from validator._dialect import Dialect
 from validator._dupkeys import duplicate_key
+from validator._errgen import ErrorCodegenError, ErrorsFn, generate_errors
 from validator._errors import ValidationError, error, show
 from validator._interp import Interpreter
 from validator._ir import BuildError, Table, build
@@ -149,6 +156,18 @@ class _Lazy:
         return self.interp.errors(instance)
 
 
+class _ErrorCode:
+    """A schema's generated error collection (``_errgen``): made on the codegen thread
+    after its first invalid instance; until then, or if refused, the interpreter reports."""
+
+    __slots__ = ("fn", "namespace", "queued")
+
+    def __init__(self) -> None:
+        self.fn: ErrorsFn | None = None
+        self.namespace: dict[str, Any] | None = None
+        self.queued = False
+
+
 @dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class CompiledSchema:
     """A schema ready to validate instances; obtain one from ``compile``.
@@ -163,6 +182,7 @@ class CompiledSchema:
     _fast: Callable[[Any], bool]
     _interp: Interpreter
     _namespace: dict[str, Any] | None = None
+    _error_code: _ErrorCode = field(default_factory=_ErrorCode)
 
     def __copy__(self) -> CompiledSchema:
         return self  # immutable; and a copy must not share (then clear) the namespace
@@ -177,6 +197,9 @@ class CompiledSchema:
         # and never adds to a full collection.
         if self._namespace is not None:
             self._namespace.clear()
+        namespace = self._error_code.namespace
+        if namespace is not None:
+            namespace.clear()
 
     @property
     def compiled_code(self) -> bool:
@@ -184,6 +207,13 @@ class CompiledSchema:
         ``compile_async``/``lint_compile_async`` still uses the interpreter (before its
         second use, while its code is being generated, or if generation was refused)."""
         return self._namespace is not None and self._fast.__class__ is not _Lazy
+
+    @property
+    def compiled_errors(self) -> bool:
+        """True when errors come from generated code; False until the codegen thread has
+        made it, which the first invalid instance asks for (the interpreter reports
+        meanwhile, with the same errors), or when generation was refused."""
+        return self._error_code.fn is not None
 
     @property
     def schema_bytes(self) -> int:
@@ -217,8 +247,14 @@ class CompiledSchema:
             if fast(instance):
                 return []
         except RecursionError:
-            pass  # the interpreter reports it as a depth error
-        errors = self._interp.errors(instance)
+            pass  # the error walk reports it as a depth error
+        explain = self._error_code.fn
+        if explain is not None:
+            errors = explain(instance)
+        else:
+            errors = self._interp.errors(instance)
+            if not self._error_code.queued:
+                _queue_errors(self)
         if not errors:  # pragma: no cover - the two back ends disagree; never accept silently
             return [ValidationError("", "schema", "/ does not match the schema")]
         return errors
@@ -415,16 +451,55 @@ _EXECUTOR: ThreadPoolExecutor | None = None
 
 def _queue_upgrade(stand_in: _Lazy) -> None:
     """Queue code generation for the schema ``stand_in`` serves (once; weakly held)."""
-    global _EXECUTOR
     owner = stand_in.owner
     with _UPGRADE_LOCK:
         if stand_in.queued or owner is None:
             return
         stand_in.queued = True
-        if _EXECUTOR is None:
-            _EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="validator-codegen")
-        executor = _EXECUTOR
+        executor = _executor()
     executor.submit(_upgrade, owner)
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The one codegen thread, started on first use. Under ``_UPGRADE_LOCK``."""
+    global _EXECUTOR
+    if _EXECUTOR is None:
+        _EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="validator-codegen")
+    return _EXECUTOR
+
+
+def _queue_errors(compiled: CompiledSchema) -> None:
+    """Queue error-code generation for ``compiled`` (once; weakly held)."""
+    slot = compiled._error_code
+    with _UPGRADE_LOCK:
+        if slot.queued:
+            return
+        slot.queued = True
+        executor = _executor()
+    executor.submit(_make_errors, weakref.ref(compiled))
+
+
+def _make_errors(ref: weakref.ref[CompiledSchema]) -> None:
+    """The background job: generate a schema's error code, if the schema is still alive.
+    Holds no strong reference to it while generating (its interpreter's table suffices)."""
+    compiled = ref()
+    if compiled is None:
+        return
+    interp, slot = compiled._interp, compiled._error_code
+    del compiled
+    try:
+        fn, namespace = generate_errors(interp.table())
+    except (ErrorCodegenError, RecursionError):
+        return  # the interpreter keeps reporting
+    with _UPGRADE_LOCK:
+        owner = ref()
+        if owner is not None:
+            slot.namespace = namespace  # first: ``__del__`` must find what it clears
+            slot.fn = fn
+    # Dropped outside the lock: if this was the last reference, ``__del__`` runs here.
+    del owner
+    if slot.fn is not fn:
+        namespace.clear()
 
 
 def _generate(stand_in: _Lazy) -> Callable[[Any], bool] | None:

@@ -1,7 +1,9 @@
 """The error-collecting back end: walks the node table and reports every failure.
 
-Used only after the generated fast path has said "invalid" (or when code generation was
-refused), so it favours clear, complete, deterministically ordered errors over speed.
+Used after the generated fast path has said "invalid" until the schema's error code
+(``_errgen``, the same walk written out per schema) is generated, for a lazily compiled
+schema, and where generation was refused; it favours clear, complete, deterministically
+ordered errors over speed.
 Order, per schema location: depth, false, type, enum, const, string keywords, number
 keywords, required (schema order), properties (schema order), additional properties
 (instance order), array sizes, items (index order), anyOf, allOf (each branch's own
@@ -55,6 +57,10 @@ class Interpreter:
         self._regex: dict[int, Searcher] = table.regex
         self._locations = table.locations or ("",) * len(table.nodes)
         self._false = frozenset(i for i, n in enumerate(table.nodes) if n[FALSE])
+
+    def table(self) -> Table:
+        """The node table this interpreter walks."""
+        return Table(self._nodes, self._regex, self._locations)
 
     def errors(self, instance: Any) -> list[ValidationError]:
         out: list[ValidationError] = []

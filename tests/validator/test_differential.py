@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import validator
 from validator._compile import engine
+from validator._errgen import generate_errors
 
 NAMES = ["a", "b", "c", "x y", "~/", "é"]
 PATTERNS = ["^a", "b$", "^[0-9]{2,3}$", "a|b", "^$", "[0-9]", "^(a+)+$", "^\\w+@\\w+$"]
@@ -239,7 +240,12 @@ def _agree(schema: Any, instance: Any) -> None:
     # fast path said "invalid", so a too-strict interpreter would otherwise go unnoticed.
     fast, interp = engine(schema)
     assert fast(instance) is expected, (schema, instance)
-    assert (interp.errors(instance) == []) is expected, (schema, instance)
+    interp_errors = interp.errors(instance)
+    assert (interp_errors == []) is expected, (schema, instance)
+    # The generated error code is the interpreter's walk written out: the same errors.
+    generated, namespace = generate_errors(interp.table())
+    assert generated(instance) == interp_errors, (schema, instance)
+    namespace.clear()
     assert all(e.keyword != "schema" for e in errors), errors  # back ends agree on why
     if not expected:
         assert errors and all(e.message.startswith(e.pointer or "/") for e in errors)
