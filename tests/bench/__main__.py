@@ -152,6 +152,9 @@ GATEWAY: dict[str, GatewayScenario] = {
 SCRIPTS: dict[str, ScriptScenario] = {
     "validator": ScriptScenario("validate and compile, against jsonschema",
                                 "validator_bench.py", _none),
+    "validator-peers": ScriptScenario("validator vs jsonschema-rs, fastjsonschema and jsonschema"
+                                      " over the tests' schema corpus, interleaved",
+                                      "validator_peers.py", _none),
     "validate-json": ScriptScenario("what the duplicate-key check adds to validate_json",
                                     "validate_json_bench.py", _none),
     "hostile": ScriptScenario("hostile strings against the validator", "hostile_input_bench.py",
