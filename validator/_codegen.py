@@ -105,11 +105,11 @@ class _Gen:
         root = self.function(0)
         while self.queue:
             nid, name = self.queue.pop()
-            self.lines = [f"def {name}(x, d):"]
+            # ``d`` defaults to 0 so the root is ``is_valid`` itself, with no wrapper call.
+            self.lines = [f"def {name}(x, d=0):"]
             self.emit(nid, "x", 0, 1, 0)
             self.lines.append("    return True")
             self.finished.append(self.lines)
-        self.finished.append(["def is_valid(x):", f"    return {root}(x, 0)"])
         if sum(len(line) + 1 for lines in self.finished for line in lines) > _MAX_SOURCE:
             raise CodegenError("generated source too large")
         for batch in self.batches():
@@ -118,7 +118,7 @@ class _Gen:
                 exec(code, self.ns)
             except (SyntaxError, RecursionError, MemoryError, ValueError) as exc:
                 raise CodegenError(str(exc)) from exc
-        fn: Callable[[Any], bool] = self.ns["is_valid"]
+        fn: Callable[[Any], bool] = self.ns[root]
         return fn
 
     def batches(self) -> list[str]:

@@ -241,7 +241,7 @@ class CompiledSchema:
     def validate(self, instance: Any) -> list[ValidationError]:
         """Every error of ``instance`` (a parsed JSON value), in a stable order; [] if valid."""
         fast = self._fast
-        if isinstance(fast, _Lazy):  # one interpreter walk, not a verdict then the errors
+        if fast.__class__ is _Lazy:  # one interpreter walk, not a verdict then the errors
             return fast.errors(instance)
         try:
             if fast(instance):
@@ -488,7 +488,7 @@ def _make_errors(ref: weakref.ref[CompiledSchema]) -> None:
     interp, slot = compiled._interp, compiled._error_code
     del compiled
     try:
-        fn, namespace = generate_errors(interp.table())
+        fn, namespace, _source = generate_errors(interp.table())
     except (ErrorCodegenError, RecursionError):
         return  # the interpreter keeps reporting
     with _UPGRADE_LOCK:

@@ -38,8 +38,11 @@ __all__ = ["ErrorsFn", "generate_errors"]
 
 ErrorsFn = Callable[[Any], list[ValidationError]]
 _Branch = Callable[[Any, tuple[str | int, ...], int, list[ValidationError]], None]
-_MAX_SOURCE = 8 << 20
-_BATCH_LINES = 400
+# Past this much source the interpreter keeps reporting: compiling it would hold the one
+# codegen thread (and the GIL, in slices) for most of a second, ahead of other schemas.
+_MAX_SOURCE = 512 << 10
+_GROUPS_PER_FUNCTION = 40  # checks per function: compile() time grows faster than a body
+_BATCH_LINES = 100  # lines per compile() call: each holds the GIL throughout
 
 _TYPE_TESTS = {
     "string": "isinstance(x, str)",
@@ -130,6 +133,7 @@ class _Gen:
         self.functions: list[list[str]] = []
         self.counter = 0
         self.size = 0
+        self.source = ""
 
     def const(self, value: Any) -> str:
         self.counter += 1
@@ -161,6 +165,7 @@ class _Gen:
             "def errors(x):", "    out = []", "    try:", f"        {root}(x, (), 0, out)",
             "    except RecursionError:", f"        return list({depth})", "    return out",
         ])  # fmt: skip
+        self.source = "\n".join(line for lines in self.functions for line in lines)
         batch: list[str] = []
         for lines in self.functions:
             batch.extend(lines)
@@ -180,7 +185,8 @@ class _Gen:
             raise ErrorCodegenError(str(exc)) from exc
 
     def report(self, lines: list[str], indent: str, keyword: str, text: str, at: str) -> None:
-        lines.append(f"{indent}out.append(_err(p, {keyword!r}, {self.const(text)}, "
+        # Every string is a namespace entry: schema text never becomes source code.
+        lines.append(f"{indent}out.append(_err(p, {self.const(keyword)}, {self.const(text)}, "
                      f"{self.const(at)}, x))")  # fmt: skip
 
     def emit(self, nid: int) -> None:
@@ -287,34 +293,46 @@ class _Gen:
 
     def emit_object(self, spec: tuple[Any, ...], lines: list[str], loc: str) -> None:
         properties, required, additional = spec
-        lines.append("    if isinstance(x, dict):")
-        start = len(lines)
+        groups: list[list[str]] = []  # one check each, at the indent of a function body
         for name in required:
-            lines.append(f"        if {self.const(name)} not in x:")
-            self.report(lines, "            ", "required",
+            group = [f"    if {self.const(name)} not in x:"]
+            self.report(group, "        ", "required",
                         f"must have required property {show(name)}", loc + "/required")
+            groups.append(group)
         for name, child in properties:
             fn = self.function(child)
-            if fn == "_nothing":
-                continue
-            key = self.const(name)
-            lines.append(f"        if {key} in x:")
-            lines.append(f"            {fn}(x[{key}], (*p, {key}), d + 1, out)")
+            if fn != "_nothing":
+                key = self.const(name)
+                groups.append([f"    if {key} in x:",
+                               f"        {fn}(x[{key}], (*p, {key}), d + 1, out)"])
         if additional is not None and not self.trivial(additional):
             known = self.const(frozenset(n for n, _ in properties))
             if self.nodes[additional][FALSE]:
                 at = self.const(loc + "/additionalProperties")
-                lines.append("        for k in x:")
-                lines.append(f"            if k not in {known}:")
-                lines.append("                out.append(_err(p, 'additionalProperties', "
-                             f"'must not have additional property ' + _show(k), {at}, x))")
+                keyword = self.const("additionalProperties")
+                text = self.const("must not have additional property ")
+                groups.append([
+                    "    for k in x:", f"        if k not in {known}:",
+                    f"            out.append(_err(p, {keyword}, {text} + _show(k), {at}, x))",
+                ])  # fmt: skip
             else:
                 fn = self.function(additional)
-                lines.append("        for k, v in x.items():")
-                lines.append(f"            if k not in {known}:")
-                lines.append(f"                {fn}(v, (*p, k), d + 1, out)")
-        if len(lines) == start:
+                groups.append(["    for k, v in x.items():", f"        if k not in {known}:",
+                               f"            {fn}(v, (*p, k), d + 1, out)"])  # fmt: skip
+        lines.append("    if isinstance(x, dict):")
+        if not groups:
             lines.append("        pass")
+        elif len(groups) <= _GROUPS_PER_FUNCTION:
+            lines.extend("    " + line for group in groups for line in group)
+        else:  # a wide object: its checks in order, spread over functions of bounded size
+            for start in range(0, len(groups), _GROUPS_PER_FUNCTION):
+                self.counter += 1
+                part = f"_part{self.counter}"
+                body = [f"def {part}(x, p, d, out):"]
+                body.extend(line for group in groups[start : start + _GROUPS_PER_FUNCTION]
+                            for line in group)  # fmt: skip
+                self.finish(body)
+                lines.append(f"        {part}(x, p, d, out)")
 
     def emit_array(self, spec: tuple[Any, ...], lines: list[str], loc: str) -> None:
         min_items, max_items, items = spec
@@ -336,12 +354,13 @@ class _Gen:
             lines.append("        pass")
 
 
-def generate_errors(table: Table) -> tuple[ErrorsFn, dict[str, Any]]:
-    """The generated ``errors(instance)`` for a node table, and its namespace (whose
-    functions refer to each other: clear it to free them). Raises ErrorCodegenError."""
+def generate_errors(table: Table) -> tuple[ErrorsFn, dict[str, Any], str]:
+    """The generated ``errors(instance)`` for a node table, its namespace (whose functions
+    refer to each other: clear it to free them) and its source. Raises
+    ErrorCodegenError."""
     gen = _Gen(table)
     fn = gen.run()
     ns = gen.ns
     for const, names in ns.pop("_late", []):
         ns[const] = tuple(ns[n] for n in names)
-    return fn, ns
+    return fn, ns, gen.source

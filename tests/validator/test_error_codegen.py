@@ -17,6 +17,7 @@ import pytest
 import validator
 from tests.validator.corpus import corpus_schemas, mutants, sample
 from validator import _compile
+from validator._errgen import generate_errors
 
 _MAX_SCHEMA_BYTES = 32 * 1024  # the largest schemas are the large-schema tests' business
 
@@ -122,12 +123,12 @@ def test_a_valid_instance_asks_for_no_error_code() -> None:
 
 def test_an_evicted_schema_with_error_code_is_freed(monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[weakref.ref[Any]] = []
-    real = _compile.generate_errors
+    real = generate_errors
 
     def recording(table: Any) -> Any:
-        fn, namespace = real(table)
+        fn, namespace, source = real(table)
         made.append(weakref.ref(fn))
-        return fn, namespace
+        return fn, namespace, source
 
     monkeypatch.setattr(_compile, "generate_errors", recording)
     validator.configure_cache(1)

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import validator
 from validator._codegen import generate
 from validator._compile import engine
+from validator._errgen import generate_errors
 from validator._interp import MAX_INSTANCE_DEPTH
 from validator._ir import BuildError, build
 from validator._regex import compile_pattern
@@ -45,10 +46,14 @@ def _payloads(sentinel: Path) -> list[str]:
 
 
 def _no_strings_in_source(schema: Any) -> None:
-    """The generated source has no string literals: schema text never becomes code."""
+    """The generated sources (the verdict's and the errors') have no string literals:
+    schema text never becomes code."""
     _fn, source = generate(build(schema))
-    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
-    assert [t.string for t in tokens if t.type == tokenize.STRING] == []
+    _errors, namespace, error_source = generate_errors(build(schema))
+    namespace.clear()
+    for text in (source, error_source):
+        tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+        assert [t.string for t in tokens if t.type == tokenize.STRING] == []
 
 
 def test_injection_payloads_compile_validate_and_run_nothing(
