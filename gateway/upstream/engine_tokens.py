@@ -1,16 +1,18 @@
 """Usage an engine did not report, counted with the engine's own tokenizer.
 
 llama-cpp-python's server sends no usage in streams; it and llama.cpp's ``llama-server``
-have a tokenize endpoint (the profile's ``tokenize``, ``gateway.engines``). The prompt is
-counted as the text the gateway sent (each message's role, text and tool calls, and the
-tool definitions), the completion as the text and tool-call arguments that came back: the
-engine's own tokens for both, without the few its chat template adds around each message.
-Any failure of the endpoint leaves the figures to the gateway's estimate (marked
-``estimated``); counting never fails a request.
+have a tokenize endpoint (the profile's ``tokenize``, ``gateway.engines``). The completion
+is counted exactly: the text and tool-call arguments that came back, through the engine's
+tokenizer. The prompt cannot be: the engine renders it with its chat template (a system
+prompt of its own, tool definitions in its own words, or none), which the gateway does not
+see, so the prompt count (each message's role, text and tool calls and each tool's
+definition, through the same tokenizer) is an estimate, and the usage stays marked
+``estimated``. Any failure of the endpoint leaves the figures to the gateway's byte
+estimate; counting never fails a request.
 
 Example::
 
-    usage = await engine_usage(http, model, request, "".join(texts))
+    usage = await engine_usage(http, model, headers, request, completion_text)
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ async def engine_usage(
     request: ChatRequest,
     completion: str,
 ) -> Usage | None:
-    """The call's usage through the engine's tokenize endpoint, or None (no endpoint in
-    the profile, or it failed)."""
+    """The call's usage through the engine's tokenize endpoint (the completion exact, the
+    prompt estimated: module docstring), or None (no endpoint in the profile, or it
+    failed)."""
     tokenize = model.profile.tokenize
     if tokenize is None:
         return None
@@ -81,4 +84,4 @@ async def engine_usage(
     )
     if counts[0] is None or counts[1] is None:
         return None
-    return Usage(counts[0], counts[1])
+    return Usage(counts[0], counts[1], estimated=True)

@@ -4,10 +4,13 @@ schema (``minimum`` is not in llama-cpp-python's grammar builder) is corrected, 
 with a 422, and never answered with invalid arguments or a 502; a second turn after a
 tool result is accepted (the engine refuses ``content: null`` beside tool calls); a strict
 ``response_format`` succeeds in the engine's own form; a streamed call is held back whole;
-streamed usage, which this engine never reports, is counted with its tokenizer."""
+streamed usage, which this engine never reports, is counted with its tokenizer (the
+completion exactly; the prompt, which the engine renders with a template the gateway does
+not see, is an estimate, and the usage is marked so)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -127,7 +130,7 @@ def test_a_streamed_call_is_held_back_whole_and_its_usage_counted(
 ) -> None:
     """No fragment of an invalid call reaches the client: the call arrives whole, valid,
     after its correction. The engine sends no usage in streams: the final chunk's usage
-    is counted with its tokenizer (not marked estimated)."""
+    is counted with its tokenizer, and marked estimated (the prompt's template)."""
     with _client(engine_gateway) as client:
         try:
             stream = client.chat.completions.create(
@@ -143,7 +146,7 @@ def test_a_streamed_call_is_held_back_whole_and_its_usage_counted(
                  for tc in (ch.delta.tool_calls or ()) if tc.function and tc.function.arguments]
     usage = next(c.usage for c in chunks if c.usage is not None)
     extra = usage.model_extra or {}
-    assert extra.get("estimated") is None, usage
+    assert extra.get("estimated") is True, usage
     assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
     if fragments:  # corrected: one whole, valid call
         assert len(fragments) == 1 and _valid(ORDER, fragments[0]), fragments
@@ -156,7 +159,8 @@ def test_streamed_usage_is_the_engines_own_count(
     engine_gateway: GatewayProcess, engine: EngineServer
 ) -> None:
     """The completion tokens billed for a stream are the engine's tokenizer's count of
-    the text it sent (the same text tokenized directly)."""
+    the text it sent (the same text tokenized directly), not the gateway's four
+    characters a token; the usage says it is estimated (its prompt part is)."""
     with _client(engine_gateway) as client:
         stream = client.chat.completions.create(
             model=CONSTRAINED, stream=True, stream_options={"include_usage": True},
@@ -169,7 +173,24 @@ def test_streamed_usage_is_the_engines_own_count(
     tokens = httpx.post(root + "/extras/tokenize", content=orjson.dumps({"input": text}),
                         headers={"content-type": "application/json"}, timeout=30).json()
     assert usage.completion_tokens == len(tokens["tokens"]) > 0
-    assert (usage.model_extra or {}).get("estimated") is None
+    assert (usage.model_extra or {}).get("estimated") is True
+    admin = engine_gateway.syntic("keys", "create", "--name", "ops", "--admin")
+    secret = admin.stdout.strip().splitlines()[-1].strip()
+    row = _ledger_row(engine_gateway, secret, usage.completion_tokens)
+    assert row["estimated"] and row["prompt_tokens"] == usage.prompt_tokens
+
+
+def _ledger_row(gw: GatewayProcess, admin: str, completion_tokens: int) -> dict[str, Any]:
+    """The ledger row of that stream (newest first), once the writer has flushed it."""
+    deadline = time.monotonic() + 20
+    while True:
+        rows = httpx.get(gw.base_url + "/admin/requests", params={"model": CONSTRAINED},
+                         headers={"authorization": f"Bearer {admin}"}, timeout=20).json()["data"]
+        found = [r for r in rows if r["completion_tokens"] == completion_tokens]
+        if found:
+            return dict(found[0])
+        assert time.monotonic() < deadline, rows
+        time.sleep(0.05)
 
 
 def test_the_grammar_fix_asks_the_engine_in_its_own_form(engine_gateway: GatewayProcess) -> None:
