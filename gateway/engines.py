@@ -45,25 +45,30 @@ class Tokenize:
 
 @dataclass(frozen=True, slots=True)
 class EngineProfile:
+    """One engine's row; each default is what the OpenAI API itself does."""
+
     name: Engine
     # How constrained output is asked for, and every override the engine reads.
     constrained_field: ConstrainedField
     accepted_fields: frozenset[ConstrainedField]
-    plain_output: PlainOutput
+    plain_output: PlainOutput = "json_schema"
     # A tool's ``strict: true`` makes the engine decode that call's arguments under its schema.
-    strict_tools: bool
+    strict_tools: bool = False
     # A forced call (named ``tool_choice``) is decoded under the tool's schema.
-    forced_call_constrained: bool
+    forced_call_constrained: bool = False
     # ``tool_choice`` is read at all, and in its named form (else: only the named tool is
     # sent, with "required" where the field is read).
-    tool_choice: bool
-    named_tool_choice: bool
+    tool_choice: bool = True
+    named_tool_choice: bool = True
+    # "required" is read as "auto" (only a named choice constrains): with one tool, the
+    # same request is that tool named.
+    required_as_named: bool = False
     # An assistant turn with tool calls may say ``content: null`` (else ``""``).
-    null_content_with_calls: bool
+    null_content_with_calls: bool = True
     # ``stream_options.include_usage`` is honoured (else nothing asks for it).
-    stream_usage: bool
+    stream_usage: bool = True
     # ``max_completion_tokens`` is read (else the limit goes as ``max_tokens``).
-    max_completion_tokens: bool
+    max_completion_tokens: bool = True
     # Where usage the engine did not report is counted with its own tokenizer.
     tokenize: Tokenize | None = None
 
@@ -71,36 +76,24 @@ class EngineProfile:
 _OPENAI_SHAPE: frozenset[ConstrainedField] = frozenset({"openai", "sglang"})
 
 PROFILES: Mapping[Engine, EngineProfile] = {
-    "openai": EngineProfile(
-        "openai", "openai", _OPENAI_SHAPE, "json_schema", strict_tools=True,
-        forced_call_constrained=False, tool_choice=True, named_tool_choice=True,
-        null_content_with_calls=True, stream_usage=True, max_completion_tokens=True,
-    ),
+    "openai": EngineProfile("openai", "openai", _OPENAI_SHAPE, strict_tools=True),
     "vllm": EngineProfile(
-        "vllm", "vllm", _OPENAI_SHAPE | {"vllm"}, "json_schema", strict_tools=False,
-        forced_call_constrained=True, tool_choice=True, named_tool_choice=True,
-        null_content_with_calls=True, stream_usage=True, max_completion_tokens=True,
+        "vllm", "vllm", _OPENAI_SHAPE | {"vllm"}, forced_call_constrained=True,
     ),
-    "sglang": EngineProfile(
-        "sglang", "sglang", _OPENAI_SHAPE, "json_schema", strict_tools=False,
-        forced_call_constrained=True, tool_choice=True, named_tool_choice=True,
-        null_content_with_calls=True, stream_usage=True, max_completion_tokens=True,
-    ),
+    "sglang": EngineProfile("sglang", "sglang", _OPENAI_SHAPE, forced_call_constrained=True),
     "llama_cpp_server": EngineProfile(
         "llama_cpp_server", "llama_cpp", _OPENAI_SHAPE | {"llama_cpp", "llama_cpp_python"},
-        "json_schema", strict_tools=False, forced_call_constrained=True, tool_choice=True,
-        named_tool_choice=False, null_content_with_calls=True, stream_usage=True,
-        max_completion_tokens=True, tokenize=Tokenize("/tokenize", "content"),
+        forced_call_constrained=True, named_tool_choice=False,
+        tokenize=Tokenize("/tokenize", "content"),
     ),
     "llama_cpp_python": EngineProfile(
-        "llama_cpp_python", "llama_cpp_python", frozenset({"llama_cpp_python"}), "json_object",
-        strict_tools=False, forced_call_constrained=True, tool_choice=True,
-        named_tool_choice=True, null_content_with_calls=False, stream_usage=False,
-        max_completion_tokens=False, tokenize=Tokenize("/extras/tokenize", "input"),
+        "llama_cpp_python", "llama_cpp_python", frozenset({"llama_cpp_python"}),
+        plain_output="json_object", forced_call_constrained=True, required_as_named=True,
+        null_content_with_calls=False, stream_usage=False, max_completion_tokens=False,
+        tokenize=Tokenize("/extras/tokenize", "input"),
     ),
     "ollama": EngineProfile(
-        "ollama", "openai", _OPENAI_SHAPE, "json_schema", strict_tools=False,
-        forced_call_constrained=False, tool_choice=False, named_tool_choice=False,
-        null_content_with_calls=True, stream_usage=True, max_completion_tokens=False,
+        "ollama", "openai", _OPENAI_SHAPE, tool_choice=False, named_tool_choice=False,
+        max_completion_tokens=False,
     ),
 }

@@ -9,6 +9,7 @@ engine profile (``gateway.engines``); the helpers here are shared with the same-
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gateway.canonical import (
@@ -106,17 +107,22 @@ def plain_output(fmt: JsonSchemaFormat, profile: EngineProfile) -> dict[str, Any
     return {"type": "json_schema", "json_schema": js}
 
 
-def engine_tool_choice(choice: Any, profile: EngineProfile) -> tuple[Any, tuple[str, ...] | None]:
+def engine_tool_choice(
+    choice: Any, profile: EngineProfile, tools: Sequence[str]
+) -> tuple[Any, tuple[str, ...] | None]:
     """``tool_choice`` as the engine reads it (``None``: not sent) and the tools to keep
-    (``None``: all): a named choice to an engine that reads only strings becomes "required"
-    with only that tool; to one that reads no ``tool_choice``, only that tool (and "none",
-    no tools)."""
+    (``None``: all), for a request with ``tools`` (their names): a named choice to an
+    engine that reads only strings becomes "required" with only that tool; to one that
+    reads no ``tool_choice``, only that tool (and "none", no tools); "required" with one
+    tool, that tool named, to an engine that constrains only a named choice."""
     named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
     only = (named,) if isinstance(named, str) else None
     if not profile.tool_choice:
         return None, () if choice == "none" else only
     if only is not None and not profile.named_tool_choice:
         return "required", only
+    if choice == "required" and profile.required_as_named and len(tools) == 1:
+        return {"type": "function", "function": {"name": tools[0]}}, None
     return choice, None
 
 
@@ -141,7 +147,9 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
         {"type": "function", "function": {"name": choice.name}}
         if isinstance(choice, ForcedTool) else choice
     )
-    wire_choice, keep = engine_tool_choice(wire_choice, profile)
+    wire_choice, keep = engine_tool_choice(
+        wire_choice, profile, [t.name for t in request.tools]
+    )
     if request.tools and keep != ():
         tools = []
         for t in request.tools:

@@ -234,12 +234,14 @@ def _chat_engine(body: Body, model: ModelConfig) -> None:
     if not profile.null_content_with_calls and isinstance(messages, list):
         body["messages"] = _string_content(messages)
     if "tool_choice" in body:
-        choice, keep = engine_tool_choice(body["tool_choice"], profile)
+        tools = body.get("tools")
+        names = [str((t.get("function") or {}).get("name")) for t in tools
+                 if isinstance(t, dict)] if isinstance(tools, list) else []
+        choice, keep = engine_tool_choice(body["tool_choice"], profile, names)
         if choice is None:
             del body["tool_choice"]
         else:
             body["tool_choice"] = choice
-        tools = body.get("tools")
         if keep is not None and isinstance(tools, list):
             kept = [t for t in tools if isinstance(t, dict)
                     and (t.get("function") or {}).get("name") in keep]

@@ -203,3 +203,24 @@ def test_the_grammar_fix_asks_the_engine_in_its_own_form(engine_gateway: Gateway
             )
         )
     assert status in (200, 422), result
+
+
+def test_required_with_one_tool_is_asked_for_as_that_tool(engine_gateway: GatewayProcess) -> None:
+    """The engine reads ``tool_choice: "required"`` as ``"auto"`` (only a named choice gets
+    its grammar); with one tool the gateway names it, so the call comes back a call, under
+    the tool's grammar, rather than JSON in the text."""
+    easy: Any = {"type": "function", "function": {
+        "name": "lookup", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}},
+            "required": ["city"], "additionalProperties": False,
+        }, "strict": True,
+    }}
+    with _client(engine_gateway) as client:
+        completion = client.chat.completions.create(
+            model=FREE, messages=[{"role": "user", "content": "What is the weather in Oslo?"}],
+            tools=[easy], tool_choice="required", **LIMITS,
+        )
+    calls = completion.choices[0].message.tool_calls
+    assert calls is not None and len(calls) == 1 and calls[0].type == "function"
+    assert calls[0].function.name == "lookup"
+    assert _valid(easy["function"]["parameters"], calls[0].function.arguments)
