@@ -84,7 +84,9 @@ def constrained_output(fmt: JsonSchemaFormat, field: ConstrainedField) -> dict[s
         return {"json_schema": fmt.schema}
     if field == "llama_cpp_python":
         return {"response_format": {"type": "json_object", "schema": fmt.schema}}
-    js = {"name": fmt.name, "schema": fmt.schema, "strict": True}
+    js: dict[str, Any] = {"name": fmt.name, "schema": fmt.schema}
+    if fmt.strict:  # a client's non-strict format stays so (OpenAI would hold it to strict)
+        js["strict"] = True
     return {"response_format": {"type": "json_schema", "json_schema": js}}
 
 
