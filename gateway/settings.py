@@ -11,7 +11,8 @@ Config is TOML (path from ``--config`` or ``SYNTIC_CONFIG``)::
     strict_tools = true                 # capabilities.strict_tools
     constrained = false                 # upstream enforces schemas itself
     correction = "constrained"          # optional: the correction call under the schema
-    constrained_field = "vllm"          # how this engine is asked for it (openai provider)
+    engine = "vllm"                     # openai provider: the server (gateway/engines.py)
+    constrained_field = "vllm"          # optional: override the engine's constrained field
     api = "chat_completions"            # or "responses": the upstream's /v1/responses
     max_tokens_field = "max_completion_tokens"  # or "max_tokens", for an engine that needs it
     strictify = false                   # make every tool strict (the strict projection)
@@ -30,13 +31,12 @@ from typing import Any, Literal, get_args
 import validator
 from gateway.canonical.model import OnInvalid
 from gateway.canonical.origin import Target
+from gateway.engines import PROFILES, ConstrainedField, Engine, EngineProfile
 
 # The one list of providers: each is the module gateway.upstream.<name> (its create()).
 Provider = Literal["openai", "anthropic", "local"]
 # How a correction call is decoded: like the first call, or under the tool's schema.
 Correction = Literal["free", "constrained"]
-# An OpenAI-compatible engine's request field for JSON-schema-constrained output.
-ConstrainedField = Literal["vllm", "llama_cpp", "sglang", "openai"]
 # Which OpenAI wire format an openai-provider upstream speaks.
 UpstreamApi = Literal["chat_completions", "responses"]
 # The field a chat-completions upstream takes the token limit in (reasoning models refuse
@@ -72,6 +72,10 @@ class ModelConfig:
     proxy: str | None = None
     # None: "constrained" for provider = "local" (the gateway runs its decoder), else "free".
     correction: Correction | None = None
+    # provider = "openai": the inference server behind base_url (None: "openai"); its
+    # profile says what it accepts (gateway.engines). constrained_field overrides the
+    # profile's field for constrained output.
+    engine: Engine | None = None
     constrained_field: ConstrainedField | None = None
     # provider = "openai": POST {base_url}/chat/completions, or {base_url}/responses.
     api: UpstreamApi = "chat_completions"
@@ -89,6 +93,16 @@ class ModelConfig:
         if self.provider == "local":
             return "local"
         return "responses" if self.api == "responses" else "chat"
+
+    @property
+    def profile(self) -> EngineProfile:
+        """The engine profile of an OpenAI-compatible upstream (``openai`` when unset)."""
+        return PROFILES[self.engine or "openai"]
+
+    @property
+    def output_field(self) -> ConstrainedField:
+        """How this model's upstream is asked for output under a JSON schema."""
+        return self.constrained_field or self.profile.constrained_field
 
     @property
     def constrained_correction(self) -> bool:
@@ -243,7 +257,8 @@ def _model_from_table(i: int, table: Mapping[str, Any]) -> ModelConfig:
 
 
 _CORRECTIONS = ("free", "constrained")
-_CONSTRAINED_FIELDS = ("vllm", "llama_cpp", "sglang", "openai")
+_CONSTRAINED_FIELDS: tuple[str, ...] = get_args(ConstrainedField)
+_ENGINES: tuple[str, ...] = get_args(Engine)
 _APIS = ("chat_completions", "responses")
 _MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
 
@@ -291,10 +306,38 @@ def _check_correction(i: int, values: Mapping[str, Any]) -> None:
             f"models[{i}]: correction = \"constrained\" is not supported for provider "
             "\"anthropic\""
         )
-    if correction == "constrained" and provider == "openai" and field_ is None:
+    _check_engine(i, values)
+    if (correction == "constrained" and provider == "openai" and field_ is None
+            and values.get("engine") is None):
         raise ConfigError(
-            f"models[{i}]: correction = \"constrained\" needs constrained_field (one of "
-            f"{list(_CONSTRAINED_FIELDS)}): the engine's request field for a JSON schema"
+            f"models[{i}]: correction = \"constrained\" needs engine (one of "
+            f"{list(_ENGINES)}) or constrained_field (one of {list(_CONSTRAINED_FIELDS)}): "
+            "how the engine is asked for output under a JSON schema"
+        )
+
+
+def _check_engine(i: int, values: Mapping[str, Any]) -> None:
+    """``engine``: a known profile, on an OpenAI-compatible upstream, with an override its
+    engine reads (a field the engine ignores would constrain nothing, silently)."""
+    engine = values.get("engine")
+    if engine is None:
+        return
+    if engine not in _ENGINES:
+        raise ConfigError(f"models[{i}].engine must be one of {list(_ENGINES)}")
+    if values["provider"] != "openai":
+        raise ConfigError(f"models[{i}].engine applies to provider \"openai\" only")
+    if values.get("api", "chat_completions") != "chat_completions" and engine != "openai":
+        raise ConfigError(
+            f"models[{i}]: api = \"responses\" is supported for engine \"openai\" only "
+            f"(engine {engine!r} is reached through chat completions)"
+        )
+    profile = PROFILES[engine]
+    field_ = values.get("constrained_field")
+    if field_ is not None and field_ not in profile.accepted_fields:
+        raise ConfigError(
+            f"models[{i}]: engine {engine!r} does not read constrained_field {field_!r} "
+            f"(it reads {sorted(profile.accepted_fields)}; leave it unset for "
+            f"{profile.constrained_field!r})"
         )
 
 

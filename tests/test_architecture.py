@@ -39,7 +39,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway.upstream", "gateway.storage", "gateway.server"),
     # The request's bookkeeping and the two seams it names: plain data, like canonical.
     ("gateway.context", "gateway.keys.base", "gateway.usage.base"),
-    ("gateway.canonical", "gateway.errors", "gateway.settings", "gateway.bounds", "gateway:"),
+    ("gateway.canonical", "gateway.errors", "gateway.settings", "gateway.engines", "gateway.bounds",
+     "gateway:"),
 )
 
 # module prefix -> prefixes it must never import

@@ -212,7 +212,8 @@ def correction_model(model: ModelConfig) -> ModelConfig:
 def answers_in_content(model: ModelConfig) -> bool:
     """An OpenAI-compatible engine constrains a reply's content, not a tool call's arguments,
     so its constrained correction asks for the arguments as the reply."""
-    return model.constrained_correction and model.constrained_field is not None
+    named = model.engine is not None or model.constrained_field is not None
+    return model.constrained_correction and model.provider == "openai" and named
 
 
 def correction_request(

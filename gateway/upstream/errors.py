@@ -30,6 +30,7 @@ __all__ = [
     "UpstreamInvalidResponse",
     "UpstreamStatusError",
     "UpstreamTimeout",
+    "client_indexes",
     "status_error",
 ]
 
@@ -38,6 +39,9 @@ MAX_PARAM_CHARS = 200
 _PARSED_BYTES = 64 * 1024  # a longer error body is not parsed, only quoted (capped)
 _CREDENTIAL_STATUSES = frozenset({401, 403, 407})
 _TYPE_RE = re.compile(r"[a-z][a-z_]{0,63}")  # a vendor's type worth keeping verbatim
+# A message index in a vendor's error: ``messages[2]``, ``messages.2``, or pydantic's
+# location tuple ``'messages', 2``.
+_INDEX_RE = re.compile(r"""(messages(?:\[|\.|['"]?\s*,\s*))(\d+)""")
 
 
 class UpstreamConnectError(UpstreamError):
@@ -117,6 +121,19 @@ def _vendor_error(body: bytes) -> tuple[str, Any, Any]:
     return text.strip() or "(empty body)", None, None
 
 
+def client_indexes(text: str, client_messages: int) -> str:
+    """``text`` with every message index past the client's own (a turn the gateway added,
+    or a body re-encoded for another wire) named as the gateway's: the client never sent
+    such a message and could not find it."""
+
+    def name(match: re.Match[str]) -> str:
+        if int(match[2]) < client_messages:
+            return match[0]
+        return f"{match[1]}(a message the gateway added)"
+
+    return _INDEX_RE.sub(name, text)
+
+
 def status_error(
     status: int,
     body: bytes,
@@ -124,9 +141,16 @@ def status_error(
     secret: str | None,
     wire: Dialect,
     retry_after_s: float | None = None,
+    client_messages: int | None = None,
 ) -> UpstreamStatusError:
-    """The ``UpstreamStatusError`` for an upstream's error answer (module docstring)."""
+    """The ``UpstreamStatusError`` for an upstream's error answer (module docstring);
+    ``client_messages``: how many of the body's messages are the client's, at its indexes
+    (``client_indexes``; None: all of them)."""
     message, vendor_type, vendor_param = _vendor_error(body)
+    if client_messages is not None:
+        message = client_indexes(message, client_messages)
+        if isinstance(vendor_param, str):
+            vendor_param = client_indexes(vendor_param, client_messages)
     message = _cap(scrub(message, secret), MAX_MESSAGE_CHARS)
     if 400 <= status < 500 and status not in _CREDENTIAL_STATUSES:
         param = (

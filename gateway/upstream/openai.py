@@ -47,6 +47,7 @@ from gateway.canonical import (
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream import openai_responses
 from gateway.upstream.base import TokenCount
+from gateway.upstream.engine_tokens import engine_usage
 from gateway.upstream.errors import (
     OutputTooLarge,
     UpstreamError,
@@ -196,12 +197,33 @@ def _encode(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[s
     return encode_request(request, model, stream=stream)
 
 
+def _client_messages(request: ChatRequest, model: ModelConfig) -> int:
+    """How many of the body's messages are the client's own, at the client's indexes: a
+    same-wire body's first ones (a correction's turns come after them); none of a body the
+    codec built for a client on another wire (its indexes are the gateway's)."""
+    origin = request.origin
+    if origin is None:
+        return len(request.messages)
+    return origin.messages if is_same_wire(request, model) else 0
+
+
 def _error_from_status(
-    status: int, body: bytes, headers: Mapping[str, str], secret: str | None = None
+    status: int,
+    body: bytes,
+    headers: Mapping[str, str],
+    secret: str | None = None,
+    client_messages: int | None = None,
 ) -> UpstreamError:
     return status_error(
         status, body, secret=secret, wire="openai",
         retry_after_s=parse_retry_after(headers.get("retry-after")),
+        client_messages=client_messages,
+    )
+
+
+def _answer_text(response: ChatResponse) -> str:
+    return (response.content or "") + "".join(
+        c.name + c.raw_arguments for c in response.tool_calls
     )
 
 
@@ -243,16 +265,24 @@ class OpenAIUpstream:
         )
         if reply.status_code >= 400:
             raise _error_from_status(
-                reply.status_code, reply.body, reply.headers, model.api_key(self.env)
+                reply.status_code, reply.body, reply.headers, model.api_key(self.env),
+                _client_messages(request, model),
             )
         try:
             data = orjson.loads(reply.body)
         except orjson.JSONDecodeError as exc:
             raise UpstreamInvalidResponse("Upstream returned invalid JSON.") from exc
         decode = openai_responses.decode_response if responses else decode_response
-        return decode(
+        response = decode(
             data, model, max_argument_bytes=self.max_argument_bytes, request_bytes=len(body)
         )
+        if response.usage.estimated and model.profile.tokenize is not None:
+            counted = await engine_usage(
+                self.http, model, target.headers, request, _answer_text(response)
+            )
+            if counted is not None:
+                response = dataclasses.replace(response, usage=counted)
+        return response
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         responses = model.api == "responses"
@@ -269,6 +299,7 @@ class OpenAIUpstream:
                     await resp.read_error(),
                     resp.headers,
                     model.api_key(self.env),
+                    _client_messages(request, model),
                 )
             secret = model.api_key(self.env)
             limit = self.max_argument_bytes
@@ -277,13 +308,27 @@ class OpenAIUpstream:
                 if responses
                 else ChunkParser(max_argument_bytes=limit, secret=secret)
             )
+            # What came back, for an engine that reports no usage in streams.
+            counting = model.profile.tokenize is not None
+            answer: list[str] = []
+            reported = False
             async for line in resp.lines():
                 for event in parser.feed_line(line):
+                    if counting:
+                        reported = reported or isinstance(event, UsageReport)
+                        _collect(event, answer)
                     yield event
                 if parser.done:
                     break
             if not parser.done and not (isinstance(parser, ChunkParser) and parser.finished):
                 raise UpstreamError("Upstream stream ended before it finished.")
+        if counting and not reported:
+            # Counted after the stream's connection is back in the pool.
+            counted = await engine_usage(
+                self.http, model, target.headers, request, "".join(answer)
+            )
+            if counted is not None:
+                yield UsageReport(counted)
 
     async def count_tokens(
         self, request: ChatRequest, body: Mapping[str, Any], model: ModelConfig
@@ -297,6 +342,15 @@ class OpenAIUpstream:
     async def aclose(self) -> None:
         # The HTTP client belongs to the app (shared by every adapter); it closes it.
         return None
+
+
+def _collect(event: StreamEvent, answer: list[str]) -> None:
+    if isinstance(event, TextDelta):
+        answer.append(event.text)
+    elif isinstance(event, ToolCallStart):
+        answer.append(event.name)
+    elif isinstance(event, ToolCallDelta):
+        answer.append(event.arguments)
 
 
 class ChunkParser:

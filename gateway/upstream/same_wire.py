@@ -8,7 +8,12 @@ client's own body (``ChatRequest.origin.body``) with only what the gateway owns 
 - each tool's schema and ``strict`` as the request-side check decided (the strict
   projection, a constrained upstream's annotation-free copy, ``strict`` stripped where the
   gateway enforces), and the same for the structured-output schema;
-- ``stream`` and the stream options it needs (chat: ``include_usage``);
+- ``stream`` and the stream options it needs (chat: ``include_usage``, where the engine
+  honours it);
+- for a chat upstream, what its engine profile (``gateway.engines``) cannot read: an
+  assistant turn with tool calls and no content says ``""`` where ``null`` is refused, a
+  ``tool_choice`` form the engine does not read is mapped, ``max_completion_tokens`` goes as
+  ``max_tokens`` where only that is read, and a schema'd output goes in the engine's form;
 - ``n`` (chat: the gateway asks once per choice) and ``store`` (Responses: the gateway
   keeps what it stores; ``previous_response_id`` is already inlined by the dialect);
 - a correction's turns appended after the client's messages, with its ``tool_choice``
@@ -43,7 +48,13 @@ from gateway.canonical import (
 )
 from gateway.settings import ModelConfig
 from gateway.upstream.anthropic_codec import encode_messages
-from gateway.upstream.openai_codec import constrained_output, encode_message
+from gateway.upstream.openai_codec import (
+    constrained_output,
+    constrains_output,
+    encode_message,
+    engine_tool_choice,
+    plain_output,
+)
 from gateway.upstream.openai_responses import encode_items
 
 __all__ = ["is_same_wire", "same_wire_body", "same_wire_headers"]
@@ -183,9 +194,12 @@ def _chat_choice(choice: ToolChoice) -> Any:
 
 
 def _chat_format(body: Body, rf: JsonSchemaFormat, model: ModelConfig) -> None:
-    if model.constrained and model.constrained_field:
+    if constrains_output(model):
         body.pop("response_format", None)
-        body.update(constrained_output(rf, model.constrained_field))
+        body.update(constrained_output(rf, model.output_field))
+        return
+    if model.profile.plain_output != "json_schema":
+        body["response_format"] = plain_output(rf, model.profile)
         return
     current = body.get("response_format")
     js = current.get("json_schema") if isinstance(current, dict) else None
@@ -203,6 +217,43 @@ def _chat_format(body: Body, rf: JsonSchemaFormat, model: ModelConfig) -> None:
         body["response_format"] = {**current, "json_schema": new_js}  # type: ignore[dict-item]
 
 
+def _string_content(messages: list[Any]) -> list[Any]:
+    """The client's assistant turns with tool calls and no content, saying ``""``."""
+    out = list(messages)
+    for i, m in enumerate(out):
+        if (isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls")
+                and m.get("content") is None):
+            out[i] = {**m, "content": ""}
+    return out
+
+
+def _chat_engine(body: Body, model: ModelConfig) -> None:
+    """What the engine's profile cannot read, in the form it reads (module docstring)."""
+    profile = model.profile
+    messages = body.get("messages")
+    if not profile.null_content_with_calls and isinstance(messages, list):
+        body["messages"] = _string_content(messages)
+    if "tool_choice" in body:
+        tools = body.get("tools")
+        names = [str((t.get("function") or {}).get("name")) for t in tools
+                 if isinstance(t, dict)] if isinstance(tools, list) else []
+        choice, keep = engine_tool_choice(body["tool_choice"], profile, names)
+        if choice is None:
+            del body["tool_choice"]
+        else:
+            body["tool_choice"] = choice
+        if keep is not None and isinstance(tools, list):
+            kept = [t for t in tools if isinstance(t, dict)
+                    and (t.get("function") or {}).get("name") in keep]
+            if kept:
+                body["tools"] = kept
+            else:
+                body.pop("tools", None)
+    if not profile.max_completion_tokens and "max_completion_tokens" in body:
+        limit = body.pop("max_completion_tokens")
+        body.setdefault("max_tokens", limit)
+
+
 def _chat(request: ChatRequest, origin: Origin, model: ModelConfig, stream: bool) -> Body:
     body = dict(origin.body)
     body["model"] = model.upstream_model
@@ -212,12 +263,16 @@ def _chat(request: ChatRequest, origin: Origin, model: ModelConfig, stream: bool
     _tools(body, _chat_tool(_specs(request)))
     if isinstance(request.response_format, JsonSchemaFormat):
         _chat_format(body, request.response_format, model)
+    null_content = model.profile.null_content_with_calls
     if extra:
-        body["messages"] = [*body["messages"], *(encode_message(m) for m in extra)]
+        body["messages"] = [
+            *body["messages"], *(encode_message(m, null_content=null_content) for m in extra)
+        ]
         if request.tool_choice is not None and request.tools:
             body["tool_choice"] = _chat_choice(request.tool_choice)
+    _chat_engine(body, model)
     _stream(body, stream, options=True)
-    if stream:
+    if stream and model.profile.stream_usage:
         options = body.get("stream_options")
         body["stream_options"] = {
             **(options if isinstance(options, dict) else {}), "include_usage": True

@@ -22,7 +22,7 @@ import orjson
 
 from gateway.canonical import ChatRequest, ChatResponse, Usage
 
-__all__ = ["count_openai_tokens", "estimate_tokens", "estimated_usage"]
+__all__ = ["count_openai_tokens", "estimate_tokens", "estimated_usage", "prompt_texts"]
 
 _PER_MESSAGE = 3  # <|start|>role ... <|end|>, as OpenAI's cookbook counts them
 _REPLY_PRIMING = 3  # every reply is primed with <|start|>assistant<|message|>
@@ -41,7 +41,9 @@ def _encoding(model: str) -> Any:
             return bpe_openai.get_encoding(_FALLBACK)
 
 
-def _texts(request: ChatRequest) -> list[str]:
+def prompt_texts(request: ChatRequest) -> list[str]:
+    """What a prompt's tokens are counted over: each message's role, text and tool calls,
+    and each tool's definition as JSON."""
     out: list[str] = []
     for message in request.messages:
         out.append(message.role)
@@ -56,7 +58,8 @@ def _texts(request: ChatRequest) -> list[str]:
 
 def _count(request: ChatRequest, model: str) -> int:
     encoding = _encoding(model)
-    tokens = sum(len(encoding.encode(text, disallowed_special=())) for text in _texts(request))
+    texts = prompt_texts(request)
+    tokens = sum(len(encoding.encode(text, disallowed_special=())) for text in texts)
     return tokens + _PER_MESSAGE * len(request.messages) + _REPLY_PRIMING
 
 

@@ -178,7 +178,7 @@ def test_free_correction_is_unchanged(
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ({"provider": "openai", "correction": "constrained"}, "needs constrained_field"),
+        ({"provider": "openai", "correction": "constrained"}, "needs engine .*or constr"),
         ({"provider": "openai", "correction": "grammar"}, "correction must be one of"),
         ({"provider": "openai", "constrained_field": "tgi"}, "constrained_field must be one"),
         ({"provider": "local", "constrained_field": "vllm"}, "provider \"openai\" only"),
