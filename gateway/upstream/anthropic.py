@@ -50,6 +50,7 @@ from gateway.upstream.base import TokenCount
 from gateway.upstream.errors import (
     UpstreamInvalidResponse,
     UpstreamStatusError,
+    should_retry_header,
     status_error,
 )
 from gateway.upstream.retry import parse_retry_after
@@ -186,6 +187,7 @@ def _status_error(
     return status_error(
         response.status_code, body, secret=secret, wire="anthropic",
         retry_after_s=parse_retry_after(response.headers.get("retry-after")),
+        should_retry=should_retry_header(response.headers.get("x-should-retry")),
     )
 
 

@@ -10,6 +10,12 @@ capped: the body is hostile input), never as a 502 the SDKs would retry. Two exc
 401/403 (and a proxy's 407) refuse the *operator's* upstream key, which the client can
 neither see nor fix, so they become 502 ``upstream_credentials_rejected`` with
 ``x-should-retry: false``; a 5xx is the upstream failing, 502 ``upstream_error``.
+
+Whatever the status, the vendor's own word for the failure reaches the client beside the
+gateway's ``code``: ``error.upstream_code`` (OpenAI's ``error.code``, such as
+``context_length_exceeded``; Anthropic's errors have none, so its ``error.type``, such as
+``overloaded_error``) and ``error.upstream_status``; the upstream's ``retry-after`` (on a
+429, 503 or 529) and ``x-should-retry`` go out as its headers.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ __all__ = [
     "UpstreamStatusError",
     "UpstreamTimeout",
     "client_indexes",
+    "should_retry_header",
     "status_error",
 ]
 
@@ -42,6 +49,10 @@ _TYPE_RE = re.compile(r"[a-z][a-z_]{0,63}")  # a vendor's type worth keeping ver
 # A message index in a vendor's error: ``messages[2]``, ``messages.2``, or pydantic's
 # location tuple ``'messages', 2``.
 _INDEX_RE = re.compile(r"""(messages(?:\[|\.|['"]?\s*,\s*))(\d+)""")
+_CODE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # a vendor's code, likewise
+# Statuses whose ``retry-after`` tells the client when to come back (a rate limit, an
+# overloaded upstream).
+_WAIT_STATUSES = frozenset({429, 503, 529})
 
 
 class UpstreamConnectError(UpstreamError):
@@ -66,17 +77,30 @@ class UpstreamStatusError(UpstreamError):
         code: str | None = None,
         param: str | None = None,
         upstream_type: str | None = None,
+        upstream_code: str | None = None,
         wire: Dialect = "openai",
         headers: dict[str, str] | None = None,
+        should_retry: bool | None = None,
     ) -> None:
         super().__init__(message, code=code, param=param, headers=headers)
         self.status = status
         self.upstream_status = upstream_status
         self.retry_after_s = retry_after_s
         self.upstream_type = upstream_type
+        self.upstream_code = upstream_code
         self.wire = wire
         if upstream_status in _CREDENTIAL_STATUSES:
             self.retryable = False  # the operator's key: the same request fails again
+        elif should_retry is not None:
+            self.retryable = should_retry  # the vendor's own x-should-retry
+
+    def envelope(self, request_id: str, dialect: Dialect = "openai") -> dict[str, Any]:
+        body = super().envelope(request_id, dialect)
+        error = body["error"]
+        if self.upstream_code is not None:
+            error["upstream_code"] = self.upstream_code
+        error["upstream_status"] = self.upstream_status
+        return body
 
     def error_type(self, dialect: Dialect = "openai") -> str:
         kept = self.upstream_type
@@ -103,8 +127,8 @@ def _cap(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _vendor_error(body: bytes) -> tuple[str, Any, Any]:
-    """(message, type, param) from an OpenAI (``{"error": {...}}``) or Anthropic
+def _vendor_error(body: bytes) -> tuple[str, Any, Any, Any]:
+    """(message, type, param, code) from an OpenAI (``{"error": {...}}``) or Anthropic
     (``{"type": "error", "error": {...}}``) error body; the raw text when it is neither."""
     text = body[:_PARSED_BYTES].decode("utf-8", "replace")
     if len(body) <= _PARSED_BYTES:
@@ -115,10 +139,26 @@ def _vendor_error(body: bytes) -> tuple[str, Any, Any]:
         if isinstance(data, dict):
             error = data.get("error")
             if isinstance(error, dict) and isinstance(error.get("message"), str):
-                return error["message"], error.get("type"), error.get("param")
+                return (error["message"], error.get("type"), error.get("param"),
+                        error.get("code"))
             if isinstance(error, str):
-                return error, None, None
-    return text.strip() or "(empty body)", None, None
+                return error, None, None, None
+    return text.strip() or "(empty body)", None, None, None
+
+
+def _vendor_code(code: Any, kind: str | None) -> str | None:
+    """``error.upstream_code``: the vendor's ``code`` when it sends one of a sane shape,
+    else its type (Anthropic's errors are told apart by type alone)."""
+    if isinstance(code, str) and _CODE_RE.fullmatch(code):
+        return code
+    return kind
+
+
+def should_retry_header(value: str | None) -> bool | None:
+    """The upstream's ``x-should-retry`` as a verdict; None when absent or unreadable."""
+    if value is None:
+        return None
+    return {"true": True, "false": False}.get(value.strip().lower())
 
 
 def client_indexes(text: str, client_messages: int) -> str:
@@ -142,34 +182,37 @@ def status_error(
     wire: Dialect,
     retry_after_s: float | None = None,
     client_messages: int | None = None,
+    should_retry: bool | None = None,
 ) -> UpstreamStatusError:
     """The ``UpstreamStatusError`` for an upstream's error answer (module docstring);
     ``client_messages``: how many of the body's messages are the client's, at its indexes
-    (``client_indexes``; None: all of them)."""
-    message, vendor_type, vendor_param = _vendor_error(body)
+    (``client_indexes``; None: all of them); ``should_retry``: the upstream's
+    ``x-should-retry``."""
+    message, vendor_type, vendor_param, vendor_code = _vendor_error(body)
     if client_messages is not None:
         message = client_indexes(message, client_messages)
         if isinstance(vendor_param, str):
             vendor_param = client_indexes(vendor_param, client_messages)
     message = _cap(scrub(message, secret), MAX_MESSAGE_CHARS)
+    kept = (
+        vendor_type
+        if isinstance(vendor_type, str) and _TYPE_RE.fullmatch(vendor_type)
+        else None
+    )
+    upstream_code = _vendor_code(vendor_code, kept)
+    extra: dict[str, str] = {}
+    if status in _WAIT_STATUSES and retry_after_s is not None:
+        extra["retry-after"] = str(math.ceil(retry_after_s))  # parsed, not echoed
     if 400 <= status < 500 and status not in _CREDENTIAL_STATUSES:
         param = (
             _cap(scrub(vendor_param, secret), MAX_PARAM_CHARS)
             if isinstance(vendor_param, str) and vendor_param
             else None
         )
-        kept = (
-            vendor_type
-            if isinstance(vendor_type, str) and _TYPE_RE.fullmatch(vendor_type)
-            else None
-        )
-        extra: dict[str, str] = {}
-        if status == 429 and retry_after_s is not None:
-            extra["retry-after"] = str(math.ceil(retry_after_s))  # parsed, not echoed
         return UpstreamStatusError(
             message, upstream_status=status, retry_after_s=retry_after_s, status=status,
-            code="upstream_rejected", param=param, upstream_type=kept, wire=wire,
-            headers=extra,
+            code="upstream_rejected", param=param, upstream_type=kept,
+            upstream_code=upstream_code, wire=wire, headers=extra, should_retry=should_retry,
         )
     if status in _CREDENTIAL_STATUSES:
         return UpstreamStatusError(
@@ -180,4 +223,5 @@ def status_error(
     return UpstreamStatusError(
         f"Upstream returned HTTP {status}: {message}",
         upstream_status=status, retry_after_s=retry_after_s, wire=wire,
+        upstream_code=upstream_code, headers=extra, should_retry=should_retry,
     )

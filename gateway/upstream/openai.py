@@ -52,6 +52,7 @@ from gateway.upstream.errors import (
     OutputTooLarge,
     UpstreamError,
     UpstreamInvalidResponse,
+    should_retry_header,
     status_error,
 )
 from gateway.upstream.openai_codec import encode_request
@@ -218,6 +219,7 @@ def _error_from_status(
         status, body, secret=secret, wire="openai",
         retry_after_s=parse_retry_after(headers.get("retry-after")),
         client_messages=client_messages,
+        should_retry=should_retry_header(headers.get("x-should-retry")),
     )
 
 

@@ -9,6 +9,7 @@ upstream 4xx reaches the client with its status, message and ``param``, tried on
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,6 +49,10 @@ def oa(gw: GatewayProcess) -> Iterator[openai.OpenAI]:
 def an(gw: GatewayProcess) -> Iterator[anthropic.Anthropic]:
     with anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=2) as c:
         yield c
+
+
+def orjson_bytes(value: Any) -> bytes:
+    return json.dumps(value).encode()
 
 
 def _body(exc: openai.APIStatusError | anthropic.APIStatusError) -> dict[str, Any]:
@@ -160,9 +165,79 @@ def test_upstream_400_is_a_400_with_the_vendors_message_and_param(
         oa.chat.completions.create(model="plain-model", messages=MESSAGES, stream=stream)
     err = _body(info.value)["error"]
     assert err == {"type": "invalid_request_error", "code": "upstream_rejected",
-                   "message": OPENAI_400["error"]["message"], "param": "temperature"}
+                   "message": OPENAI_400["error"]["message"], "param": "temperature",
+                   "upstream_code": "invalid_value", "upstream_status": 400}
     assert info.value.response.headers["x-should-retry"] == "false"
     assert len(upstream.requests) == 1  # neither the gateway nor the SDK retried
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_openai_upstreams_own_code_reaches_both_dialects(
+    upstream: ScriptedUpstream, oa: openai.OpenAI, an: anthropic.Anthropic, stream: bool
+) -> None:
+    too_long = {"error": {"message": "This model's maximum context length is 128000 tokens.",
+                          "type": "invalid_request_error", "param": "messages",
+                          "code": "context_length_exceeded"}}
+    upstream.queue(HttpError(400, body=too_long), HttpError(400, body=too_long))
+    with pytest.raises(openai.BadRequestError) as oa_info:
+        oa.chat.completions.create(model="plain-model", messages=MESSAGES, stream=stream)
+    with pytest.raises(anthropic.BadRequestError) as an_info:
+        an.messages.create(model="oa-plain", max_tokens=16, messages=AN_MESSAGES,
+                           stream=stream)
+    for exc in (oa_info.value, an_info.value):
+        err = _body(exc)["error"]
+        assert (err["code"], err["upstream_code"], err["upstream_status"], err["param"]) == (
+            "upstream_rejected", "context_length_exceeded", 400, "messages")
+        assert err["message"] == too_long["error"]["message"]
+    assert oa_info.value.code == "upstream_rejected"
+    assert len(upstream.requests) == 2
+
+
+@pytest.mark.parametrize(("status", "kind", "sdk_error"), [
+    (413, "request_too_large", anthropic.APIStatusError),
+    (429, "rate_limit_error", anthropic.RateLimitError),
+])
+def test_an_anthropic_upstreams_4xx_keeps_its_status_type_and_retry_headers(
+    upstream: ScriptedUpstream, an: anthropic.Anthropic, status: int, kind: str,
+    sdk_error: type[anthropic.APIStatusError],
+) -> None:
+    body = orjson_bytes({"type": "error", "error": {"type": kind, "message": f"no: {kind}"}})
+    headers = {"retry-after": "7", "x-should-retry": "false"}
+    tries = 3 if status == 429 else 1  # the gateway retries a 429 itself, twice
+    upstream.queue(*[Raw(body, status=status, headers=headers)] * tries)
+    with pytest.raises(sdk_error) as info:
+        an.messages.create(model="an-plain", max_tokens=16, messages=AN_MESSAGES)
+    assert info.value.status_code == status
+    err = _body(info.value)["error"]
+    assert (err["type"], err["code"], err["upstream_code"], err["message"]) == (
+        kind, "upstream_rejected", kind, f"no: {kind}")
+    assert info.value.response.headers["x-should-retry"] == "false"  # the vendor's word
+    if status == 429:
+        assert info.value.response.headers["retry-after"] == "7"
+    assert len(upstream.requests) == tries  # the SDK obeyed x-should-retry: false
+
+
+def test_an_overloaded_anthropic_upstream_is_a_502_that_says_so(
+    upstream: ScriptedUpstream, oa: openai.OpenAI, an: anthropic.Anthropic
+) -> None:
+    body = orjson_bytes({"type": "error", "error": {"type": "overloaded_error",
+                                                    "message": "Overloaded"}})
+    overloaded = Raw(body, status=529, headers={"retry-after": "0", "x-should-retry": "false"})
+    upstream.queue(*[overloaded] * 6)  # the gateway's own two retries, per request
+    with pytest.raises(anthropic.InternalServerError) as an_info:
+        an.messages.create(model="an-plain", max_tokens=16, messages=AN_MESSAGES)
+    with pytest.raises(openai.InternalServerError) as oa_info:
+        oa.chat.completions.create(model="an-plain", messages=MESSAGES)
+    for exc in (an_info.value, oa_info.value):
+        assert exc.status_code == 502
+        err = _body(exc)["error"]
+        assert (err["code"], err["upstream_code"], err["upstream_status"]) == (
+            "upstream_error", "overloaded_error", 529)
+        assert "Overloaded" in err["message"]
+        assert exc.response.headers["retry-after"] == "0"
+        # the vendor said not to retry: both SDKs (max_retries=2) stop at once
+        assert exc.response.headers["x-should-retry"] == "false"
+    assert len(upstream.requests) == 6
 
 
 def test_anthropic_upstream_400_keeps_anthropics_type(
