@@ -33,6 +33,8 @@ from gateway.canonical import (
     ToolSpec,
     Usage,
 )
+from gateway.canonical.dropped import answer_drops
+from gateway.canonical.model import AnswerWire
 from gateway.canonical.record import record
 from gateway.context import RequestContext, Tally
 from gateway.enforcement import (
@@ -178,18 +180,22 @@ def screen_fields(screen: Screen, ctx: RequestContext | None) -> None:
 
 
 # The wire an answer part came from (``AnswerWire``), by the client dialect that speaks it.
-_ANSWER_WIRE = {"chat": "openai", "responses": "responses", "messages": "anthropic"}
+_ANSWER_WIRE: dict[str, AnswerWire] = {
+    "chat": "openai", "responses": "responses", "messages": "anthropic",
+}
 
 
 def drop_items(request: ChatRequest, responses: list[ChatResponse], ctx: RequestContext) -> None:
-    """Parts of a non-streamed answer the client's wire cannot carry (another wire's
-    hosted tools' items, custom calls, server tools' blocks), named in
-    ``x-syntic-dropped``: a stream has sent its headers before it meets them."""
+    """What of a non-streamed answer the client's wire cannot carry (another wire's
+    reasoning, hosted tools' items, custom calls, server tools' blocks, citations, the
+    answer's own fields: ``answer_drops``), named in ``x-syntic-dropped``: a stream has
+    sent its headers before it meets them."""
     origin = request.origin
     if origin is None:
         return
     wire = _ANSWER_WIRE[origin.wire]
-    ctx.drop(i.notice for r in responses for i in r.items if i.wire != wire)
+    for response in responses:
+        ctx.drop(answer_drops(response, wire))
 
 
 def rate_header_pairs(decision: RateDecision) -> list[tuple[bytes, bytes]]:
@@ -406,8 +412,7 @@ class ChatService:
             response = await self._choice(prepared, ctx.tally)
         finally:
             await self.settle(ctx, estimated_tokens)
-        if response.items:
-            drop_items(request, [response], ctx)
+        drop_items(request, [response], ctx)
         return response
 
     async def complete_choices(
@@ -430,8 +435,7 @@ class ChatService:
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             results = first_failure_or_results(tasks)
-            if any(r.items for r in results):
-                drop_items(request, results, ctx)
+            drop_items(request, results, ctx)
             return results
         finally:
             for task in tasks:

@@ -22,12 +22,14 @@ from gateway.canonical.model import (
     DEFAULT_REFUSAL,
     ChatRequest,
     ChatResponse,
+    Citation,
     ContentPart,
     FinishReason,
     ForcedTool,
     ImagePart,
     JsonSchemaFormat,
     Logprobs,
+    Members,
     Message,
     OnInvalid,
     Part,
@@ -44,6 +46,7 @@ from gateway.canonical.model import (
     Usage,
     WireItem,
     answer_layout,
+    place_citations,
 )
 from gateway.canonical.origin import NO_SCREEN, Header, Origin, Screen, Target, Wire
 
@@ -52,6 +55,7 @@ __all__ = [
     "NO_SCREEN",
     "ChatRequest",
     "ChatResponse",
+    "Citation",
     "ContentPart",
     "Finish",
     "FinishReason",
@@ -60,6 +64,7 @@ __all__ = [
     "ImagePart",
     "JsonSchemaFormat",
     "Logprobs",
+    "Members",
     "Message",
     "OnInvalid",
     "Origin",
@@ -87,4 +92,5 @@ __all__ = [
     "WireEvent",
     "WireItem",
     "answer_layout",
+    "place_citations",
 ]

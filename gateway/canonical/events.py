@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.canonical.model import AnswerWire, FinishReason, Reasoning, TokenLogprob, Usage
+from gateway.canonical.model import (
+    AnswerWire,
+    FinishReason,
+    Members,
+    Reasoning,
+    TokenLogprob,
+    Usage,
+)
 from gateway.canonical.record import record
 
 
@@ -42,13 +49,14 @@ class WireEvent:
 
 @record
 class ToolCallStart:
-    """A new tool call at position ``index`` of the assistant turn (``namespace``: as
-    ``ToolCall.namespace``)."""
+    """A new tool call at position ``index`` of the assistant turn (``namespace`` and
+    ``members``: as ``ToolCall``'s)."""
 
     index: int
     id: str
     name: str
     namespace: str | None = None
+    members: Members | None = None
 
 
 @record

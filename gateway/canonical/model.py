@@ -97,6 +97,7 @@ class ToolCall:
     name: str
     raw_arguments: str
     namespace: str | None = None
+    members: Members | None = None
 
 
 @record
@@ -124,6 +125,76 @@ class WireItem:
 _ANSWER_PLACES: dict[str, str] = {
     "openai": "message.tool_calls[]", "responses": "output[]", "anthropic": "content[]",
 }  # fmt: skip
+
+@record
+class Citation:
+    """A source the answer's text cites, as the upstream's ``wire`` spelled it (``raw``):
+    an entry of an Anthropic text block's ``citations``, a Responses ``output_text``
+    annotation, a chat ``message.annotations`` entry. ``start`` and ``end`` are the
+    characters of the answer's whole text it covers (an Anthropic citation covers its
+    text block; a Responses ``file_citation`` is a point, ``start == end``)."""
+
+    wire: AnswerWire
+    raw: dict[str, Any]
+    start: int
+    end: int
+
+    @property
+    def kind(self) -> str:
+        return str(self.raw.get("type"))
+
+    @property
+    def link(self) -> tuple[str, str] | None:
+        """``(url, title)`` of a web page citation, which every wire but Anthropic's can
+        say as a ``url_citation``; None for other kinds (files, documents)."""
+        raw = self.raw
+        if self.kind == "url_citation":
+            raw = raw.get("url_citation", raw) if self.wire == "openai" else raw
+        elif self.kind != "web_search_result_location":
+            return None
+        url, title = raw.get("url"), raw.get("title")
+        if not isinstance(url, str):
+            return None
+        return url, title if isinstance(title, str) else ""
+
+    @property
+    def notice(self) -> str:
+        """Its name in ``x-syntic-dropped`` for a client that cannot be given it."""
+        return f"{_CITATION_PLACES[self.wire]}.{quote(self.kind[:64], safe='-_.')}"
+
+
+def place_citations(
+    citations: tuple[Citation, ...], bounds: list[tuple[int, int]]
+) -> list[list[Citation]]:
+    """``citations`` shared among text segments covering ``bounds`` (``(start, end)`` in
+    the answer's text, in order): each goes to the segment its ``start`` is in, a point at
+    a segment's end to that segment, what lies beyond every segment to the last."""
+    out: list[list[Citation]] = [[] for _ in bounds]
+    if not bounds:
+        return out
+    for c in citations:
+        at = next((i for i, (s, e) in enumerate(bounds) if s <= c.start < e), None)
+        if at is None:
+            at = next((i for i, (_, e) in enumerate(bounds) if c.start == e), len(bounds) - 1)
+        out[at].append(c)
+    return out
+
+
+_CITATION_PLACES: dict[str, str] = {
+    "openai": "message.annotations[]", "responses": "output[].content[].annotations[]",
+    "anthropic": "content[].citations[]",
+}  # fmt: skip
+
+
+@record
+class Members:
+    """Members of an answer part the gateway does not interpret, as the upstream's
+    ``wire`` spelled them (an Anthropic ``tool_use`` block's ``caller``, a Responses
+    ``function_call``'s ``caller``), for a client of the same wire."""
+
+    wire: AnswerWire
+    fields: dict[str, Any]
+
 
 # One part of an answer in the upstream's order: reasoning ``i``, the text up to
 # character ``n``, tool call ``i``, item ``i``.
@@ -284,6 +355,8 @@ class ChatResponse:
     # it sent any (``parts``); empty: reasoning, then the text, then the calls.
     items: tuple[WireItem, ...] = ()
     layout: tuple[Slot, ...] = ()
+    # What the text cites, in order.
+    citations: tuple[Citation, ...] = ()
 
     def parts(self) -> Iterator[Part]:
         """The answer's parts in the upstream's order: its reasoning, its text (``str``)

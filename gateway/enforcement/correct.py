@@ -342,7 +342,8 @@ async def correct_call(
     if candidate is None and as_content and response.content is not None:
         assert wanted is not None
         candidate = ToolCall(id=call.id, name=wanted, raw_arguments=response.content,
-                             namespace=call.namespace if wanted == call.name else None)
+                             namespace=call.namespace if wanted == call.name else None,
+                             members=call.members if wanted == call.name else None)
     if candidate is None and wanted is not None and wanted != call.name:
         raise missing_call(ctx.plan, truncated=response.finish_reason == "length")
     if candidate is None:
@@ -354,9 +355,10 @@ async def correct_call(
     again = await call_violations_async(candidate, ctx.plan)
     if again:
         raise _reject_call(candidate, again, truncated=response.finish_reason == "length")
-    namespace = call.namespace if candidate.name == call.name else candidate.namespace
+    same = candidate.name == call.name
     return ToolCall(id=call.id, name=candidate.name, raw_arguments=candidate.raw_arguments,
-                    namespace=namespace)
+                    namespace=call.namespace if same else candidate.namespace,
+                    members=call.members if same else candidate.members)
 
 
 def _required(plan: StrictPlan) -> tuple[str, str]:

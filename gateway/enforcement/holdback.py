@@ -64,6 +64,7 @@ from gateway.canonical import (
     Finish,
     FinishReason,
     Logprobs,
+    Members,
     Reasoning,
     RefusalDelta,
     StreamEvent,
@@ -113,17 +114,19 @@ class _Held:
     """One held strict call (or the held text of a strict ``response_format``)."""
 
     __slots__ = (
-        "call_id", "done", "early", "index", "name", "namespace", "open", "out", "parts",
-        "tokens",
+        "call_id", "done", "early", "index", "members", "name", "namespace", "open", "out",
+        "parts", "tokens",
     )  # fmt: skip
 
     def __init__(
-        self, index: int, call_id: str, name: str, namespace: str | None = None
+        self, index: int, call_id: str, name: str, namespace: str | None = None,
+        members: Members | None = None,
     ) -> None:
         self.index = index
         self.call_id = call_id
         self.name = name
         self.namespace = namespace
+        self.members = members
         self.parts: list[str] = []
         self.tokens: list[TokenLogprob] = []  # held text's logprobs, when the upstream sent them
         self.open = True
@@ -133,11 +136,13 @@ class _Held:
 
     def call(self) -> ToolCall:
         return ToolCall(id=self.call_id, name=self.name, raw_arguments="".join(self.parts),
-                        namespace=self.namespace)
+                        namespace=self.namespace, members=self.members)
 
     def release(self, call: ToolCall, plan: StrictPlan) -> None:
         call = finished_call(call, plan)
-        self.out = [ToolCallStart(self.index, self.call_id, call.name, self.namespace)]
+        self.out = [
+            ToolCallStart(self.index, self.call_id, call.name, self.namespace, call.members)
+        ]
         if call.raw_arguments:
             self.out.append(ToolCallDelta(self.index, call.raw_arguments))
         self.done = True
@@ -371,7 +376,7 @@ class HoldBack:
             or (self._guard_unknown and name not in self._plan.tool_names)
             or (forced is not None and name != forced)
         ):
-            slot = _Held(event.index, event.id, name, event.namespace)
+            slot = _Held(event.index, event.id, name, event.namespace, event.members)
             self._calls[event.index] = slot
             self._open.append(slot)
             self._queue.append(slot)
@@ -460,7 +465,7 @@ class HoldBack:
             return
         slot.release(
             ToolCall(id=slot.call_id, name=fixed.name, raw_arguments=fixed.raw_arguments,
-                     namespace=slot.namespace),
+                     namespace=slot.namespace, members=fixed.members),
             self._plan,
         )
 

@@ -63,4 +63,6 @@ def canonical_call(call: ToolCall, projection: Projection) -> ToolCall:
     canonical = validator.canonicalize(parsed, projection.original)
     if canonical is parsed:
         return call
-    return ToolCall(call.id, call.name, orjson.dumps(canonical).decode(), call.namespace)
+    return ToolCall(
+        call.id, call.name, orjson.dumps(canonical).decode(), call.namespace, call.members
+    )

@@ -28,6 +28,7 @@ import validator
 from gateway.canonical import (
     ChatRequest,
     ChatResponse,
+    Citation,
     Reasoning,
     Slot,
     StreamEvent,
@@ -41,6 +42,7 @@ from gateway.upstream.anthropic_codec import (
     THINKING_BLOCKS,
     StreamDecoder,
     answer_fields,
+    call_members,
     encode_request,
     finish_reason,
     iter_sse,
@@ -101,6 +103,7 @@ def decode_response(
     reasoning: list[Reasoning] = []
     items: list[WireItem] = []
     layout: list[Slot] = []
+    citations: list[Citation] = []
     size = 0  # characters of text so far
     as_sent = None
     if raw is not None and validator.duplicate_key(raw, body) is not None:
@@ -115,8 +118,13 @@ def decode_response(
         kind = block.get("type")
         if kind == "text":
             texts.append(str(block.get("text", "")))
-            size += len(texts[-1])
+            start, size = size, size + len(texts[-1])
             layout.append(("text", size))
+            cited = block.get("citations")
+            if isinstance(cited, list):  # a cited block covers its whole text
+                citations.extend(
+                    Citation("anthropic", c, start, size) for c in cited if isinstance(c, dict)
+                )
         elif kind in THINKING_BLOCKS:
             # Kept whole: the signature is what lets the client send it back.
             layout.append(("reasoning", len(reasoning)))
@@ -131,6 +139,7 @@ def decode_response(
                         next(as_sent) if as_sent is not None
                         else orjson.dumps(block.get("input", {})).decode()
                     ),
+                    members=call_members(block),
                 )
             )
         elif isinstance(kind, str):
@@ -151,9 +160,10 @@ def decode_response(
         stop_sequence=stop if isinstance(stop := body.get("stop_sequence"), str) else None,
         refusal=(text or "") if refused else None,
         reasoning=tuple(reasoning),
-        passthrough=answer_fields(body.get("stop_reason"), body.get("container")),
+        passthrough=answer_fields(body.get("stop_reason"), body),
         items=tuple(items),
         layout=answer_layout(layout, items),
+        citations=tuple(citations),
     )
     if usage is None:
         return dataclasses.replace(response, usage=estimated_usage(request_bytes, response))

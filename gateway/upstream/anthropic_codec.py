@@ -4,7 +4,7 @@ Messages SSE -> canonical stream events. No I/O here (see ``anthropic.py``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import orjson
@@ -17,6 +17,7 @@ from gateway.canonical import (
     FinishReason,
     ForcedTool,
     JsonSchemaFormat,
+    Members,
     Message,
     Passthrough,
     Reasoning,
@@ -38,9 +39,11 @@ from gateway.upstream.redact import scrub
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "KEPT_MEMBERS",
     "THINKING_BLOCKS",
     "StreamDecoder",
     "answer_fields",
+    "call_members",
     "encode_messages",
     "encode_request",
     "finish_reason",
@@ -68,15 +71,33 @@ THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 _KEPT_STOPS = frozenset({"pause_turn", "model_context_window_exceeded"})
 
 
-def answer_fields(stop_reason: object, container: object) -> Passthrough | None:
+# Members of a message kept for a Messages client: the code-execution ``container`` the
+# answer ran in, a refusal's ``stop_details``, prompt-cache ``diagnostics``.
+KEPT_MEMBERS = ("container", "stop_details", "diagnostics")
+
+
+def answer_fields(stop_reason: object, members: Mapping[str, Any]) -> Passthrough | None:
     """What a Messages client gets back as sent: a ``stop_reason`` the canonical finish
-    loses, and the code-execution ``container`` the answer ran in."""
+    loses, and the message's ``KEPT_MEMBERS`` (from ``members``: the message, or a
+    stream's ``message_delta.delta`` so far)."""
     fields: dict[str, Any] = {}
     if stop_reason in _KEPT_STOPS:
         fields["stop_reason"] = stop_reason
-    if container is not None:
-        fields["container"] = container
+    for key in KEPT_MEMBERS:
+        if members.get(key) is not None:
+            fields[key] = members[key]
     return Passthrough("anthropic", fields) if fields else None
+
+
+# What the gateway reads of a ``tool_use`` block; the rest (``caller``, ``toolset_name``)
+# rides along for a Messages client.
+_CALL_KNOWN = frozenset({"type", "id", "name", "input"})
+
+
+def call_members(block: Mapping[str, Any]) -> Members | None:
+    """A ``tool_use`` block's members the gateway does not interpret, kept as sent."""
+    extra = {k: v for k, v in block.items() if k not in _CALL_KNOWN}
+    return Members("anthropic", extra) if extra else None
 
 
 def finish_reason(stop_reason: object) -> FinishReason:
@@ -267,8 +288,8 @@ class StreamDecoder:
     logs and the ledger."""
 
     __slots__ = (
-        "_blocks", "_container", "_done", "_got_input", "_passing", "_reason", "_secret",
-        "_stop_seq", "_thinking", "_tools", "_usage",
+        "_blocks", "_cited", "_done", "_got_input", "_kept", "_passing", "_reason",
+        "_secret", "_stop_seq", "_thinking", "_tools", "_usage",
     )  # fmt: skip
 
     def __init__(self, secret: str | None = None) -> None:
@@ -281,7 +302,8 @@ class StreamDecoder:
         self._tools = 0
         self._reason: Any = None
         self._stop_seq: str | None = None
-        self._container: Any = None
+        self._kept: dict[str, Any] = {}  # the message's KEPT_MEMBERS so far
+        self._cited: set[int] = set()  # indexes of the text blocks that carry citations
         # The usage fields as last reported: message_start's, overridden field by field by
         # message_delta's (cumulative figures; a field it leaves out keeps its value).
         self._usage: dict[str, Any] = {}
@@ -315,9 +337,11 @@ class StreamDecoder:
             ) from exc
 
     def _on_message_start(self, event: dict[str, Any]) -> list[StreamEvent]:
-        raw = event.get("message", {}).get("usage")
+        message = event.get("message", {})
+        raw = message.get("usage")
         if isinstance(raw, dict):
             self._usage = dict(raw)
+        self._kept.update((k, message[k]) for k in KEPT_MEMBERS if message.get(k) is not None)
         return []
 
     def _on_content_block_start(self, event: dict[str, Any]) -> list[StreamEvent]:
@@ -334,7 +358,8 @@ class StreamDecoder:
             self._tools += 1
             self._blocks[index] = ordinal
             out: list[StreamEvent] = [
-                ToolCallStart(ordinal, str(block.get("id", "")), str(block.get("name", "")))
+                ToolCallStart(ordinal, str(block.get("id", "")), str(block.get("name", "")),
+                              members=call_members(block))
             ]
             if block.get("input"):
                 self._got_input.add(ordinal)
@@ -342,7 +367,14 @@ class StreamDecoder:
             return out
         self._blocks[index] = None
         text = block.get("text") if kind == "text" else None
-        return [TextDelta(text)] if text else []
+        out = [TextDelta(text)] if text else []
+        if kind == "text" and isinstance(block.get("citations"), list):
+            # A block that cites: a Messages client gets it as its own block, citations
+            # first (``citations_delta``), as sent.
+            self._cited.add(index)
+            cited = [c for c in block["citations"] if isinstance(c, dict)]
+            return [WireEvent("anthropic", "cited_block", {"citations": cited}), *out]
+        return out
 
     def _on_content_block_delta(self, event: dict[str, Any]) -> list[StreamEvent]:
         delta = event.get("delta") or {}
@@ -358,6 +390,12 @@ class StreamDecoder:
         ordinal = self._blocks.get(index)
         if delta.get("type") == "text_delta" and delta.get("text"):
             return [TextDelta(str(delta["text"]))]
+        if delta.get("type") == "citations_delta" and ordinal is None:
+            if index not in self._cited:  # a citation in a block that started without any
+                self._cited.add(index)
+                return [WireEvent("anthropic", "cited_block", {"citations": []}),
+                        WireEvent("anthropic", "citation", {"citation": delta["citation"]})]
+            return [WireEvent("anthropic", "citation", {"citation": delta["citation"]})]
         if delta.get("type") == "input_json_delta" and ordinal is not None:
             fragment = str(delta.get("partial_json", ""))
             if not fragment:
@@ -378,6 +416,9 @@ class StreamDecoder:
                     block["thinking"] = "".join(pieces)
                 done = Reasoning("anthropic", block, str(block.get("thinking") or ""))
             return [WireEvent("anthropic", "event", event, done)]
+        if index in self._cited:
+            self._cited.discard(index)
+            return [WireEvent("anthropic", "cited_block_stop", {})]
         ordinal = self._blocks.get(index)
         if ordinal is not None and ordinal not in self._got_input:
             # A tool with no arguments streams no input_json_delta; its input is {}.
@@ -390,8 +431,7 @@ class StreamDecoder:
         self._reason = delta.get("stop_reason", self._reason)
         if isinstance(delta.get("stop_sequence"), str):
             self._stop_seq = delta["stop_sequence"]
-        if delta.get("container") is not None:
-            self._container = delta["container"]
+        self._kept.update((k, delta[k]) for k in KEPT_MEMBERS if delta.get(k) is not None)
         raw = event.get("usage") or {}
         self._usage.update((k, v) for k, v in raw.items() if v is not None)
         return []
@@ -404,7 +444,7 @@ class StreamDecoder:
         usage = usage_of(self._usage)
         # Without usage the hold-back estimates, as for any stream that sends none.
         out: list[StreamEvent] = [finish] if usage is None else [finish, UsageReport(usage)]
-        kept = answer_fields(self._reason, self._container)
+        kept = answer_fields(self._reason, self._kept)
         if kept is not None:
             out.insert(0, WireEvent("anthropic", "fields", kept.response))
         return out

@@ -27,6 +27,7 @@ import orjson
 from gateway.canonical import (
     ChatRequest,
     ChatResponse,
+    Citation,
     Finish,
     FinishReason,
     Logprobs,
@@ -116,6 +117,19 @@ def _passthrough(data: Mapping[str, Any], message: Mapping[str, Any]) -> Passthr
     return Passthrough("openai", top, extra) if top or extra else None
 
 
+def citations_of(raw: Any) -> tuple[Citation, ...]:
+    """A message's ``annotations`` (``url_citation``: indexes into its content), for
+    another wire's client; a chat client gets them as sent (``Passthrough.message``)."""
+    out: list[Citation] = []
+    for note in raw if isinstance(raw, list) else ():
+        inner = note.get("url_citation") if isinstance(note, dict) else None
+        where = inner if isinstance(inner, dict) else {}
+        start, end = where.get("start_index"), where.get("end_index")
+        start = start if type(start) is int else 0
+        out.append(Citation("openai", note, start, end if type(end) is int else start))
+    return tuple(out)
+
+
 def _check_arguments(size: int, limit: int | None) -> None:
     if limit is not None and size > limit:
         raise OutputTooLarge(f"The model's tool-call arguments exceed the {limit} byte limit.")
@@ -179,6 +193,7 @@ def decode_response(
             passthrough=_passthrough(data, message),
             items=items,
             layout=layout,
+            citations=citations_of(message.get("annotations")),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise UpstreamInvalidResponse(

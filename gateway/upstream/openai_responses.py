@@ -31,12 +31,14 @@ import orjson
 from gateway.canonical import (
     ChatRequest,
     ChatResponse,
+    Citation,
     Finish,
     FinishReason,
     ForcedTool,
     ImagePart,
     JsonSchemaFormat,
     Logprobs,
+    Members,
     Message,
     Passthrough,
     Reasoning,
@@ -208,11 +210,33 @@ def _check_arguments(size: int, limit: int | None) -> None:
         raise OutputTooLarge(f"The model's tool-call arguments exceed the {limit} byte limit.")
 
 
+# What the gateway reads of a ``function_call`` item (its ``id`` and ``status`` are the
+# gateway's own); the rest (``caller``, ``async``) rides along for a Responses client.
+_CALL_KNOWN = frozenset({"type", "id", "call_id", "name", "arguments", "status", "namespace"})
+
+
 def _call(item: Mapping[str, Any]) -> ToolCall:
     namespace = item.get("namespace")
+    extra = {k: v for k, v in item.items() if k not in _CALL_KNOWN}
     return ToolCall(id=str(item["call_id"]), name=str(item["name"]),
                     raw_arguments=str(item.get("arguments") or ""),
-                    namespace=namespace if isinstance(namespace, str) else None)
+                    namespace=namespace if isinstance(namespace, str) else None,
+                    members=Members("responses", extra) if extra else None)
+
+
+def citations_of(raw: Any, at: int) -> list[Citation]:
+    """An ``output_text`` part's ``annotations``, placed in the answer's whole text (the
+    part starts at character ``at``)."""
+    out: list[Citation] = []
+    for note in raw if isinstance(raw, list) else ():
+        if not isinstance(note, dict):
+            continue
+        start = note.get("start_index", note.get("index"))
+        end = note.get("end_index", start)
+        start = start if type(start) is int else 0
+        end = end if type(end) is int else start
+        out.append(Citation("responses", note, at + start, at + end))
+    return out
 
 
 def _client_runs(item: Mapping[str, Any]) -> bool:
@@ -245,6 +269,7 @@ def decode_response(
         tokens: list[dict[str, Any]] = []
         items: list[WireItem] = []
         layout: list[Slot] = []
+        citations: list[Citation] = []
         size = 0  # characters of text so far
         for item in data["output"]:
             kind = item.get("type")
@@ -255,6 +280,7 @@ def decode_response(
                 for part in item.get("content") or ():
                     if part.get("type") == "output_text":
                         texts.append(str(part["text"]))
+                        citations.extend(citations_of(part.get("annotations"), size))
                         size += len(texts[-1])
                         tokens.extend(part.get("logprobs") or ())
                     elif part.get("type") == "refusal":
@@ -283,6 +309,7 @@ def decode_response(
             passthrough=_passthrough(data),
             items=tuple(items),
             layout=answer_layout(layout, items),
+            citations=tuple(citations),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise UpstreamInvalidResponse(
@@ -355,6 +382,10 @@ class EventParser:
             if isinstance(kind, str) and _EVENT_NAME.fullmatch(kind):
                 return [WireEvent("responses", "event", event)]
             return []
+        if kind == "response.output_text.annotation.added":
+            # A Responses client gets it in the text part it annotates, as sent.
+            note = event.get("annotation")
+            return [WireEvent("responses", "annotation", {"annotation": note})] if note else []
         if kind == "response.refusal.delta":
             self._refusals.add(str(event["item_id"]))
             return [RefusalDelta(str(event["delta"]))] if event["delta"] else []
@@ -369,7 +400,7 @@ class EventParser:
             index = self._calls[int(event["output_index"])] = len(self._calls)
             call = _call(item)
             start: list[StreamEvent] = [ToolCallStart(index, call.id, call.name,
-                                                      call.namespace)]
+                                                      call.namespace, call.members)]
             return start + self._arguments(index, str(item.get("arguments") or ""))
         if kind == "response.function_call_arguments.delta":
             return self._arguments(self._calls[int(event["output_index"])], str(event["delta"]))

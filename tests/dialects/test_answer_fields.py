@@ -25,6 +25,7 @@ from tests.support.scripted_upstream import (
     Reply,
     ScriptedUpstream,
     Thinking,
+    sse,
     token_logprobs,
 )
 
@@ -248,6 +249,9 @@ def test_thinking_is_dropped_outside_messages(
         assert seen.final.choices[0].message.content == "Forty-two."
     else:
         assert [item.type for item in seen.final.output] == ["message"]
+    # named, when the headers are still to be sent
+    assert seen.headers.get("x-syntic-dropped", "") == (
+        "" if stream else "content[].thinking,content[].redacted_thinking")
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
@@ -261,6 +265,60 @@ def test_reasoning_items_are_dropped_outside_responses(
         assert seen.final.choices[0].message.content == "Forty-two."
     else:
         assert [b.type for b in seen.final.content] == ["text"]
+    assert seen.headers.get("x-syntic-dropped", "") == ("" if stream else "output[].reasoning")
+
+
+REFUSED: dict[str, Any] = {
+    "id": "msg_up", "type": "message", "role": "assistant", "model": "up",
+    "content": [{"type": "text", "text": "I can't help with that."}],
+    "stop_reason": "refusal", "stop_sequence": None,
+    "stop_details": {"type": "refusal", "category": "cyber",
+                     "explanation": "This request asks for malware."},
+    "usage": {"input_tokens": 10, "output_tokens": 5},
+}
+
+
+def refused_stream() -> RawStream:
+    def event(name: str, **data: Any) -> bytes:
+        return sse({"type": name, **data}, event=name)
+
+    start = {**REFUSED, "content": [], "stop_reason": None, "stop_details": None}
+    return RawStream([
+        event("message_start", message=start),
+        event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+        event("content_block_delta", index=0, delta={
+            "type": "text_delta", "text": "I can't help with that."}),
+        event("content_block_stop", index=0),
+        event("message_delta", delta={"stop_reason": "refusal", "stop_sequence": None,
+                                      "stop_details": REFUSED["stop_details"]},
+              usage={"output_tokens": 5}),
+        event("message_stop"),
+    ])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_a_refusals_stop_details_reach_a_messages_client(
+    gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool
+) -> None:
+    upstream.queue(*([refused_stream(), refused_stream()] if stream
+                     else [Raw(json.dumps(REFUSED).encode())]))
+    seen = ask(gw, "messages", "an", stream=stream)
+    assert seen.final.stop_reason == "refusal"
+    assert seen.final.stop_details.model_dump() == REFUSED["stop_details"]
+    if stream:
+        [delta] = [e for e in seen.events if e["type"] == "message_delta"]
+        assert delta["delta"]["stop_details"] == REFUSED["stop_details"]
+    else:
+        assert seen.raw["stop_details"] == REFUSED["stop_details"]
+
+
+def test_a_refusals_stop_details_are_named_for_another_wire(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(Raw(json.dumps(REFUSED).encode()))
+    seen = ask(gw, "chat", "an", stream=False)
+    assert seen.final.choices[0].message.refusal == "I can't help with that."
+    assert seen.headers["x-syntic-dropped"] == "stop_details"
 
 
 def test_an_upstream_event_name_never_reaches_the_clients_event_line(

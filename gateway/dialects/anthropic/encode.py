@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
+from itertools import pairwise
 from typing import Any
 
 import orjson
 
-from gateway.canonical import ChatResponse, FinishReason, ToolCall, Usage
+from gateway.canonical import ChatResponse, Citation, FinishReason, ToolCall, Usage
 from gateway.errors import GatewayError, UpstreamError
+
+# Members of a message a Messages client gets as an Anthropic upstream sent them.
+KEPT_MEMBERS = ("container", "stop_details", "diagnostics")
 
 __all__ = [
     "STOP_REASONS",
@@ -123,20 +127,27 @@ def encode_response(
     if stop_sequence is None:
         stop_sequence = response.stop_sequence
     content: list[dict[str, Any]] = []
+    # Only an Anthropic upstream's citations: another wire's web citation has no
+    # encrypted index to give.
+    cited = [c for c in response.citations if c.wire == "anthropic"]
+    at = 0  # characters of text so far
     for part in response.parts():
         if isinstance(part, str):
-            content.append({"type": "text", "text": part})
+            content.extend(text_blocks(part, at, cited))
+            at += len(part)
         elif isinstance(part, ToolCall):
-            content.append(
-                {"type": "tool_use", "id": part.id, "name": part.name, "input": tool_input(part)}
-            )
+            block = {"type": "tool_use", "id": part.id, "name": part.name,
+                     "input": tool_input(part)}
+            if part.members is not None and part.members.wire == "anthropic":
+                block.update(part.members.fields)  # caller, toolset_name: as sent
+            content.append(block)
         elif part.wire == "anthropic":
             # Thinking blocks (a signature is Anthropic's own), server tools' use and
             # results: only from an Anthropic upstream, as sent.
             content.append(part.raw)
     if response.refusal:  # what the model said instead (OpenAI's refusal text)
-        texts = [i for i, b in enumerate(content) if b["type"] == "text"]
-        at = texts[-1] + 1 if texts else sum(1 for b in content if b["type"] in _THINKING)
+        where = [i for i, b in enumerate(content) if b["type"] == "text"]
+        at = where[-1] + 1 if where else sum(1 for b in content if b["type"] in _THINKING)
         content.insert(at, {"type": "text", "text": response.refusal})
     fields = response.passthrough.response if (
         response.passthrough is not None and response.passthrough.wire == "anthropic"
@@ -157,12 +168,26 @@ def encode_response(
         "stop_sequence": stop_sequence,
         "usage": encode_usage(response.usage, schema_retries),
     }
-    if fields.get("container") is not None:
-        body["container"] = fields["container"]
+    body.update((k, fields[k]) for k in KEPT_MEMBERS if fields.get(k) is not None)
     return body
 
 
 _THINKING = frozenset({"thinking", "redacted_thinking"})
+
+
+def text_blocks(text: str, at: int, cited: list[Citation]) -> list[dict[str, Any]]:
+    """``text`` (starting at character ``at`` of the answer) as text blocks: one per
+    cited span, each with its citations as sent, and the text between them."""
+    end = at + len(text)
+    cuts = sorted({at, end, *(p for c in cited for p in (c.start, c.end) if at < p < end)})
+    blocks = []
+    for start, stop in pairwise(cuts):
+        block: dict[str, Any] = {"type": "text", "text": text[start - at:stop - at]}
+        own = [c.raw for c in cited if c.start == start and c.end == stop]
+        if own:
+            block["citations"] = own
+        blocks.append(block)
+    return blocks or [{"type": "text", "text": text}]
 
 
 def kept_stop_reason(said: str, reason: FinishReason, fields: Mapping[str, Any]) -> str:

@@ -15,7 +15,8 @@ Blocks are numbered in the order they are emitted, which is what clients index b
 Thinking blocks and server tools' blocks (``server_tool_use``, ``web_search_tool_result``,
 ...) come only from an Anthropic upstream (``WireEvent``), passed through as sent (a
 signature, an ``input_json_delta``) and renumbered; so are a ``pause_turn`` stop reason
-and the code-execution ``container``.
+the code-execution ``container`` and a refusal's ``stop_details``; a text block that
+cites (``citations`` and ``citations_delta``) stays a block of its own.
 The encoder only sees events the hold-back released, so a strict ``tool_use`` block is
 opened only once its input validated.
 
@@ -56,6 +57,12 @@ from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent
 from gateway.errors import GatewayError
 
 __all__ = ["MessageStreamEncoder", "error_event", "ping_event", "sse"]
+
+
+# The passed-through events of a text block that cites.
+_CITED = frozenset({"cited_block", "citation", "cited_block_stop"})
+# Members of the upstream's message a ``message_delta`` carries as sent.
+_DELTA_MEMBERS = ("container", "stop_details")
 
 
 def sse(event: str, data: dict[str, Any]) -> bytes:
@@ -162,6 +169,8 @@ class MessageStreamEncoder:
             )
         if isinstance(event, ToolCallStart):
             block = {"type": "tool_use", "id": event.id, "name": event.name, "input": {}}
+            if event.members is not None and event.members.wire == "anthropic":
+                block.update(event.members.fields)  # caller, toolset_name: as sent
             index, out = self._open(block, text=False)
             self._tool_blocks[event.index] = index
             return out
@@ -195,8 +204,26 @@ class MessageStreamEncoder:
             if event.kind == "fields":
                 self._fields = event.data
                 return b""
+            if event.kind in _CITED:
+                return self._cited(event)
             return self._passed(event)
         raise TypeError(f"unknown stream event {event!r}")
+
+    def _cited(self, event: WireEvent) -> bytes:
+        """A text block that cites: its own block (the text before and after it is not
+        merged in), each citation a ``citations_delta`` before its text, as sent."""
+        kind = event.kind
+        if kind == "cited_block_stop":
+            return self._close_current() if self._current_is_text else b""
+        out = b""
+        if kind == "cited_block" or not self._current_is_text:
+            _, out = self._open({"type": "text", "text": "", "citations": []}, text=True)
+        cited = event.data["citations"] if kind == "cited_block" else [event.data["citation"]]
+        for citation in cited:
+            delta = {"type": "citations_delta", "citation": citation}
+            out += sse("content_block_delta",
+                       {"type": "content_block_delta", "index": self._current, "delta": delta})
+        return out
 
     def _passed(self, event: WireEvent) -> bytes:
         """A passed-through block's start, delta or stop (thinking, a server tool's use
@@ -233,8 +260,8 @@ class MessageStreamEncoder:
             "stop_reason": kept_stop_reason(said, self._finish, self._fields),
             "stop_sequence": stop_sequence,
         }
-        if self._fields.get("container") is not None:
-            ended["container"] = self._fields["container"]
+        kept = self._fields
+        ended.update((k, kept[k]) for k in _DELTA_MEMBERS if kept.get(k) is not None)
         delta = {
             "type": "message_delta",
             "delta": ended,

@@ -8,6 +8,7 @@ from typing import Any
 from gateway.canonical import (
     DEFAULT_REFUSAL,
     ChatResponse,
+    Citation,
     Logprobs,
     Passthrough,
     ToolCall,
@@ -112,6 +113,15 @@ def encode_usage(usage: Usage, schema_retries: int) -> dict[str, Any]:
     return out
 
 
+def url_citation(citation: Citation) -> dict[str, Any]:
+    """A web citation of another wire as a chat ``url_citation`` annotation (indexes into
+    the message's content)."""
+    url, title = citation.link or ("", "")
+    return {"type": "url_citation", "url_citation": {
+        "start_index": citation.start, "end_index": citation.end, "url": url, "title": title,
+    }}
+
+
 def _message(response: ChatResponse) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "assistant",
@@ -122,6 +132,9 @@ def _message(response: ChatResponse) -> dict[str, Any]:
     if extra is not None and extra.wire == "openai" and extra.message:
         # annotations, audio, reasoning_content...: the upstream's, same wire
         message.update((k, v) for k, v in extra.message.items() if k not in message)
+    cited = [url_citation(c) for c in response.citations if c.wire != "openai" and c.link]
+    if cited:  # another wire's web citations, as chat spells them
+        message["annotations"] = [*message.get("annotations", ()), *cited]
     if response.tool_calls or response.items:
         # Custom tools' calls from a chat upstream, as sent, in their place among the calls.
         calls = [

@@ -24,6 +24,7 @@ from typing import Any
 from gateway.canonical import (
     DEFAULT_REFUSAL,
     ChatResponse,
+    Citation,
     FinishReason,
     ForcedTool,
     JsonSchemaFormat,
@@ -32,12 +33,13 @@ from gateway.canonical import (
     ToolCall,
     ToolSpec,
     Usage,
+    place_citations,
 )
 from gateway.dialects.responses.decode import ResponsesRequest
 
 __all__ = [
-    "ResponseShape", "encode_usage", "function_call_item", "message_item", "refusal_part",
-    "response_id",
+    "ResponseShape", "annotation", "encode_usage", "function_call_item", "message_item",
+    "refusal_part", "response_id",
 ]  # fmt: skip
 
 _INCOMPLETE: dict[FinishReason, str] = {
@@ -72,10 +74,32 @@ def encode_usage(usage: Usage, schema_retries: int) -> dict[str, Any]:
 
 
 def output_text(
-    text: str, logprobs: tuple[TokenLogprob, ...] | None = None
+    text: str, logprobs: tuple[TokenLogprob, ...] | None = None,
+    annotations: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [],
+    return {"type": "output_text", "text": text, "annotations": annotations or [],
             "logprobs": list(logprobs) if logprobs else []}
+
+
+_POINTS = (("start_index", "start"), ("end_index", "end"), ("index", "start"))
+
+
+def annotation(citation: Citation, at: int) -> dict[str, Any] | None:
+    """The ``output_text`` annotation for ``citation`` in a part starting at character
+    ``at`` of the answer's text: a Responses upstream's as sent (its indexes counted from
+    this part), another wire's web citation as a ``url_citation``; None for what this
+    wire cannot say."""
+    if citation.wire == "responses":
+        note = dict(citation.raw)
+        for key, side in _POINTS:
+            if type(note.get(key)) is int:
+                note[key] = getattr(citation, side) - at
+        return note
+    link = citation.link
+    if link is None:
+        return None
+    return {"type": "url_citation", "start_index": citation.start - at,
+            "end_index": citation.end - at, "url": link[0], "title": link[1]}
 
 
 def refusal_part(refusal: str) -> dict[str, Any]:
@@ -85,13 +109,14 @@ def refusal_part(refusal: str) -> dict[str, Any]:
 def message_item(
     item_id: str, text: str | None, status: str = "completed", refusal: str | None = None,
     logprobs: tuple[TokenLogprob, ...] | None = None,
+    annotations: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A message item: its ``output_text`` part (when ``text`` is not None), then its
     ``refusal`` part (when ``refusal`` is not None); no parts while ``in_progress``."""
     content: list[dict[str, Any]] = []
     if status != "in_progress":
         if text is not None:
-            content.append(output_text(text, logprobs))
+            content.append(output_text(text, logprobs, annotations))
         if refusal is not None:
             content.append(refusal_part(refusal))
     return {"type": "message", "id": item_id, "role": "assistant", "status": status,
@@ -102,11 +127,15 @@ def function_call_item(
     item_id: str, call: ToolCall, status: str = "completed", namespace: str | None = None
 ) -> dict[str, Any]:
     """A function call item; ``namespace`` (the call's own, else the request's for that
-    tool) when its tool is inside a namespace tool."""
-    item = {"type": "function_call", "id": item_id, "call_id": call.id, "name": call.name,
-            "arguments": call.raw_arguments, "status": status}
+    tool) when its tool is inside a namespace tool; a Responses upstream's other members
+    of the call (``caller``) as sent."""
+    item: dict[str, Any] = {"type": "function_call", "id": item_id, "call_id": call.id,
+                            "name": call.name, "arguments": call.raw_arguments,
+                            "status": status}
     if namespace is not None:
         item["namespace"] = namespace
+    if call.members is not None and call.members.wire == "responses":
+        item.update((k, v) for k, v in call.members.fields.items() if k not in item)
     return item
 
 
@@ -239,13 +268,14 @@ class ResponseShape:
             output.insert(at, messages[-1])
         tokens = response.logprobs.content if response.logprobs else None
         shares = _split_tokens(tokens, [len(t) for t in segments]) if tokens else None
+        notes = self._annotations(response, segments)
         for n, (slot, text) in enumerate(zip(messages, segments, strict=True)):
             last = n == len(messages) - 1
             slot.update(message_item(
                 slot["id"], text or None,
                 "completed" if status == "completed" else "incomplete",
                 refusal=(refusal or DEFAULT_REFUSAL) if refusal is not None and last else None,
-                logprobs=shares[n] if shares else None,
+                logprobs=shares[n] if shares else None, annotations=notes[n],
             ))
         tier = response.passthrough.service_tier if response.passthrough else None
         return self.body(
@@ -256,6 +286,22 @@ class ResponseShape:
             completed_at=completed_at if status == "completed" else None,
             service_tier=tier,
         )
+
+
+    @staticmethod
+    def _annotations(response: ChatResponse, segments: list[str]) -> list[list[dict[str, Any]]]:
+        """Each text segment's annotations (``annotation``), in order."""
+        if not response.citations:
+            return [[] for _ in segments]
+        bounds: list[tuple[int, int]] = []
+        for text in segments:
+            start = bounds[-1][1] if bounds else 0
+            bounds.append((start, start + len(text)))
+        placed = place_citations(response.citations, bounds)
+        return [
+            [note for c in cited if (note := annotation(c, start)) is not None]
+            for cited, (start, _) in zip(placed, bounds, strict=True)
+        ]
 
 
 def _tool(tool: ToolSpec) -> dict[str, Any]:

@@ -8,6 +8,7 @@ The sequence, as the API sends it and the ``openai`` SDK's ``responses.stream`` 
       response.output_item.added                    (a message, status "in_progress")
         response.content_part.added                 (output_text, empty)
         response.output_text.delta*
+        (response.output_text.annotation.added*      (a Responses upstream's, as sent))
         response.output_text.done
         response.content_part.done
         (response.content_part.added                (a refusal: its own part, refusal "")
@@ -44,6 +45,7 @@ from gateway.canonical import (
     DEFAULT_REFUSAL,
     Finish,
     FinishReason,
+    Members,
     RefusalDelta,
     TextDelta,
     TokenLogprob,
@@ -74,17 +76,18 @@ KEEPALIVE = b": keep-alive\n\n"
 class _Part:
     """A content part of the message being streamed: its kind, text and logprobs so far."""
 
-    __slots__ = ("kind", "pieces", "tokens")
+    __slots__ = ("kind", "notes", "pieces", "tokens")
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.pieces: list[str] = []
         self.tokens: list[TokenLogprob] = []
+        self.notes: list[dict[str, Any]] = []  # a Responses upstream's annotations
 
     def done(self) -> dict[str, Any]:
         text = "".join(self.pieces)
         if self.kind == "output_text":
-            return output_text(text, tuple(self.tokens))
+            return output_text(text, tuple(self.tokens), self.notes)
         return refusal_part(text)
 
 
@@ -109,16 +112,18 @@ class _Item:
     """A function call item still being streamed: its position, id, call and arguments
     so far."""
 
-    __slots__ = ("call_id", "id", "index", "name", "namespace", "parts")
+    __slots__ = ("call_id", "id", "index", "members", "name", "namespace", "parts")
 
     def __init__(
-        self, index: int, item_id: str, call_id: str, name: str, namespace: str | None
+        self, index: int, item_id: str, call_id: str, name: str, namespace: str | None,
+        members: Members | None = None,
     ) -> None:
         self.index = index
         self.id = item_id
         self.call_id = call_id
         self.name = name
         self.namespace = namespace
+        self.members = members
         self.parts: list[str] = []
 
     @property
@@ -259,7 +264,7 @@ class ResponseStreamEncoder:
             out += self._event("response.function_call_arguments.done", {
                 "item_id": item.id, "output_index": item.index, "arguments": arguments,
             })
-            call = ToolCall(item.call_id, item.name, arguments)
+            call = ToolCall(item.call_id, item.name, arguments, members=item.members)
             done = function_call_item(item.id, call, namespace=item.namespace)
             self._output.append(done)
             out += self._event(
@@ -279,6 +284,15 @@ class ResponseStreamEncoder:
             "delta": delta, "logprobs": list(logprobs) if logprobs else [],
         })
 
+    def annotation(self, note: dict[str, Any]) -> bytes:
+        """A Responses upstream's annotation of the text part being streamed, as sent."""
+        part, item, index, out = self._part("output_text")
+        part.notes.append(note)
+        return out + self._event("response.output_text.annotation.added", {
+            "item_id": item.id, "output_index": item.index, "content_index": index,
+            "annotation_index": len(part.notes) - 1, "annotation": note,
+        })
+
     def refusal(self, delta: str) -> bytes:
         if not delta:
             return b""
@@ -294,9 +308,9 @@ class ResponseStreamEncoder:
         out = self._close_text()
         namespace = self.shape.namespace(event.name, event.namespace)
         item = _Item(self._next_index(), self.shape.item_id("fc"), event.id, event.name,
-                     namespace)
+                     namespace, event.members)
         self._calls[event.index] = item
-        call = ToolCall(event.id, event.name, "")
+        call = ToolCall(event.id, event.name, "", members=event.members)
         return out + self._event("response.output_item.added", {
             "output_index": item.index,
             "item": function_call_item(item.id, call, "in_progress", namespace),
@@ -340,6 +354,8 @@ class ResponseStreamEncoder:
                 if event.kind == "fields":
                     if event.wire != "anthropic":
                         self._tier = event.data.get("service_tier")
+                elif event.wire == "responses" and event.kind == "annotation":
+                    parts.append(self.annotation(dict(event.data["annotation"])))
                 elif event.wire == "responses":
                     parts.append(self._passed(event))
             elif isinstance(event, UsageReport | Choice):
