@@ -46,7 +46,9 @@ from gateway.canonical.model import (
     Usage,
     WireItem,
     answer_layout,
+    overlaid,
     place_citations,
+    usage_kept,
 )
 from gateway.canonical.origin import NO_SCREEN, Header, Origin, Screen, Target, Wire
 
@@ -92,5 +94,7 @@ __all__ = [
     "WireEvent",
     "WireItem",
     "answer_layout",
+    "overlaid",
     "place_citations",
+    "usage_kept",
 ]

@@ -51,6 +51,11 @@ def _names(response: ChatResponse, wire: AnswerWire) -> Iterator[str]:
     for call in response.tool_calls:
         if call.members is not None and call.members.wire != wire:
             yield from (_name(_CALL_PLACES[call.members.wire], k) for k in call.members.fields)
+    usage = response.usage.kept
+    if usage is not None and usage.wire != wire:
+        yield from (_name("usage", k) for k in usage.fields)
+    if response.logprobs is not None and wire == "anthropic":
+        yield "logprobs"
     kept = response.passthrough
     if kept is None or kept.wire == wire:
         return

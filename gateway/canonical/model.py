@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import field
 from itertools import pairwise
 from typing import Any, Literal
@@ -308,6 +308,9 @@ class Usage:
     cache_creation_tokens: int = 0
     reasoning_tokens: int = 0
     estimated: bool = False
+    # The wire's other usage members (Anthropic's ``server_tool_use``, ``cache_creation``,
+    # ``service_tier``; chat's ``audio_tokens``...), for a client of the same wire.
+    kept: Members | None = None
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -317,6 +320,7 @@ class Usage:
             self.cache_creation_tokens + other.cache_creation_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
             self.estimated or other.estimated,
+            _add_kept(self.kept, other.kept),
         )
 
     @property
@@ -328,6 +332,58 @@ class Usage:
         """Input tokens neither read from nor written to the cache (Anthropic's
         ``input_tokens``)."""
         return max(0, self.prompt_tokens - self.cache_read_tokens - self.cache_creation_tokens)
+
+
+def _add_kept(a: Members | None, b: Members | None) -> Members | None:
+    if a is None or b is None or a.wire != b.wire:
+        return a or b
+    return Members(a.wire, summed(a.fields, b.fields))
+
+
+def summed(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Two usage objects' members as one: counts added (nested objects member by member),
+    anything else as ``a`` has it (a tier, a region), else as ``b``."""
+    out = dict(a)
+    for key, value in b.items():
+        mine = out.get(key)
+        if mine is None:
+            out[key] = value
+        elif isinstance(mine, dict) and isinstance(value, dict):
+            out[key] = summed(mine, value)
+        elif type(mine) is int and type(value) is int:
+            out[key] = mine + value
+    return out
+
+
+def overlaid(base: dict[str, Any], kept: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` (what the gateway writes) with ``kept``'s members where it has none,
+    nested objects merged: the gateway's own figures win."""
+    for key, value in kept.items():
+        mine = base.get(key)
+        if mine is None:
+            base[key] = value
+        elif isinstance(mine, dict) and isinstance(value, Mapping):
+            overlaid(mine, value)
+    return base
+
+
+def usage_kept(
+    wire: AnswerWire, raw: Mapping[str, Any], known: Mapping[str, Any]
+) -> Members | None:
+    """The members of a usage object ``raw`` that ``known`` does not name (a name mapped
+    to a set names those members of a nested object), or None."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if value is None:
+            continue
+        inner = known.get(key)
+        if inner is None:
+            out[key] = value
+        elif isinstance(inner, frozenset) and isinstance(value, Mapping):
+            rest = {k: v for k, v in value.items() if k not in inner and v is not None}
+            if rest:
+                out[key] = rest
+    return Members(wire, out) if out else None
 
 
 @record

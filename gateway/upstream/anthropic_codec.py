@@ -30,6 +30,7 @@ from gateway.canonical import (
     Usage,
     UsageReport,
     WireEvent,
+    usage_kept,
 )
 from gateway.errors import UpstreamError
 from gateway.settings import ModelConfig
@@ -122,7 +123,16 @@ def usage_of(raw: object) -> Usage | None:
         cache_read_tokens=read,
         cache_creation_tokens=written,
         reasoning_tokens=thinking,
+        kept=usage_kept("anthropic", raw, _USAGE_KNOWN),
     )
+
+
+# The usage members the canonical counts read (a set: those members of a nested object);
+# the rest (``server_tool_use``, ``cache_creation``, ``service_tier``, ...) is kept.
+_USAGE_KNOWN: Mapping[str, Any] = {
+    "input_tokens": True, "output_tokens": True, "cache_creation_input_tokens": True,
+    "cache_read_input_tokens": True, "output_tokens_details": frozenset({"thinking_tokens"}),
+}
 
 
 # Anthropic requires max_tokens; chat-completions clients may omit it.

@@ -44,6 +44,7 @@ from gateway.canonical import (
     WireEvent,
     WireItem,
     answer_layout,
+    usage_kept,
 )
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream import openai_responses
@@ -90,12 +91,21 @@ def decode_usage(raw: Any) -> Usage | None:
         cache_read_tokens=_detail(raw, "prompt_tokens_details", "cached_tokens"),
         cache_creation_tokens=_detail(raw, "prompt_tokens_details", "cache_write_tokens"),
         reasoning_tokens=_detail(raw, "completion_tokens_details", "reasoning_tokens"),
+        kept=usage_kept("openai", raw, _USAGE_KNOWN),
     )
+
+
+# The usage members the canonical counts read (a set: those members of a nested object).
+_USAGE_KNOWN: Mapping[str, Any] = {
+    "prompt_tokens": True, "completion_tokens": True, "total_tokens": True,
+    "prompt_tokens_details": frozenset({"cached_tokens", "cache_write_tokens"}),
+    "completion_tokens_details": frozenset({"reasoning_tokens"}),
+}
 
 
 # What the gateway reads of a message (or a stream's delta); the rest rides along.
 _MESSAGE_KNOWN = frozenset({"role", "content", "refusal", "tool_calls", "function_call"})
-# Top-level answer members a chat-completions client gets back as the upstream sent them.
+# Top-level members of a stream's chunks a chat-completions client gets back as sent.
 _RESPONSE_FIELDS = ("service_tier", "system_fingerprint")
 
 
@@ -111,8 +121,13 @@ def logprobs_of(raw: Any) -> Logprobs | None:
     return Logprobs(content, refusal) if content or refusal else None
 
 
+# What the gateway writes itself of a chat answer; every other top-level member
+# (``service_tier``, ``system_fingerprint``, ``moderation``, ...) rides along.
+_RESPONSE_OWN = frozenset({"id", "object", "created", "model", "choices", "usage"})
+
+
 def _passthrough(data: Mapping[str, Any], message: Mapping[str, Any]) -> Passthrough | None:
-    top = {k: data[k] for k in _RESPONSE_FIELDS if data.get(k) is not None}
+    top = {k: v for k, v in data.items() if k not in _RESPONSE_OWN and v is not None}
     extra = {k: v for k, v in message.items() if k not in _MESSAGE_KNOWN and v is not None}
     return Passthrough("openai", top, extra) if top or extra else None
 

@@ -55,6 +55,7 @@ from gateway.canonical import (
     WireEvent,
     WireItem,
     answer_layout,
+    usage_kept,
 )
 from gateway.settings import ModelConfig
 from gateway.upstream.carried import carry_over
@@ -178,7 +179,16 @@ def decode_usage(raw: Any) -> Usage | None:
         cache_read_tokens=_detail(raw, "input_tokens_details", "cached_tokens"),
         cache_creation_tokens=_detail(raw, "input_tokens_details", "cache_write_tokens"),
         reasoning_tokens=_detail(raw, "output_tokens_details", "reasoning_tokens"),
+        kept=usage_kept("responses", raw, _USAGE_KNOWN),
     )
+
+
+# The usage members the canonical counts read (a set: those members of a nested object).
+_USAGE_KNOWN: Mapping[str, Any] = {
+    "input_tokens": True, "output_tokens": True, "total_tokens": True,
+    "input_tokens_details": frozenset({"cached_tokens", "cache_write_tokens"}),
+    "output_tokens_details": frozenset({"reasoning_tokens"}),
+}
 
 
 def _finish(data: Mapping[str, Any], has_calls: bool) -> FinishReason:

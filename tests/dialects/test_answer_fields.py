@@ -351,3 +351,109 @@ def test_an_upstream_event_name_never_reaches_the_clients_event_line(
     seen = ask(gw, "responses", "rs", stream=True)
     assert "error" not in [e["type"] for e in seen.events]
     assert [item.type for item in seen.final.output] == ["reasoning", "message"]
+
+
+# -- the upstream's other usage members --------------------------------------------------
+
+AN_USAGE: dict[str, Any] = {
+    "input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 3,
+    "cache_read_input_tokens": 2, "service_tier": "standard", "inference_geo": "us",
+    "cache_creation": {"ephemeral_5m_input_tokens": 1, "ephemeral_1h_input_tokens": 2},
+    "server_tool_use": {"web_search_requests": 1, "web_fetch_requests": 0},
+}
+STRICT_TOOL: dict[str, Any] = {"name": "lookup", "input_schema": TOOL_SCHEMA, "strict": True}
+
+
+def an_answer(content: list[dict[str, Any]], stop: str = "end_turn") -> Raw:
+    return Raw(json.dumps({
+        "id": "msg_up", "type": "message", "role": "assistant", "model": "up",
+        "content": content, "stop_reason": stop, "stop_sequence": None, "usage": AN_USAGE,
+    }).encode())
+
+
+def an_usage_stream() -> RawStream:
+    def event(name: str, **data: Any) -> bytes:
+        return sse({"type": name, **data}, event=name)
+
+    return RawStream([
+        event("message_start", message={
+            "id": "msg_up", "type": "message", "role": "assistant", "model": "up",
+            "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": {**AN_USAGE, "output_tokens": 1}}),
+        event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+        event("content_block_delta", index=0, delta={"type": "text_delta", "text": "Hi."}),
+        event("content_block_stop", index=0),
+        event("message_delta", delta={"stop_reason": "end_turn", "stop_sequence": None},
+              usage={"output_tokens": 5, "server_tool_use": AN_USAGE["server_tool_use"]}),
+        event("message_stop"),
+    ])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_anthropic_usage_members_reach_a_messages_client(
+    gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool
+) -> None:
+    text = [{"type": "text", "text": "Hi."}]
+    upstream.queue(*([an_usage_stream(), an_usage_stream()] if stream else [an_answer(text)]))
+    seen = ask(gw, "messages", "an", stream=stream)
+    usage = seen.final.usage
+    assert usage.server_tool_use.web_search_requests == 1
+    assert (usage.input_tokens, usage.cache_creation_input_tokens,
+            usage.cache_read_input_tokens, usage.output_tokens) == (10, 3, 2, 5)
+    if not stream:
+        assert seen.raw["usage"] == {**AN_USAGE, "schema_retries": 0}
+        assert usage.cache_creation.ephemeral_1h_input_tokens == 2
+        return
+    [delta] = [e for e in seen.events if e["type"] == "message_delta"]
+    assert delta["usage"] == {**AN_USAGE, "schema_retries": 0}
+
+
+def test_a_corrections_usage_members_are_added_to_the_first_calls(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    call = {"type": "tool_use", "id": "toolu_1", "name": "lookup"}
+    upstream.queue(an_answer([{**call, "input": {"order": "A1"}}], "tool_use"),
+                   an_answer([{**call, "input": {"order": "41"}}], "tool_use"))
+    seen = ask(gw, "messages", "an", stream=False, extra={"tools": [STRICT_TOOL]})
+    assert seen.final.content[0].input == {"order": "41"}
+    usage = seen.raw["usage"]
+    assert usage["server_tool_use"] == {"web_search_requests": 2, "web_fetch_requests": 0}
+    assert usage["cache_creation"] == {"ephemeral_5m_input_tokens": 2,
+                                       "ephemeral_1h_input_tokens": 4}
+    assert (usage["service_tier"], usage["schema_retries"]) == ("standard", 1)
+    assert usage["input_tokens"] == 20
+
+
+def test_anthropic_usage_members_are_named_for_another_wire(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    upstream.queue(an_answer([{"type": "text", "text": "Hi."}]))
+    seen = ask(gw, "chat", "an", stream=False)
+    assert seen.final.usage.prompt_tokens == 15
+    assert seen.headers["x-syntic-dropped"].split(",") == [
+        "usage.service_tier", "usage.inference_geo", "usage.cache_creation",
+        "usage.server_tool_use"]
+
+
+def test_chat_usage_and_answer_members_come_back_as_sent(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
+             "prompt_tokens_details": {"cached_tokens": 2, "audio_tokens": 0},
+             "completion_tokens_details": {"reasoning_tokens": 1, "audio_tokens": 0,
+                                           "accepted_prediction_tokens": 3,
+                                           "rejected_prediction_tokens": 1}}
+    moderation = {"input": {"type": "moderation_results", "model": "omni-moderation",
+                            "results": []},
+                  "output": {"type": "moderation_results", "model": "omni-moderation",
+                             "results": []}}
+    upstream.queue(Raw(json.dumps({
+        "id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": "up",
+        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                     "message": {"role": "assistant", "content": "Hi.", "refusal": None}}],
+        "usage": usage, "moderation": moderation, "service_tier": "default",
+    }).encode()))
+    seen = ask(gw, "chat", "oa", stream=False)
+    assert seen.raw["usage"] == {**usage, "schema_retries": 0}
+    assert seen.raw["moderation"] == moderation and seen.raw["service_tier"] == "default"
+    assert seen.final.usage.completion_tokens_details.accepted_prediction_tokens == 3

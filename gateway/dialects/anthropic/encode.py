@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from gateway.canonical import ChatResponse, Citation, FinishReason, ToolCall, Usage
+from gateway.canonical import ChatResponse, Citation, FinishReason, ToolCall, Usage, overlaid
 from gateway.errors import GatewayError, UpstreamError
 
 # Members of a message a Messages client gets as an Anthropic upstream sent them.
@@ -111,6 +111,8 @@ def encode_usage(usage: Usage, schema_retries: int) -> dict[str, Any]:
     out["schema_retries"] = schema_retries
     if usage.estimated:
         out["estimated"] = True
+    if usage.kept is not None and usage.kept.wire == "anthropic":
+        overlaid(out, usage.kept.fields)  # server_tool_use, cache_creation, ...: as sent
     return out
 
 

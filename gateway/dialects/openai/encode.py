@@ -14,6 +14,7 @@ from gateway.canonical import (
     ToolCall,
     Usage,
     WireItem,
+    overlaid,
 )
 
 
@@ -71,15 +72,15 @@ def encode_chat_choices(
 
 
 def top_fields(passthrough: Passthrough | None) -> dict[str, Any]:
-    """The answer's ``service_tier`` (from either OpenAI wire) and ``system_fingerprint``
-    (chat completions only), as the upstream sent them."""
+    """The answer's ``service_tier`` (from either OpenAI wire), and a chat upstream's
+    other top-level members (``system_fingerprint``, ``moderation``...), as sent."""
     if passthrough is None:
         return {}
+    if passthrough.wire == "openai":
+        return dict(passthrough.response)
     out: dict[str, Any] = {}
     if passthrough.service_tier is not None:
         out["service_tier"] = passthrough.service_tier
-    if passthrough.wire == "openai" and "system_fingerprint" in passthrough.response:
-        out["system_fingerprint"] = passthrough.response["system_fingerprint"]
     return out
 
 
@@ -110,6 +111,8 @@ def encode_usage(usage: Usage, schema_retries: int) -> dict[str, Any]:
     }
     if usage.estimated:
         out["estimated"] = True
+    if usage.kept is not None and usage.kept.wire == "openai":
+        overlaid(out, usage.kept.fields)  # audio_tokens, prediction tokens: as sent
     return out
 
 

@@ -33,6 +33,7 @@ from gateway.canonical import (
     ToolCall,
     ToolSpec,
     Usage,
+    overlaid,
     place_citations,
 )
 from gateway.dialects.responses.decode import ResponsesRequest
@@ -70,6 +71,8 @@ def encode_usage(usage: Usage, schema_retries: int) -> dict[str, Any]:
     }
     if usage.estimated:
         out["estimated"] = True
+    if usage.kept is not None and usage.kept.wire == "responses":
+        overlaid(out, usage.kept.fields)  # cache_write_tokens_details...: as sent
     return out
 
 
