@@ -6,6 +6,7 @@ from typing import Any
 
 from gateway.canonical.model import (
     AnswerWire,
+    Citation,
     FinishReason,
     Members,
     Reasoning,
@@ -45,6 +46,9 @@ class WireEvent:
     reasoning: Reasoning | None = None
     # On the event that starts a call the client runs (``WireItem.client_call``).
     client_call: bool = False
+    # On the event that completes a cited span: its citations, placed in the answer's
+    # text, for a client of another wire that can say them (a web citation).
+    citations: tuple[Citation, ...] = ()
 
 
 @record

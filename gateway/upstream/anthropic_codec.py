@@ -12,6 +12,7 @@ import orjson
 import validator
 from gateway.canonical import (
     ChatRequest,
+    Citation,
     ContentPart,
     Finish,
     FinishReason,
@@ -298,8 +299,8 @@ class StreamDecoder:
     logs and the ledger."""
 
     __slots__ = (
-        "_blocks", "_cited", "_done", "_got_input", "_kept", "_passing", "_reason",
-        "_secret", "_stop_seq", "_thinking", "_tools", "_usage",
+        "_blocks", "_chars", "_cited", "_done", "_got_input", "_kept", "_passing",
+        "_reason", "_secret", "_stop_seq", "_thinking", "_tools", "_usage",
     )  # fmt: skip
 
     def __init__(self, secret: str | None = None) -> None:
@@ -313,7 +314,9 @@ class StreamDecoder:
         self._reason: Any = None
         self._stop_seq: str | None = None
         self._kept: dict[str, Any] = {}  # the message's KEPT_MEMBERS so far
-        self._cited: set[int] = set()  # indexes of the text blocks that carry citations
+        # text block index -> where it starts in the answer's text and its citations
+        self._cited: dict[int, tuple[int, list[dict[str, Any]]]] = {}
+        self._chars = 0  # characters of text so far
         # The usage fields as last reported: message_start's, overridden field by field by
         # message_delta's (cumulative figures; a field it leaves out keeps its value).
         self._usage: dict[str, Any] = {}
@@ -377,14 +380,20 @@ class StreamDecoder:
             return out
         self._blocks[index] = None
         text = block.get("text") if kind == "text" else None
-        out = [TextDelta(text)] if text else []
+        out = []
         if kind == "text" and isinstance(block.get("citations"), list):
             # A block that cites: a Messages client gets it as its own block, citations
             # first (``citations_delta``), as sent.
-            self._cited.add(index)
             cited = [c for c in block["citations"] if isinstance(c, dict)]
-            return [WireEvent("anthropic", "cited_block", {"citations": cited}), *out]
+            self._cited[index] = (self._chars, list(cited))
+            out.append(WireEvent("anthropic", "cited_block", {"citations": cited}))
+        if text:
+            out.append(self._text(str(text)))
         return out
+
+    def _text(self, text: str) -> TextDelta:
+        self._chars += len(text)
+        return TextDelta(text)
 
     def _on_content_block_delta(self, event: dict[str, Any]) -> list[StreamEvent]:
         delta = event.get("delta") or {}
@@ -399,13 +408,17 @@ class StreamDecoder:
             return [WireEvent("anthropic", "event", event)]
         ordinal = self._blocks.get(index)
         if delta.get("type") == "text_delta" and delta.get("text"):
-            return [TextDelta(str(delta["text"]))]
+            return [self._text(str(delta["text"]))]
         if delta.get("type") == "citations_delta" and ordinal is None:
+            citation = delta["citation"]
+            out: list[StreamEvent] = []
             if index not in self._cited:  # a citation in a block that started without any
-                self._cited.add(index)
-                return [WireEvent("anthropic", "cited_block", {"citations": []}),
-                        WireEvent("anthropic", "citation", {"citation": delta["citation"]})]
-            return [WireEvent("anthropic", "citation", {"citation": delta["citation"]})]
+                self._cited[index] = (self._chars, [])
+                out.append(WireEvent("anthropic", "cited_block", {"citations": []}))
+            if isinstance(citation, dict):
+                self._cited[index][1].append(citation)
+            out.append(WireEvent("anthropic", "citation", {"citation": citation}))
+            return out
         if delta.get("type") == "input_json_delta" and ordinal is not None:
             fragment = str(delta.get("partial_json", ""))
             if not fragment:
@@ -427,8 +440,9 @@ class StreamDecoder:
                 done = Reasoning("anthropic", block, str(block.get("thinking") or ""))
             return [WireEvent("anthropic", "event", event, done)]
         if index in self._cited:
-            self._cited.discard(index)
-            return [WireEvent("anthropic", "cited_block_stop", {})]
+            start, cited = self._cited.pop(index)
+            spans = tuple(Citation("anthropic", c, start, self._chars) for c in cited)
+            return [WireEvent("anthropic", "cited_block_stop", {}, citations=spans)]
         ordinal = self._blocks.get(index)
         if ordinal is not None and ordinal not in self._got_input:
             # A tool with no arguments streams no input_json_delta; its input is {}.

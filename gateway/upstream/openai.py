@@ -453,7 +453,8 @@ class ChunkParser:
                 extra = {k: v for k, v in delta.items()
                          if k not in _MESSAGE_KNOWN and v is not None}
                 if extra:  # reasoning_content, audio, annotations: chat clients only
-                    events.append(WireEvent("openai", "delta", extra))
+                    events.append(WireEvent("openai", "delta", extra,
+                                            citations=citations_of(extra.get("annotations"))))
             for frag in delta.get("tool_calls") or ():
                 index = int(frag.get("index", 0))
                 if index in self.custom or _custom(frag):

@@ -334,8 +334,8 @@ class EventParser:
     """Responses SSE lines -> canonical events. ``done`` once the response ended."""
 
     __slots__ = (
-        "_arg_bytes", "_calls", "_passing", "_refusals", "_secret", "done",
-        "max_argument_bytes",
+        "_arg_bytes", "_calls", "_chars", "_part_start", "_passing", "_refusals", "_secret",
+        "done", "max_argument_bytes",
     )  # fmt: skip
 
     def __init__(
@@ -347,6 +347,8 @@ class EventParser:
         self._arg_bytes: dict[int, int] = {}
         self._refusals: set[str] = set()  # item ids whose refusal came in deltas
         self._passing: set[int] = set()  # output indexes of the items passed through
+        self._chars = 0  # characters of text so far
+        self._part_start = 0  # where the output_text part being streamed starts
         self.done = False
 
     def feed_line(self, line: str) -> list[StreamEvent]:
@@ -376,7 +378,11 @@ class EventParser:
             if not event["delta"]:
                 return []
             tokens = event.get("logprobs")
+            self._chars += len(str(event["delta"]))
             return [TextDelta(str(event["delta"]), tuple(tokens) if tokens else None)]
+        if kind == "response.content_part.added":
+            self._part_start = self._chars
+            return []
         if kind in _ITEM_EVENTS and event["item"].get("type") not in _OWN_ITEMS:
             # Reasoning, hosted tools' and custom calls' items: a Responses client gets
             # them as sent, with their own events.
@@ -395,7 +401,10 @@ class EventParser:
         if kind == "response.output_text.annotation.added":
             # A Responses client gets it in the text part it annotates, as sent.
             note = event.get("annotation")
-            return [WireEvent("responses", "annotation", {"annotation": note})] if note else []
+            if not isinstance(note, dict):
+                return []
+            return [WireEvent("responses", "annotation", {"annotation": note},
+                              citations=tuple(citations_of([note], self._part_start)))]
         if kind == "response.refusal.delta":
             self._refusals.add(str(event["item_id"]))
             return [RefusalDelta(str(event["delta"]))] if event["delta"] else []

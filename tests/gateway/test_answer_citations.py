@@ -274,18 +274,29 @@ def test_chat_annotations_come_back_as_sent(
             if e["choices"] and "annotations" in e["choices"][0]["delta"]] == [[CHAT_URL]]
 
 
-# -- across wires ----------------------------------------------------------------------
+# -- across wires (streamed: the web citations only, since the headers went first) ------
 
 
+def streamed_chat_annotations(seen: Any) -> list[dict[str, Any]]:
+    return [a for e in seen.events if e["choices"]
+            for a in e["choices"][0]["delta"].get("annotations", ())]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 def test_an_anthropic_web_citation_is_a_url_citation_for_the_openai_dialects(
-    gw: GatewayProcess, upstream: ScriptedUpstream
+    gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool
 ) -> None:
-    chat = answered(gw, upstream, "an", "chat", False)
+    # a stream's headers went out before its citations came: only the body is named
+    names = [] if stream else ["content[].citations[].char_location",
+                               "content[].tool_use.caller"]
+    chat = answered(gw, upstream, "an", "chat", stream)
     assert chat.final.choices[0].message.content == TEXT
-    assert chat_annotations(chat) == [CHAT_URL]
-    names = ["content[].citations[].char_location", "content[].tool_use.caller"]
+    if stream:
+        assert streamed_chat_annotations(chat) == [CHAT_URL]
+    else:
+        assert chat_annotations(chat) == [CHAT_URL]
     assert dropped(chat) == names
-    responses = answered(gw, upstream, "an", "responses", False)
+    responses = answered(gw, upstream, "an", "responses", stream)
     [message, call] = responses.final.output
     assert message.content[0].text == TEXT
     assert [a.model_dump() for a in message.content[0].annotations] == [RS_URL]
@@ -293,14 +304,18 @@ def test_an_anthropic_web_citation_is_a_url_citation_for_the_openai_dialects(
     assert dropped(responses) == names
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 def test_responses_and_chat_citations_across_the_openai_wires(
-    gw: GatewayProcess, upstream: ScriptedUpstream
+    gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool
 ) -> None:
-    chat = answered(gw, upstream, "rs", "chat", False)
-    assert chat_annotations(chat) == [CHAT_URL]
-    assert dropped(chat) == ["output[].content[].annotations[].file_citation",
-                             "output[].function_call.caller"]
-    responses = answered(gw, upstream, "oa", "responses", False)
+    chat = answered(gw, upstream, "rs", "chat", stream)
+    if stream:
+        assert streamed_chat_annotations(chat) == [CHAT_URL]
+    else:
+        assert chat_annotations(chat) == [CHAT_URL]
+        assert dropped(chat) == ["output[].content[].annotations[].file_citation",
+                                 "output[].function_call.caller"]
+    responses = answered(gw, upstream, "oa", "responses", stream)
     [message] = responses.final.output
     assert [a.model_dump() for a in message.content[0].annotations] == [RS_URL]
     assert dropped(responses) == []

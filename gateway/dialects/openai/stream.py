@@ -46,7 +46,7 @@ from gateway.canonical import (
     UsageReport,
     WireEvent,
 )
-from gateway.dialects.openai.encode import encode_usage
+from gateway.dialects.openai.encode import encode_usage, url_citation
 from gateway.enforcement.holdback import Choice, FinalUsage, HeldEvent
 from gateway.errors import GatewayError
 
@@ -222,7 +222,12 @@ class ChunkEncoder:
                     self.fields(event)
                 elif event.kind == "delta" and event.wire == "openai":
                     parts.append(self._chunk(_dumps(event.data)))
-                # another wire's events (reasoning, thinking) have no place here
+                elif event.wire != "openai" and event.citations:
+                    # another wire's web citations, as chat spells them
+                    cited = [url_citation(c) for c in event.citations if c.link]
+                    if cited:
+                        parts.append(self._chunk(_dumps({"annotations": cited})))
+                # another wire's other events (reasoning, thinking) have no place here
             elif isinstance(event, UsageReport):
                 continue
         return b"".join(parts)

@@ -58,6 +58,7 @@ from gateway.canonical import (
 )
 from gateway.dialects.responses.encode import (
     ResponseShape,
+    annotation,
     encode_usage,
     function_call_item,
     message_item,
@@ -76,10 +77,11 @@ KEEPALIVE = b": keep-alive\n\n"
 class _Part:
     """A content part of the message being streamed: its kind, text and logprobs so far."""
 
-    __slots__ = ("kind", "notes", "pieces", "tokens")
+    __slots__ = ("at", "kind", "notes", "pieces", "tokens")
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, at: int = 0) -> None:
         self.kind = kind
+        self.at = at  # where its text starts in the answer's text
         self.pieces: list[str] = []
         self.tokens: list[TokenLogprob] = []
         self.notes: list[dict[str, Any]] = []  # a Responses upstream's annotations
@@ -135,8 +137,8 @@ class ResponseStreamEncoder:
     """Encodes one streamed response. Not thread-safe; one per response."""
 
     __slots__ = (
-        "_calls", "_closed_calls", "_finish", "_output", "_passing", "_refused", "_retries",
-        "_said", "_seq", "_text", "_tier", "_usage", "final", "shape",
+        "_calls", "_chars", "_closed_calls", "_finish", "_output", "_passing", "_refused",
+        "_retries", "_said", "_seq", "_text", "_tier", "_usage", "final", "shape",
     )  # fmt: skip
 
     def __init__(self, shape: ResponseShape) -> None:
@@ -144,6 +146,7 @@ class ResponseStreamEncoder:
         self._seq = 0
         self._output: list[dict[str, Any]] = []  # finished items, by output_index
         self._text: _Message | None = None
+        self._chars = 0  # characters of text sent so far
         self._refused = False  # the upstream's Finish said so
         self._said = False  # a refusal part was sent
         self._passing: dict[int, int] = {}  # the upstream's open passed-through item -> ours
@@ -221,7 +224,7 @@ class ResponseStreamEncoder:
         assert item is not None
         if not item.parts or item.parts[-1].kind != kind:
             out += self._close_part(item)
-            item.parts.append(_Part(kind))
+            item.parts.append(_Part(kind, self._chars))
             empty = output_text("") if kind == "output_text" else refusal_part("")
             out += self._event("response.content_part.added", {
                 "item_id": item.id, "output_index": item.index,
@@ -277,6 +280,7 @@ class ResponseStreamEncoder:
             return b""
         part, item, index, out = self._part("output_text")
         part.pieces.append(delta)
+        self._chars += len(delta)
         if logprobs:
             part.tokens.extend(logprobs)
         return out + self._event("response.output_text.delta", {
@@ -292,6 +296,15 @@ class ResponseStreamEncoder:
             "item_id": item.id, "output_index": item.index, "content_index": index,
             "annotation_index": len(part.notes) - 1, "annotation": note,
         })
+
+    def _translated(self, event: WireEvent) -> bytes:
+        """Another wire's web citations, as ``url_citation`` annotations of the text part
+        they fall in (the one being streamed)."""
+        part = self._text.parts[-1] if self._text is not None and self._text.parts else None
+        if part is None or part.kind != "output_text":
+            return b""
+        notes = (annotation(c, part.at) for c in event.citations if c.link)
+        return b"".join(self.annotation(n) for n in notes if n is not None)
 
     def refusal(self, delta: str) -> bytes:
         if not delta:
@@ -356,6 +369,8 @@ class ResponseStreamEncoder:
                         self._tier = event.data.get("service_tier")
                 elif event.wire == "responses" and event.kind == "annotation":
                     parts.append(self.annotation(dict(event.data["annotation"])))
+                elif event.wire != "responses" and event.citations:
+                    parts.append(self._translated(event))
                 elif event.wire == "responses":
                     parts.append(self._passed(event))
             elif isinstance(event, UsageReport | Choice):
