@@ -64,6 +64,8 @@ def _names(response: ChatResponse, wire: AnswerWire) -> Iterator[str]:
     yield from (k for k in kept.response if k not in shared and k != "stop_reason")
     # Chat message annotations are citations, named above when they cannot be said.
     yield from (_name("message", k) for k in kept.message if k != "annotations")
+    seen = {k for m in kept.messages for k in m}
+    yield from (_name("output[].message", k) for k in sorted(seen))
 
 
 def answer_drops(response: ChatResponse, wire: AnswerWire) -> list[str]:

@@ -61,11 +61,13 @@ class Passthrough:
     """Members of an upstream's answer that the gateway does not interpret, as that
     upstream's ``wire`` spelled them, for a client of the same wire: ``response`` at the
     top level (``service_tier``, ``system_fingerprint``), ``message`` inside the chat
-    message (``annotations``, ``audio``, ``reasoning_content``, ...)."""
+    message (``annotations``, ``audio``, ``reasoning_content``, ...), ``messages`` each
+    Responses message item's own (``phase``), in order."""
 
     wire: AnswerWire
     response: dict[str, Any] = field(default_factory=dict)
     message: dict[str, Any] = field(default_factory=dict)
+    messages: tuple[dict[str, Any], ...] = ()
 
     @property
     def service_tier(self) -> Any:

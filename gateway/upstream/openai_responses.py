@@ -210,9 +210,22 @@ def reasoning_of(item: Mapping[str, Any]) -> Reasoning:
     return Reasoning("responses", dict(item), text)
 
 
-def _passthrough(data: Mapping[str, Any]) -> Passthrough | None:
+def _passthrough(
+    data: Mapping[str, Any], messages: list[dict[str, Any]]
+) -> Passthrough | None:
     tier = data.get("service_tier")
-    return Passthrough("responses", {"service_tier": tier}) if tier is not None else None
+    top = {"service_tier": tier} if tier is not None else {}
+    kept = tuple(messages) if any(messages) else ()
+    return Passthrough("responses", top, messages=kept) if top or kept else None
+
+
+# What the gateway writes itself of a message item; the rest (``phase``) rides along.
+_MESSAGE_OWN = frozenset({"type", "id", "role", "status", "content"})
+
+
+def message_members(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A message item's members the gateway does not write itself, as sent."""
+    return {k: v for k, v in item.items() if k not in _MESSAGE_OWN and v is not None}
 
 
 def _check_arguments(size: int, limit: int | None) -> None:
@@ -280,6 +293,7 @@ def decode_response(
         items: list[WireItem] = []
         layout: list[Slot] = []
         citations: list[Citation] = []
+        messages: list[dict[str, Any]] = []
         size = 0  # characters of text so far
         for item in data["output"]:
             kind = item.get("type")
@@ -287,6 +301,7 @@ def decode_response(
                 layout.append(("reasoning", len(reasoning)))
                 reasoning.append(reasoning_of(item))
             elif kind == "message":
+                messages.append(message_members(item))
                 for part in item.get("content") or ():
                     if part.get("type") == "output_text":
                         texts.append(str(part["text"]))
@@ -316,7 +331,7 @@ def decode_response(
             refusal="".join(refusals) if refusals else None,
             reasoning=tuple(reasoning),
             logprobs=Logprobs(tuple(tokens)) if tokens else None,
-            passthrough=_passthrough(data),
+            passthrough=_passthrough(data, messages),
             items=tuple(items),
             layout=answer_layout(layout, items),
             citations=tuple(citations),
@@ -414,6 +429,10 @@ class EventParser:
                 return []
             self._refusals.add(item_id)  # a server that sends the refusal only here
             return [RefusalDelta(str(event["refusal"]))]
+        if kind == "response.output_item.added" and event["item"]["type"] == "message":
+            members = message_members(event["item"])
+            # A Responses client gets the message's own members (``phase``) on its item.
+            return [WireEvent("responses", "message", members)] if members else []
         if kind == "response.output_item.added" and event["item"]["type"] == "function_call":
             item = event["item"]
             index = self._calls[int(event["output_index"])] = len(self._calls)

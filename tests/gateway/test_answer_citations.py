@@ -1,7 +1,8 @@
-"""Citations in an answer's text, and a call's own members: Anthropic text blocks'
-``citations`` (streamed as ``citations_delta``), Responses ``output_text.annotations``
-(streamed as ``response.output_text.annotation.added``), chat ``message.annotations``;
-an Anthropic ``tool_use`` block's ``caller``, a Responses ``function_call``'s ``caller``.
+"""Citations in an answer's text, and a call's or a message's own members: Anthropic text
+blocks' ``citations`` (streamed as ``citations_delta``), Responses
+``output_text.annotations`` (streamed as ``response.output_text.annotation.added``), chat
+``message.annotations``; an Anthropic ``tool_use`` block's ``caller``, a Responses
+``function_call``'s ``caller`` and a Responses message's ``phase``.
 Same wire they come back as sent, streamed and not; across wires a web citation becomes
 the other wire's ``url_citation`` where it has one, and the rest is named in
 ``x-syntic-dropped``. Every body and stream event is validated against the SDK's types
@@ -98,6 +99,7 @@ USAGE_RS = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
 
 def rs_message(notes: list[dict[str, Any]]) -> dict[str, Any]:
     return {"type": "message", "id": "msg_up", "role": "assistant", "status": "completed",
+            "phase": "final_answer",
             "content": [{"type": "output_text", "text": TEXT, "annotations": notes,
                          "logprobs": []}]}
 
@@ -246,6 +248,7 @@ def test_responses_annotations_and_caller_come_back_as_sent(
     assert [a.model_dump() for a in output[0].content[0].annotations] == [RS_URL, RS_FILE]
     assert output[1].caller.model_dump() == CALLER
     assert output[0].id != "msg_up"  # the message item is the gateway's own
+    assert output[0].phase == "final_answer"  # its own members as sent
     if not stream:
         assert seen.raw["output"][0]["content"][0]["annotations"] == [RS_URL, RS_FILE]
         assert seen.raw["output"][1]["caller"] == CALLER
@@ -314,7 +317,7 @@ def test_responses_and_chat_citations_across_the_openai_wires(
     else:
         assert chat_annotations(chat) == [CHAT_URL]
         assert dropped(chat) == ["output[].content[].annotations[].file_citation",
-                                 "output[].function_call.caller"]
+                                 "output[].function_call.caller", "output[].message.phase"]
     responses = answered(gw, upstream, "oa", "responses", stream)
     [message] = responses.final.output
     assert [a.model_dump() for a in message.content[0].annotations] == [RS_URL]
@@ -324,7 +327,7 @@ def test_responses_and_chat_citations_across_the_openai_wires(
 @pytest.mark.parametrize(("model", "names"), [
     ("rs", ["output[].content[].annotations[].url_citation",
             "output[].content[].annotations[].file_citation",
-            "output[].function_call.caller"]),
+            "output[].function_call.caller", "output[].message.phase"]),
     ("oa", ["message.annotations[].url_citation"]),
 ])
 def test_an_openai_citation_is_named_for_a_messages_client(

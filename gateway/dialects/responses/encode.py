@@ -272,6 +272,8 @@ class ResponseShape:
         tokens = response.logprobs.content if response.logprobs else None
         shares = _split_tokens(tokens, [len(t) for t in segments]) if tokens else None
         notes = self._annotations(response, segments)
+        kept = response.passthrough
+        members = kept.messages if kept is not None and kept.wire == "responses" else ()
         for n, (slot, text) in enumerate(zip(messages, segments, strict=True)):
             last = n == len(messages) - 1
             slot.update(message_item(
@@ -280,6 +282,8 @@ class ResponseShape:
                 refusal=(refusal or DEFAULT_REFUSAL) if refusal is not None and last else None,
                 logprobs=shares[n] if shares else None, annotations=notes[n],
             ))
+            if n < len(members):  # the upstream message's own (phase), as sent
+                slot.update((k, v) for k, v in members[n].items() if k not in slot)
         tier = response.passthrough.service_tier if response.passthrough else None
         return self.body(
             status=status,

@@ -61,7 +61,6 @@ from gateway.dialects.responses.encode import (
     annotation,
     encode_usage,
     function_call_item,
-    message_item,
     output_text,
     refusal_part,
     status_of,
@@ -94,20 +93,23 @@ class _Part:
 
 
 class _Message:
-    """The message item still being streamed: its position, id, and its content parts so
-    far (``output_text`` or ``refusal``)."""
+    """The message item still being streamed: its position, id, its content parts so
+    far (``output_text`` or ``refusal``) and a Responses upstream's own members of it
+    (``phase``)."""
 
-    __slots__ = ("id", "index", "parts")
+    __slots__ = ("id", "index", "members", "parts")
 
-    def __init__(self, index: int, item_id: str) -> None:
+    def __init__(self, index: int, item_id: str, members: dict[str, Any] | None = None) -> None:
         self.index = index
         self.id = item_id
+        self.members = members or {}
         self.parts: list[_Part] = []
 
     def item(self, status: str) -> dict[str, Any]:
         content = [part.done() for part in self.parts]
-        return {"type": "message", "id": self.id, "role": "assistant", "status": status,
+        item = {"type": "message", "id": self.id, "role": "assistant", "status": status,
                 "content": content}
+        return {**item, **{k: v for k, v in self.members.items() if k not in item}}
 
 
 class _Item:
@@ -137,8 +139,8 @@ class ResponseStreamEncoder:
     """Encodes one streamed response. Not thread-safe; one per response."""
 
     __slots__ = (
-        "_calls", "_chars", "_closed_calls", "_finish", "_output", "_passing", "_refused",
-        "_retries", "_said", "_seq", "_text", "_tier", "_usage", "final", "shape",
+        "_calls", "_chars", "_closed_calls", "_finish", "_members", "_output", "_passing",
+        "_refused", "_retries", "_said", "_seq", "_text", "_tier", "_usage", "final", "shape",
     )  # fmt: skip
 
     def __init__(self, shape: ResponseShape) -> None:
@@ -147,6 +149,7 @@ class ResponseStreamEncoder:
         self._output: list[dict[str, Any]] = []  # finished items, by output_index
         self._text: _Message | None = None
         self._chars = 0  # characters of text sent so far
+        self._members: dict[str, Any] | None = None  # for the next message item (phase)
         self._refused = False  # the upstream's Finish said so
         self._said = False  # a refusal part was sent
         self._passing: dict[int, int] = {}  # the upstream's open passed-through item -> ours
@@ -209,9 +212,10 @@ class ResponseStreamEncoder:
     # -- items --------------------------------------------------------------------------
 
     def _open_text(self) -> bytes:
-        item = self._text = _Message(self._next_index(), self.shape.item_id("msg"))
+        members, self._members = self._members, None
+        item = self._text = _Message(self._next_index(), self.shape.item_id("msg"), members)
         return self._event("response.output_item.added", {
-            "output_index": item.index, "item": message_item(item.id, "", "in_progress"),
+            "output_index": item.index, "item": item.item("in_progress"),
         })
 
     def _part(self, kind: str) -> tuple[_Part, _Message, int, bytes]:
@@ -367,6 +371,11 @@ class ResponseStreamEncoder:
                 if event.kind == "fields":
                     if event.wire != "anthropic":
                         self._tier = event.data.get("service_tier")
+                elif event.wire == "responses" and event.kind == "message":
+                    # The upstream's next message, with members of its own: a message of
+                    # its own here too.
+                    parts.append(self._close_text())
+                    self._members = dict(event.data)
                 elif event.wire == "responses" and event.kind == "annotation":
                     parts.append(self.annotation(dict(event.data["annotation"])))
                 elif event.wire != "responses" and event.citations:
