@@ -21,7 +21,13 @@ from tests.gateway.dialect_clients import Dialect, ask
 from tests.support.anthropic_wire import AnthropicRenderer
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.responses_wire import ResponsesRenderer
-from tests.support.scripted_upstream import Raw, RawStream, ScriptedUpstream, sse
+from tests.support.scripted_upstream import (
+    Raw,
+    RawStream,
+    ScriptedUpstream,
+    sse,
+    token_logprobs,
+)
 
 TEXTS = ["Order 41 ", "shipped on Monday", ", and order 7 ", "is due."]
 TEXT = "".join(TEXTS)
@@ -95,13 +101,14 @@ RS_CALL: dict[str, Any] = {"type": "function_call", "id": "fc_up", "call_id": "c
                            "name": "lookup", "arguments": ARGS, "status": "completed",
                            "caller": CALLER}
 USAGE_RS = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+TOKENS = token_logprobs(TEXT, 16)
 
 
 def rs_message(notes: list[dict[str, Any]]) -> dict[str, Any]:
     return {"type": "message", "id": "msg_up", "role": "assistant", "status": "completed",
             "phase": "final_answer",
             "content": [{"type": "output_text", "text": TEXT, "annotations": notes,
-                         "logprobs": []}]}
+                         "logprobs": TOKENS}]}
 
 
 def rs_response() -> dict[str, Any]:
@@ -121,6 +128,7 @@ def rs_stream() -> RawStream:
         return sse({"type": name, "sequence_number": next(seq), **data}, event=name)
 
     empty = rs_message([])
+    empty["content"][0]["logprobs"] = []
     where = {"item_id": "msg_up", "output_index": 0, "content_index": 0}
     return RawStream([
         event("response.created", response={**rs_response(), "status": "in_progress",
@@ -129,10 +137,10 @@ def rs_stream() -> RawStream:
               item={**empty, "status": "in_progress", "content": []}),
         event("response.content_part.added", **where,
               part={"type": "output_text", "text": "", "annotations": []}),
-        event("response.output_text.delta", **where, delta=TEXT, logprobs=[]),
+        event("response.output_text.delta", **where, delta=TEXT, logprobs=TOKENS),
         *[event("response.output_text.annotation.added", **where, annotation_index=i,
                 annotation=note) for i, note in enumerate([RS_URL, RS_FILE])],
-        event("response.output_text.done", **where, text=TEXT, logprobs=[]),
+        event("response.output_text.done", **where, text=TEXT, logprobs=TOKENS),
         event("response.output_item.done", output_index=0, item=rs_message([RS_URL, RS_FILE])),
         event("response.output_item.added", output_index=1,
               item={**RS_CALL, "arguments": "", "status": "in_progress"}),
@@ -249,6 +257,7 @@ def test_responses_annotations_and_caller_come_back_as_sent(
     assert output[1].caller.model_dump() == CALLER
     assert output[0].id != "msg_up"  # the message item is the gateway's own
     assert output[0].phase == "final_answer"  # its own members as sent
+    assert [t.model_dump() for t in output[0].content[0].logprobs or ()] == TOKENS
     if not stream:
         assert seen.raw["output"][0]["content"][0]["annotations"] == [RS_URL, RS_FILE]
         assert seen.raw["output"][1]["caller"] == CALLER
@@ -327,7 +336,7 @@ def test_responses_and_chat_citations_across_the_openai_wires(
 @pytest.mark.parametrize(("model", "names"), [
     ("rs", ["output[].content[].annotations[].url_citation",
             "output[].content[].annotations[].file_citation",
-            "output[].function_call.caller", "output[].message.phase"]),
+            "output[].function_call.caller", "logprobs", "output[].message.phase"]),
     ("oa", ["message.annotations[].url_citation"]),
 ])
 def test_an_openai_citation_is_named_for_a_messages_client(
