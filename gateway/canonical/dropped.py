@@ -60,8 +60,11 @@ def _names(response: ChatResponse, wire: AnswerWire) -> Iterator[str]:
     if kept is None or kept.wire == wire:
         return
     shared = _SHARED_FIELDS.get((kept.wire, wire), frozenset())
-    # A kept stop reason (pause_turn) is translated to the finish reason, not dropped.
-    yield from (k for k in kept.response if k not in shared and k != "stop_reason")
+    # A kept stop reason (pause_turn) is translated to the finish reason, not dropped; a
+    # Responses upstream's other members echo the request (the request side names those).
+    answer = kept.response if kept.wire != "responses" else {
+        k: v for k, v in kept.response.items() if k == "service_tier"}
+    yield from (k for k in answer if k not in shared and k != "stop_reason")
     # Chat message annotations are citations, named above when they cannot be said.
     yield from (_name("message", k) for k in kept.message if k != "annotations")
     seen = {k for m in kept.messages for k in m}

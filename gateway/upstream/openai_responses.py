@@ -210,11 +210,28 @@ def reasoning_of(item: Mapping[str, Any]) -> Reasoning:
     return Reasoning("responses", dict(item), text)
 
 
+# What the gateway writes itself of a response: its ids, status, output and usage, and
+# its echo of the request settings it owns (tools with their strict schemas, text.format,
+# store, ...). The rest (``service_tier``, ``reasoning`` with its ``summary``,
+# ``truncation``, ``prompt_cache_key``, ...) a Responses client gets as the upstream said.
+_RESPONSE_OWN = frozenset({
+    "id", "object", "created_at", "status", "output", "output_text", "usage", "error",
+    "incomplete_details", "completed_at", "model", "store", "previous_response_id",
+    "metadata", "tools", "tool_choice", "text", "instructions", "parallel_tool_calls",
+    "max_output_tokens", "temperature", "top_p", "background", "user", "conversation",
+    "prompt",
+})  # fmt: skip
+
+
+def response_members(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A response's top-level members the gateway does not write itself, as sent."""
+    return {k: v for k, v in data.items() if k not in _RESPONSE_OWN and v is not None}
+
+
 def _passthrough(
     data: Mapping[str, Any], messages: list[dict[str, Any]]
 ) -> Passthrough | None:
-    tier = data.get("service_tier")
-    top = {"service_tier": tier} if tier is not None else {}
+    top = response_members(data)
     kept = tuple(messages) if any(messages) else ()
     return Passthrough("responses", top, messages=kept) if top or kept else None
 
@@ -455,8 +472,8 @@ class EventParser:
             usage = decode_usage(response.get("usage"))
             # Without usage the hold-back estimates, as for any stream that sends none.
             out: list[StreamEvent] = [finish] if usage is None else [finish, UsageReport(usage)]
-            if response.get("service_tier") is not None:
-                fields = {"service_tier": response["service_tier"]}
+            fields = response_members(response)
+            if fields:  # service_tier, the settings the upstream echoes (reasoning, ...)
                 out.insert(0, WireEvent("responses", "fields", fields))
             return out
         if kind == "error":

@@ -114,7 +114,14 @@ def rs_message(notes: list[dict[str, Any]]) -> dict[str, Any]:
 def rs_response() -> dict[str, Any]:
     return {"id": "resp_up", "object": "response", "created_at": 1, "status": "completed",
             "model": "up", "output": [rs_message([RS_URL, RS_FILE]), RS_CALL],
-            "usage": USAGE_RS}
+            "usage": USAGE_RS, **RS_ECHO}
+
+
+# What a Responses upstream says of the request beside its answer.
+RS_ECHO: dict[str, Any] = {
+    "service_tier": "default", "reasoning": {"effort": "low", "summary": "auto"},
+    "truncation": "auto", "prompt_cache_key": "pck-1",
+}
 
 
 def rs_body() -> bytes:
@@ -258,6 +265,10 @@ def test_responses_annotations_and_caller_come_back_as_sent(
     assert output[0].id != "msg_up"  # the message item is the gateway's own
     assert output[0].phase == "final_answer"  # its own members as sent
     assert [t.model_dump() for t in output[0].content[0].logprobs or ()] == TOKENS
+    final = seen.final
+    assert (final.service_tier, final.truncation, final.prompt_cache_key) == (
+        "default", "auto", "pck-1")
+    assert final.reasoning.model_dump(exclude_none=True) == RS_ECHO["reasoning"]
     if not stream:
         assert seen.raw["output"][0]["content"][0]["annotations"] == [RS_URL, RS_FILE]
         assert seen.raw["output"][1]["caller"] == CALLER
@@ -336,7 +347,8 @@ def test_responses_and_chat_citations_across_the_openai_wires(
 @pytest.mark.parametrize(("model", "names"), [
     ("rs", ["output[].content[].annotations[].url_citation",
             "output[].content[].annotations[].file_citation",
-            "output[].function_call.caller", "logprobs", "output[].message.phase"]),
+            "output[].function_call.caller", "logprobs", "service_tier",
+            "output[].message.phase"]),
     ("oa", ["message.annotations[].url_citation"]),
 ])
 def test_an_openai_citation_is_named_for_a_messages_client(

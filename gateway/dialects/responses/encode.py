@@ -19,6 +19,7 @@ The request's settings are echoed as the API does (``tools`` with ``strict`` fil
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from gateway.canonical import (
@@ -225,8 +226,13 @@ class ResponseShape:
         error: dict[str, Any] | None = None,
         completed_at: int | None = None,
         service_tier: Any = None,
+        kept: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """The ``response`` object; ``kept``: a Responses upstream's own top-level members
+        (its ``service_tier``, the settings it echoes), over the gateway's echo."""
         body = dict(self._echo)
+        if kept:
+            body.update(kept)
         if service_tier is not None:  # the tier the upstream served the request on
             body["service_tier"] = service_tier
         body["status"] = status
@@ -286,6 +292,7 @@ class ResponseShape:
                 slot.update((k, v) for k, v in members[n].items() if k not in slot)
         tier = response.passthrough.service_tier if response.passthrough else None
         return self.body(
+            kept=kept.response if kept is not None and kept.wire == "responses" else None,
             status=status,
             output=output,
             usage=encode_usage(response.usage, schema_retries),

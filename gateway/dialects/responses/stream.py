@@ -139,8 +139,9 @@ class ResponseStreamEncoder:
     """Encodes one streamed response. Not thread-safe; one per response."""
 
     __slots__ = (
-        "_calls", "_chars", "_closed_calls", "_finish", "_members", "_output", "_passing",
-        "_refused", "_retries", "_said", "_seq", "_text", "_tier", "_usage", "final", "shape",
+        "_calls", "_chars", "_closed_calls", "_finish", "_kept", "_members", "_output",
+        "_passing", "_refused", "_retries", "_said", "_seq", "_text", "_tier", "_usage",
+        "final", "shape",
     )  # fmt: skip
 
     def __init__(self, shape: ResponseShape) -> None:
@@ -154,6 +155,7 @@ class ResponseStreamEncoder:
         self._said = False  # a refusal part was sent
         self._passing: dict[int, int] = {}  # the upstream's open passed-through item -> ours
         self._tier: Any = None  # the upstream's service_tier
+        self._kept: dict[str, Any] | None = None  # a Responses upstream's own members
         self._calls: dict[int, _Item] = {}  # canonical call index -> open item
         self._closed_calls: set[int] = set()
         self._finish: FinishReason = "stop"
@@ -371,6 +373,8 @@ class ResponseStreamEncoder:
                 if event.kind == "fields":
                     if event.wire != "anthropic":
                         self._tier = event.data.get("service_tier")
+                    if event.wire == "responses":
+                        self._kept = dict(event.data)
                 elif event.wire == "responses" and event.kind == "message":
                     # The upstream's next message, with members of its own: a message of
                     # its own here too.
@@ -401,6 +405,7 @@ class ResponseStreamEncoder:
             incomplete_details=incomplete,
             completed_at=int(time.time()) if status == "completed" else None,
             service_tier=self._tier,
+            kept=self._kept,
         )
         kind = "response.completed" if status == "completed" else "response.incomplete"
         return out + self._event(kind, {"response": self.final})
