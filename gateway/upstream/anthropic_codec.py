@@ -36,7 +36,7 @@ from gateway.canonical import (
 from gateway.errors import UpstreamError
 from gateway.settings import ModelConfig
 from gateway.upstream.carried import carry_over
-from gateway.upstream.errors import UpstreamInvalidResponse
+from gateway.upstream.errors import UpstreamInvalidResponse, UpstreamReportedError, reported_code
 from gateway.upstream.redact import scrub
 
 __all__ = [
@@ -336,7 +336,9 @@ class StreamDecoder:
             err = event.get("error") if isinstance(event, dict) else None
             message = err.get("message") if isinstance(err, dict) else None
             detail = scrub(str(message)[:500], self._secret) if message else "error event"
-            raise UpstreamError(f"The upstream stream failed: {detail}")
+            raise UpstreamReportedError(
+                f"The upstream stream failed: {detail}", upstream_code=reported_code(err)
+            )
         handler = getattr(self, "_on_" + str(kind), None)
         if handler is None:
             return []

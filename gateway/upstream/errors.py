@@ -34,9 +34,11 @@ __all__ = [
     "UpstreamConnectError",
     "UpstreamError",
     "UpstreamInvalidResponse",
+    "UpstreamReportedError",
     "UpstreamStatusError",
     "UpstreamTimeout",
     "client_indexes",
+    "reported_code",
     "should_retry_header",
     "status_error",
 ]
@@ -107,6 +109,33 @@ class UpstreamStatusError(UpstreamError):
         if kept is not None and dialect == self.wire and self.status == self.upstream_status:
             return kept
         return super().error_type(dialect)
+
+
+class UpstreamReportedError(UpstreamError):
+    """The upstream reported a failure inside its answer (a stream's ``error`` event or
+    chunk, a ``failed`` response): 502 ``upstream_error``, with the vendor's own code
+    (``error.upstream_code``) when it gave one."""
+
+    def __init__(self, message: str, *, upstream_code: str | None = None) -> None:
+        super().__init__(message)
+        self.upstream_code = upstream_code
+
+    def envelope(self, request_id: str, dialect: Dialect = "openai") -> dict[str, Any]:
+        body = super().envelope(request_id, dialect)
+        if self.upstream_code is not None:
+            body["error"]["upstream_code"] = self.upstream_code
+        return body
+
+
+def reported_code(error: Any) -> str | None:
+    """``error.upstream_code`` from an error object inside an answer: its ``code`` (OpenAI)
+    or its ``type`` (Anthropic), when of a sane shape."""
+    if not isinstance(error, dict):
+        return None
+    kind = error.get("type")
+    return _vendor_code(
+        error.get("code"), kind if isinstance(kind, str) and _TYPE_RE.fullmatch(kind) else None
+    )
 
 
 class UpstreamInvalidResponse(UpstreamError):

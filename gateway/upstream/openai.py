@@ -54,6 +54,8 @@ from gateway.upstream.errors import (
     OutputTooLarge,
     UpstreamError,
     UpstreamInvalidResponse,
+    UpstreamReportedError,
+    reported_code,
     should_retry_header,
     status_error,
 )
@@ -419,7 +421,9 @@ class ChunkParser:
             raise UpstreamInvalidResponse("Upstream sent an invalid stream chunk.") from exc
         if isinstance(chunk, Mapping) and "error" in chunk:
             detail = scrub(str(chunk["error"])[:300], self.secret)
-            raise UpstreamError(f"Upstream stream error: {detail}")
+            raise UpstreamReportedError(
+                f"Upstream stream error: {detail}", upstream_code=reported_code(chunk["error"])
+            )
         try:
             return self.feed_chunk(chunk)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:

@@ -59,7 +59,12 @@ from gateway.canonical import (
 )
 from gateway.settings import ModelConfig
 from gateway.upstream.carried import carry_over
-from gateway.upstream.errors import OutputTooLarge, UpstreamError, UpstreamInvalidResponse
+from gateway.upstream.errors import (
+    OutputTooLarge,
+    UpstreamInvalidResponse,
+    UpstreamReportedError,
+    reported_code,
+)
 from gateway.upstream.redact import scrub
 from gateway.upstream.tokens import estimated_usage
 
@@ -196,7 +201,9 @@ def _finish(data: Mapping[str, Any], has_calls: bool) -> FinishReason:
     if status == "failed":
         error = data.get("error") or {}
         message = error.get("message") if isinstance(error, Mapping) else None
-        raise UpstreamError(f"Upstream response failed: {str(message)[:300]}")
+        raise UpstreamReportedError(
+            f"Upstream response failed: {str(message)[:300]}", upstream_code=reported_code(error)
+        )
     if status == "incomplete":
         details = data.get("incomplete_details") or {}
         return _INCOMPLETE.get(str(details.get("reason")), "length")
@@ -478,5 +485,8 @@ class EventParser:
             return out
         if kind == "error":
             detail = scrub(str(event.get("message"))[:300], self._secret)
-            raise UpstreamError(f"Upstream stream error: {detail}")
+            raise UpstreamReportedError(
+                f"Upstream stream error: {detail}",
+                upstream_code=reported_code({"code": event.get("code")}),  # type is the event's
+            )
         return []

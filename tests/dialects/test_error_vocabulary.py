@@ -22,7 +22,15 @@ from gateway.errors import error_type, retry_header
 from gateway.upstream.errors import MAX_MESSAGE_CHARS
 from tests.support.gateway_proc import GatewayProcess
 from tests.support.openai_helpers import BAD_ARGS, MESSAGES, refund_tool
-from tests.support.scripted_upstream import Call, HttpError, Raw, Reply, ScriptedUpstream
+from tests.support.scripted_upstream import (
+    Call,
+    HttpError,
+    Raw,
+    RawStream,
+    Reply,
+    ScriptedUpstream,
+    sse,
+)
 
 AN_MESSAGES: list[Any] = [{"role": "user", "content": "Refund order 582131."}]
 AN_TOOL = {"name": "create_refund", "strict": True,
@@ -339,3 +347,42 @@ def test_hostile_upstream_error_bodies(
     assert err["code"] == "upstream_rejected"
     assert err["param"] is None
     assert check(err["message"]), err["message"][:200]
+
+
+# -- an upstream's failure inside its answer --------------------------------------------
+
+
+def _streamed_lines(gw: GatewayProcess, path: str, body: dict[str, Any]) -> list[str]:
+    with httpx.stream("POST", gw.base_url + path, json=body, timeout=20,
+                      headers={"authorization": f"Bearer {gw.api_key}"}) as r:
+        assert r.status_code == 200  # the stream had started: the failure is in band
+        return [line for line in r.iter_lines() if line.startswith("data:")]
+
+
+def test_an_in_band_upstream_failure_keeps_the_vendors_code(
+    gw: GatewayProcess, upstream: ScriptedUpstream
+) -> None:
+    def event(name: str, **data: Any) -> bytes:
+        return sse({"type": name, **data}, event=name)
+
+    upstream.queue(RawStream([
+        event("message_start", message={
+            "id": "msg_up", "type": "message", "role": "assistant", "model": "up",
+            "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": 3, "output_tokens": 1}}),
+        event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+        event("content_block_delta", index=0, delta={"type": "text_delta", "text": "Hel"}),
+        event("error", error={"type": "overloaded_error", "message": "Overloaded"}),
+    ]), RawStream([
+        sse({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "up",
+             "choices": [{"index": 0, "delta": {"content": "Hel"}, "finish_reason": None}]}),
+        sse({"error": {"message": "The server had an error", "type": "server_error",
+                       "code": "internal_error"}}),
+    ]))
+    an = _streamed_lines(gw, "/v1/messages", {"model": "an-plain", "max_tokens": 16,
+                                               "messages": AN_MESSAGES, "stream": True})
+    oa = _streamed_lines(gw, "/v1/chat/completions", {"model": "plain-model",
+                                                      "messages": MESSAGES, "stream": True})
+    for lines, vendor in ((an, "overloaded_error"), (oa, "internal_error")):
+        error = json.loads(lines[-1][5:])["error"]
+        assert (error["code"], error["upstream_code"]) == ("upstream_error", vendor)
