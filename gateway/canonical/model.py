@@ -128,6 +128,7 @@ _ANSWER_PLACES: dict[str, str] = {
     "openai": "message.tool_calls[]", "responses": "output[]", "anthropic": "content[]",
 }  # fmt: skip
 
+
 @record
 class Citation:
     """A source the answer's text cites, as the upstream's ``wire`` spelled it (``raw``):

@@ -22,9 +22,6 @@ import orjson
 from gateway.canonical import ChatResponse, Citation, FinishReason, ToolCall, Usage, overlaid
 from gateway.errors import GatewayError, UpstreamError
 
-# Members of a message a Messages client gets as an Anthropic upstream sent them.
-KEPT_MEMBERS = ("container", "stop_details", "diagnostics")
-
 __all__ = [
     "STOP_REASONS",
     "encode_error",
@@ -170,7 +167,8 @@ def encode_response(
         "stop_sequence": stop_sequence,
         "usage": encode_usage(response.usage, schema_retries),
     }
-    body.update((k, fields[k]) for k in KEPT_MEMBERS if fields.get(k) is not None)
+    # container, stop_details, diagnostics: as the upstream sent them
+    body.update((k, v) for k, v in fields.items() if k != "stop_reason")
     return body
 
 
