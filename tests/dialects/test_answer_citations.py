@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from anthropic.types import Message
 
-from tests.gateway.dialect_clients import Dialect, ask
 from tests.support.anthropic_wire import AnthropicRenderer
+from tests.support.dialect_clients import Dialect, ask
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.responses_wire import ResponsesRenderer
 from tests.support.scripted_upstream import (
