@@ -34,6 +34,7 @@ from gateway.observability import multiprocess
 from gateway.observability.logs import configure_logging, log_format_from_env
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.ops import Ops
+from gateway.offload import Offload
 from gateway.ratelimit.base import RateLimiter
 from gateway.routes.table import idempotent_paths, metric_paths, starlette_routes
 from gateway.routes.unrouted import SlashRedirect, http_exception
@@ -97,18 +98,23 @@ def create_app(
         connections = Connections(settings.env)
         # TLS contexts read CA bundles from disk: built once, off the loop, before serving.
         await asyncio.to_thread(connections.prepare, settings.models)
+        # Large bodies' parsing and re-encoding, shared by the endpoints and the upstreams.
+        offload = Offload(settings.body_offload_bytes, settings.body_offload_workers)
         client = UpstreamHttp(
             connections,
             keepalive_s=settings.upstream_keepalive_s,
             max_event_bytes=settings.stream_event_cap,
             max_stream_bytes=settings.stream_cap,
+            offload=offload,
         )
         registry = UpstreamRegistry.build(settings, client, upstreams).wrapped(
             ops.meter_upstream
         )
         app.state.services = svc
-        app.state.service = ChatService(settings, registry, ops.meter_limiter(svc.limiter))
-        ops.bind(svc, app.state.service.lint_cache)
+        app.state.service = ChatService(
+            settings, registry, ops.meter_limiter(svc.limiter), offload=offload
+        )
+        ops.bind(svc, app.state.service.lint_cache, offload)
         draining.install()  # waiting requests give up at once on SIGTERM
         try:
             yield
@@ -117,6 +123,7 @@ def create_app(
             try:
                 await registry.aclose()
                 await client.aclose()
+                await asyncio.to_thread(offload.close)  # a job still running ends first
             finally:
                 try:
                     if services is None:

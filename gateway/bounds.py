@@ -1,14 +1,17 @@
 """Bounds on what a client controls and the gateway stores, logs or echoes.
 
 One home for the rules every edge shares: the length of ``model``, the vendors' rule for
-tool names, the cap on response headers that list names, the JSON nesting depth, and the
-masking of strings shaped like the gateway's API keys (the log and the ledger use the same
-``redact``). Plain functions over plain values: no settings, no I/O.
+tool names, the cap on response headers that list names, the JSON nesting depth, the
+number of input items, and the masking of strings shaped like the gateway's API keys
+(the log and the ledger use the same ``redact``). Plain functions over plain values: no
+settings, no I/O.
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -19,6 +22,9 @@ TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # OpenAI's and Anthropic's ru
 RESPONSE_ID_RE = re.compile(r"resp_[A-Za-z0-9]{1,64}")
 NAME_LIST_MAX_BYTES = 1024
 DEFAULT_MAX_JSON_DEPTH = 128
+# The lists inside an item that hold items of their own: a message's or a tool result's
+# content blocks, a Responses call output's parts, a chat message's tool calls.
+_NESTED_ITEMS = ("content", "output", "tool_calls")
 ORJSON_MAX_DEPTH = 254  # orjson.dumps refuses deeper documents (orjson 3.x)
 MASK = "[REDACTED]"
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -80,6 +86,32 @@ def name_list(names: list[str] | tuple[str, ...], max_bytes: int = NAME_LIST_MAX
         out.append(name)
         size += len(name) + 1
     return ",".join(out)
+
+
+def items_over(data: Mapping[str, Any], keys: tuple[str, ...], limit: int) -> str | None:
+    """The path (``messages[3].content[7]``) of the first item past ``limit``, counting
+    the items of the lists at ``keys`` in ``data`` and every content block, output part
+    and tool call inside them, at any depth; None when there are at most ``limit``.
+
+    >>> items_over({"messages": [{"content": [{}, {}]}]}, ("messages",), 2)
+    'messages[0].content[1]'
+    """
+    count = 0
+    queue: deque[tuple[str, list[Any]]] = deque(
+        (key, value) for key in keys if type(value := data.get(key)) is list
+    )
+    while queue:
+        where, items = queue.popleft()
+        if count + len(items) > limit:
+            return f"{where}[{limit - count}]"
+        count += len(items)
+        for i, item in enumerate(items):
+            if type(item) is dict:
+                for name in _NESTED_ITEMS:
+                    inner = item.get(name)
+                    if type(inner) is list and inner:
+                        queue.append((f"{where}[{i}].{name}", inner))
+    return None
 
 
 def too_deep(body: bytes, data: Any, limit: int) -> str | None:

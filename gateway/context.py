@@ -98,6 +98,14 @@ class SlotGate(Protocol):
         raise 429 past the key's bound, 503 past the process's."""
         ...
 
+    def hold_model(
+        self, ctx: RequestContext, model: str, limit: int, n: int,
+        principal: Principal | None = None,
+    ) -> None:
+        """Hold ``n`` of ``model``'s ``limit`` upstream slots (0: no bound of its own);
+        raise 429 past the key's share of them, 503 when the model's are taken."""
+        ...
+
 
 @dataclass(slots=True)
 class RequestContext:
@@ -130,6 +138,11 @@ class RequestContext:
     gate: SlotGate | None = None
     slots: int = 0
     key_slots: int = 0  # of them, counted against the principal's own bound
+    model_slots: int = 0  # of them, counted against the model's upstream slots
+    slot_model: str | None = None  # the model those are counted for
+    # What the rate limiter charged before the body was parsed (requests, tokens): the
+    # admission after decoding charges only the rest.
+    charged: tuple[int, int] | None = None
 
     @classmethod
     def start(cls, request_id: str, endpoint: str) -> RequestContext:

@@ -7,8 +7,13 @@
 
 The rate limit comes first so that every request a key sends counts against its limits,
 the ones answered 404 or 400 included; a refused one gets its tokens back (``admitted``).
-A request its endpoint refuses before that (the body does not decode) is counted by
-``refused_early``.
+An endpoint admits a large body before it parses it (``admit_body``: one request, the
+body's bytes / 4 tokens), so a key over its limit costs no parse; the admission after
+decoding then charges only the rest (more choices, a stored history's tokens), and a
+refusal after it costs that one request. A request its endpoint refuses in between (the
+body does not decode) is settled by ``refused_early``.
+Once the model is known, the request holds its calls against the model's upstream slots
+(at most a share of them one key's: ``gateway.ratelimit.inflight``).
 Streaming and the Messages dialect reuse ``admitted`` and the enforcement functions; every
 layer fills the ``RequestContext`` the HTTP layer turns into headers and the ledger row.
 """
@@ -47,6 +52,7 @@ from gateway.enforcement import (
 )
 from gateway.enforcement.choices import first_failure_or_results
 from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, UpstreamError
+from gateway.offload import Offload
 from gateway.ratelimit.base import RateDecision, RateLimiter
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.base import TokenCount, TokenCounter, Upstream
@@ -234,7 +240,8 @@ class ChatService:
     """One per app: owns the lint cache, reads the model catalogue and the registry."""
 
     def __init__(
-        self, settings: Settings, registry: UpstreamRegistry, limiter: RateLimiter | None
+        self, settings: Settings, registry: UpstreamRegistry, limiter: RateLimiter | None,
+        *, offload: Offload | None = None,
     ) -> None:
         self.settings = settings
         self.registry = registry
@@ -244,6 +251,10 @@ class ChatService:
         max_bytes = settings.schema_cache_max_bytes
         self.lint_cache = LintCache(max_bytes=max_bytes)
         validator.configure_cache(max_bytes=max_bytes)
+        # Large bodies are parsed, decoded and re-encoded here, off the event loop.
+        self.offload = offload or Offload(
+            settings.body_offload_bytes, settings.body_offload_workers
+        )
 
     def model(self, name: str) -> ModelConfig:
         model = self.settings.model(name)
@@ -294,7 +305,12 @@ class ChatService:
         ``request.n`` choices count ``n`` requests and hold ``n`` in-flight slots."""
         await self.admit(ctx, estimated_tokens, request.n)
         try:
-            return await self.prepare(request, paths, ctx)
+            prepared = await self.prepare(request, paths, ctx)
+            if ctx.gate is not None:
+                model = prepared.model
+                ctx.gate.hold_model(ctx, model.name, model.max_concurrent, request.n,
+                                    ctx.principal)
+            return prepared
         except BaseException:
             if self.limiter is not None and ctx.principal is not None and estimated_tokens:
                 await self.limiter.add_tokens(ctx.principal, -estimated_tokens)
@@ -303,8 +319,16 @@ class ChatService:
     async def refused_early(self, ctx: RequestContext) -> None:
         """Count a request its endpoint refused before ``admitted`` (a body that does not
         decode, an unknown ``previous_response_id``): one request, no tokens, and 429
-        instead of the refusal once the key is over its limit."""
+        instead of the refusal once the key is over its limit. One ``admit_body`` admitted
+        is not counted again; its tokens are given back."""
         await self.admit(ctx, 0, calls=False)
+
+    async def admit_body(self, ctx: RequestContext, estimated_tokens: int) -> None:
+        """Admit a request before its body is parsed: one request costing
+        ``estimated_tokens`` (429 here, so a key over its limit costs no parse), one
+        in-flight slot of its key's. The admission after decoding charges the rest."""
+        await self.admit(ctx, estimated_tokens)
+        ctx.charged = (1, estimated_tokens)
 
     def upstream(self, model: ModelConfig, ctx: RequestContext | None) -> Upstream:
         """The model's adapter for one request: safe failures retried within its deadline,
@@ -335,13 +359,44 @@ class ChatService:
             ctx.gate.hold(ctx, n, ctx.principal)
         if self.limiter is None or ctx.principal is None:
             return
+        if ctx.charged is not None:
+            await self._charge_rest(ctx, ctx.charged, estimated_tokens, n)
+            return
         decision = await self.limiter.check(ctx.principal, estimated_tokens, n)
+        self._admitted(ctx, decision)
+
+    @staticmethod
+    def _admitted(ctx: RequestContext, decision: RateDecision) -> None:
         if not decision.allowed:
             headers = rate_headers(decision)
             headers["retry-after"] = str(max(1, math.ceil(decision.retry_after_s)))
             raise RateLimited("Rate limit exceeded for this API key.", headers=headers)
         if decision.limit_requests is not None or decision.limit_tokens is not None:
             ctx.add_raw_headers(rate_header_pairs(decision))
+
+    async def _charge_rest(
+        self, ctx: RequestContext, charged: tuple[int, int], tokens: int, n: int
+    ) -> None:
+        """After ``admit_body``: the requests past those already counted are admitted
+        (429 gives back every token charged); tokens the body did not show (a stored
+        history's) are charged as a settle is, and an over-estimate given back."""
+        assert self.limiter is not None and ctx.principal is not None
+        requests, paid = charged
+        rest = tokens - paid
+        if n > requests:
+            decision = await self.limiter.check(ctx.principal, max(0, rest), n - requests)
+            if not decision.allowed:
+                ctx.charged = (requests, 0)
+                if paid:
+                    await self.limiter.add_tokens(ctx.principal, -paid)
+            if ctx.raw_headers:  # the later decision's x-ratelimit-* replace the first's
+                ctx.raw_headers = [h for h in ctx.raw_headers
+                                   if not h[0].startswith(b"x-ratelimit-")]
+            self._admitted(ctx, decision)  # 429 when refused
+            rest = min(0, rest)
+        if rest:
+            await self.limiter.add_tokens(ctx.principal, rest)
+        ctx.charged = (max(requests, n), tokens)
 
     @staticmethod
     def _n_refusal(ctx: RequestContext, n: int) -> InvalidRequest | None:

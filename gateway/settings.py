@@ -83,6 +83,10 @@ class ModelConfig:
     max_tokens_field: MaxTokensField = "max_completion_tokens"
     # A strict call still invalid after its correction: a 422, or a 200 that says why.
     on_invalid: OnInvalid = "error"
+    # Upstream calls to this model in flight at once, per process (what its upstream can
+    # serve); one key's requests hold at most model_share_per_key of them. 0: no bound of
+    # its own (max_inflight and max_concurrent_per_key still apply).
+    max_concurrent: int = 0
 
     @property
     def wire(self) -> Target:
@@ -130,6 +134,13 @@ class Settings:
     max_tools: int = 128
     # Client JSON nested deeper than this is 400 invalid_json (orjson re-encodes up to 254).
     max_json_depth: int = 128
+    # Messages / input items and the content blocks in them, counted together, one request
+    # may carry (decoding costs per item); beyond -> 400 too_many_input_items.
+    max_input_items: int = 20_000
+    # A body of this many bytes or more is parsed, decoded and re-encoded in a worker
+    # thread (gateway.offload), at most body_offload_workers at once; smaller ones inline.
+    body_offload_bytes: int = 256 * 1024
+    body_offload_workers: int = 2
     key_hash_secret: str = "syntic-dev-pepper"
     key_cache_ttl_s: float = 2.0
     request_timeout_s: float = 120.0
@@ -141,6 +152,9 @@ class Settings:
     # Slots one key's requests may hold at once (a key's own max_concurrent wins); beyond
     # -> 429 concurrency_limit_exceeded. 0: half of max_inflight.
     max_concurrent_per_key: int = 0
+    # The part of a model's upstream slots (its max_concurrent) one key may hold; beyond
+    # -> 429 concurrency_limit_exceeded, so another tenant always finds a slot.
+    model_share_per_key: float = 0.5
     body_timeout_s: float = 30.0  # whole request body must arrive within this (else 408)
     keepalive_timeout_s: float = 5.0  # idle keep-alive connections closed after this
     max_header_bytes: int = 32 * 1024  # request line + headers (h11/httptools cap)
@@ -247,6 +261,9 @@ def _model_from_table(i: int, table: Mapping[str, Any]) -> ModelConfig:
         raise ConfigError(f"models[{i}].provider must be one of {list(_PROVIDERS)}")
     values = dict(table)
     values.setdefault("upstream_model", values["name"])
+    concurrent = values.get("max_concurrent", 0)
+    if isinstance(concurrent, bool) or not isinstance(concurrent, int) or concurrent < 0:
+        raise ConfigError(f"models[{i}].max_concurrent must be an integer, 0 or more")
     _check_correction(i, values)
     if values.get("on_invalid", "error") not in get_args(OnInvalid):
         raise ConfigError(f"models[{i}].on_invalid must be one of {list(get_args(OnInvalid))}")
@@ -491,6 +508,10 @@ _TUNABLES: tuple[str, ...] = (
     "responses_max_history_bytes",
     "responses_max_bytes_per_key",
     "max_json_depth",
+    "max_input_items",
+    "body_offload_bytes",
+    "body_offload_workers",
+    "model_share_per_key",
 )
 _AT_LEAST_ONE = frozenset({"schema_cache_max_bytes"})
 # Settings that only make sense within a range (a zero flush interval would spin).
@@ -504,6 +525,10 @@ _RANGES: dict[str, tuple[float, float]] = {
     "responses_max_history_bytes": (1024, 1024**3),
     "responses_max_bytes_per_key": (1024, 1024**4),
     "max_json_depth": (8, 200),
+    "max_input_items": (1, 10_000_000),
+    "body_offload_bytes": (1024, 1 << 40),
+    "body_offload_workers": (1, 64),
+    "model_share_per_key": (0.01, 1.0),
 }
 
 

@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # The request's bookkeeping and the two seams it names: plain data, like canonical.
     ("gateway.context", "gateway.keys.base", "gateway.usage.base"),
     ("gateway.canonical", "gateway.errors", "gateway.settings", "gateway.engines", "gateway.bounds",
-     "gateway:"),
+     "gateway.offload", "gateway:"),
 )
 
 # module prefix -> prefixes it must never import

@@ -284,6 +284,9 @@ class ChatRequest:
     on_invalid: OnInvalid | None = None
     # The client's wire, body and vendor headers (None: built by the gateway itself).
     origin: Origin | None = None
+    # The bytes of client JSON it came from (a stored history included), set when large:
+    # what re-encoding it for an upstream costs, so that happens off the event loop.
+    body_bytes: int = 0
 
     def tool(self, name: str) -> ToolSpec | None:
         for t in self.tools:

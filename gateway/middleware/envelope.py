@@ -144,7 +144,8 @@ class GatewayMiddleware:
         self.limits = limits
         self.gate = (
             InflightGate(limits.max_inflight, default_key_limit(
-                limits.max_inflight, limits.max_concurrent_per_key))
+                limits.max_inflight, limits.max_concurrent_per_key),
+                limits.model_share_per_key)
             if limits is not None else InflightGate(0)
         )
         self._deadlines: Deadlines | None = None  # the request and body deadlines' timer

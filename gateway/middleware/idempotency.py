@@ -62,6 +62,7 @@ from gateway.middleware.idempotency_store import (
     store_for,
 )
 from gateway.server.draining import Draining
+from gateway.service import ChatService
 from gateway.settings import Settings
 from gateway.web import error_body, read_body, request_context
 
@@ -120,14 +121,22 @@ class IdempotencyMiddleware:
 
     async def _idempotent(self, scope: Scope, receive: Receive, send: Send, key: str) -> None:
         body = await read_body(receive)
+        ctx = request_context(scope)
+        # A large body's key pays before anything looks inside it (a key over its limit
+        # costs no parse); a stored answer replayed gives the tokens back.
+        service: ChatService = scope["app"].state.service
+        charged = service.offload.off_loop(len(body))
+        if charged:
+            await service.admit_body(ctx, len(body) // 4)
         replay = _replaying(body, receive)
-        if _streaming(body):
+        streaming, fingerprint = await service.offload.run(
+            len(body), _inspect, scope["path"], body
+        )
+        if streaming:
             await self.app(scope, replay, send)
             return
-        ctx = request_context(scope)
         principal = ctx.principal.key_id if ctx.principal is not None else "anonymous"
         store_key = f"{principal}:{hashlib.sha256(key.encode()).hexdigest()}"
-        fingerprint = hashlib.sha256(scope["path"].encode() + b"\0" + body).hexdigest()
         owner = ctx.request_id  # unique per attempt: only this attempt renews or releases
         waiting = _Waiting(receive, self.draining, self._wait_limit(ctx))
         try:
@@ -149,6 +158,8 @@ class IdempotencyMiddleware:
                         param="Idempotency-Key",
                     )
                 if isinstance(claim, StoredResponse):
+                    if charged:
+                        await service.refused_early(ctx)  # one request, no tokens
                     await _send_stored(claim, send)
                     return
                 # Another attempt is running: wait for its answer, its lease to lapse, our
@@ -303,6 +314,11 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+def _inspect(path: str, body: bytes) -> tuple[bool, str]:
+    """Whether the request streams, and its fingerprint (endpoint and body)."""
+    return _streaming(body), hashlib.sha256(path.encode() + b"\0" + body).hexdigest()
 
 
 def _streaming(body: bytes) -> bool:

@@ -36,12 +36,14 @@ class EdgeLimits:
     body_timeout_s: float = 30.0
     request_timeout_s: float = 120.0
     max_concurrent_per_key: int = 0  # 0: half of max_inflight
+    model_share_per_key: float = 0.5  # of a model's upstream slots, one key's at most
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EdgeLimits:
         return cls(
             max_inflight=settings.max_inflight,
             max_concurrent_per_key=settings.max_concurrent_per_key,
+            model_share_per_key=settings.model_share_per_key,
             body_timeout_s=settings.body_timeout_s,
             request_timeout_s=settings.request_timeout_s,
         )

@@ -169,6 +169,14 @@ class GatewayMetrics:
         # cost more than reading it at scrape time.
         m.fed_gauge("syntic_inflight_requests",
                     "Requests being served right now by this process.")
+        m.fed_counter("syntic_body_offloaded_total",
+                      "Request bodies (and stored conversations) parsed, decoded or "
+                      "re-encoded in a worker thread, off the event loop "
+                      "(body_offload_bytes or larger).")
+        m.fed_gauge("syntic_body_workers_busy",
+                    "Body workers running a job now (at most body_offload_workers).")
+        m.fed_gauge("syntic_body_workers_waiting",
+                    "Large bodies waiting for a free body worker now.")
         m.fed_counter("syntic_schema_cache_hits_total", "Compiled-schema cache hits.",
                       lambda: stats().hits)
         m.fed_counter("syntic_schema_cache_misses_total",
@@ -213,6 +221,9 @@ class GatewayMetrics:
         ratelimit_reserved: Read | None = None,
         lint_cache_hits: Read | None = None,
         lint_cache_misses: Read | None = None,
+        body_offloaded: Read | None = None,
+        body_workers_busy: Read | None = None,
+        body_workers_waiting: Read | None = None,
     ) -> None:
         """Read values owned by other components before each scrape."""
         reads = {
@@ -224,6 +235,9 @@ class GatewayMetrics:
             "syntic_ratelimit_reserved_total": ratelimit_reserved,
             "syntic_lint_cache_hits_total": lint_cache_hits,
             "syntic_lint_cache_misses_total": lint_cache_misses,
+            "syntic_body_offloaded_total": body_offloaded,
+            "syntic_body_workers_busy": body_workers_busy,
+            "syntic_body_workers_waiting": body_workers_waiting,
         }
         for name, read in reads.items():
             if read is not None:

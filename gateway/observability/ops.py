@@ -64,13 +64,19 @@ class Ops:
         limiter_down = bool(getattr(self._limiter, "redis_down", False))
         return 0.0 if limiter_down or self.readiness.redis_ok is False else 1.0
 
-    def bind(self, services: Any, lint_cache: Any = None) -> None:
+    def bind(self, services: Any, lint_cache: Any = None, offload: Any = None) -> None:
         """Read values owned by the services (and the request path's lint cache) at scrape
         time (under ``--workers N`` also every ``FEED_INTERVAL_S``, from a task on the
         running loop), and probe the services' database."""
         self.readiness.database = getattr(services, "db", None)
         ledger, limiter = services.ledger, services.limiter
         self._limiter = limiter
+        if offload is not None:
+            self.metrics.bind(
+                body_offloaded=lambda: offload.offloaded,
+                body_workers_busy=lambda: offload.busy,
+                body_workers_waiting=lambda: offload.waiting,
+            )
         if lint_cache is not None:
             self.metrics.bind(
                 lint_cache_hits=lambda: lint_cache.hits,

@@ -31,6 +31,7 @@ import orjson
 
 from gateway.bounds import valid_response_id
 from gateway.errors import Overloaded
+from gateway.offload import Offload
 from gateway.storage.base import Database, StorageError
 
 log = logging.getLogger("syntic.responses")
@@ -61,7 +62,9 @@ class ResponseStore(Protocol):
     async def save(self, stored: StoredResponse) -> None: ...
     async def get(self, response_id: str, key_id: str) -> StoredResponse | None: ...
     async def chain(self, response_id: str, key_id: str) -> list[tuple[str, int]]: ...
-    async def load(self, ids: Sequence[str], key_id: str) -> list[StoredResponse]: ...
+    async def load(
+        self, ids: Sequence[str], key_id: str, *, offload: Offload | None = None
+    ) -> list[StoredResponse]: ...
     async def bytes_used(self, key_id: str) -> int: ...
     async def delete(self, response_id: str, key_id: str) -> bool: ...
 
@@ -164,9 +167,12 @@ class DbResponseStore:
         )
         return [(str(rid), int(size)) for rid, size in rows]
 
-    async def load(self, ids: Sequence[str], key_id: str) -> list[StoredResponse]:
+    async def load(
+        self, ids: Sequence[str], key_id: str, *, offload: Offload | None = None
+    ) -> list[StoredResponse]:
         """The key's rows ``ids`` (as ``chain`` named them), in that order; a row deleted
-        between the two reads is missing from the result."""
+        between the two reads is missing from the result. With ``offload``, a large
+        conversation's JSON is parsed off the event loop."""
         if not ids:
             return []
         marks = ", ".join("?" * len(ids))
@@ -174,7 +180,12 @@ class DbResponseStore:
             f"SELECT {_COLUMNS} FROM responses WHERE key_id = ? AND id IN ({marks})",
             (key_id, *ids),
         )
-        found = {row.id: row for row in map(_stored, rows)}
+        if offload is None:
+            parsed = list(map(_stored, rows))
+        else:
+            size = sum(int(row[7] or 0) for row in rows)
+            parsed = await offload.run(size, lambda: list(map(_stored, rows)))
+        found = {row.id: row for row in parsed}
         return [found[i] for i in ids if i in found]
 
     async def bytes_used(self, key_id: str) -> int:

@@ -234,7 +234,7 @@ class AnthropicUpstream:
         return Target.build(url, headers, self.http.connections.route(model))
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
-        payload = orjson.dumps(_encode(request, model, stream=False))
+        payload = await self.http.encode(request.body_bytes, _encode, request, model, stream=False)
         target = self._targets.get(model)
         reply = await self.http.post(
             target.url, payload,
@@ -251,10 +251,10 @@ class AnthropicUpstream:
         return decode_response(body, model, reply.body, request_bytes=len(payload))
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
-        payload = _encode(request, model, stream=True)
+        payload = await self.http.encode(request.body_bytes, _encode, request, model, stream=True)
         target = self._targets.get(model, stream=True)
         async with self.http.stream(
-            target.url, orjson.dumps(payload),
+            target.url, payload,
             target.headers_with(same_wire_headers(request, model)), target.route,
             timeout_s=model.timeout_s,
         ) as response:
@@ -276,7 +276,8 @@ class AnthropicUpstream:
         target = self._targets.get(model)
         url = str(target.url) + "/count_tokens"
         reply = await self.http.post(
-            url, orjson.dumps({**body, "model": model.upstream_model}),
+            url,
+            await self.http.encode(request.body_bytes, dict, body, model=model.upstream_model),
             target.headers_with(same_wire_headers(request, model)), target.route,
             timeout_s=model.timeout_s, limit=COUNT_BODY_BYTES,
         )

@@ -290,7 +290,7 @@ class OpenAIUpstream:
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         responses = model.api == "responses"
-        body = orjson.dumps(_encode(request, model, stream=False))
+        body = await self.http.encode(request.body_bytes, _encode, request, model, stream=False)
         target = self._targets.get(model)
         reply = await self.http.post(
             target.url, body, target.headers_with(same_wire_headers(request, model)),
@@ -320,7 +320,7 @@ class OpenAIUpstream:
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         responses = model.api == "responses"
-        body = orjson.dumps(_encode(request, model, stream=True))
+        body = await self.http.encode(request.body_bytes, _encode, request, model, stream=True)
         target = self._targets.get(model)
         async with self.http.stream(
             target.url, body, target.headers_with(same_wire_headers(request, model)),

@@ -35,13 +35,16 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import Any, ParamSpec
 
 import aiohttp
+import orjson
 from aiohttp.http_exceptions import ContentEncodingError
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from gateway.canonical.record import record
+from gateway.offload import Offload
 from gateway.settings import ModelConfig
 from gateway.upstream.connection import Connections, Route
 from gateway.upstream.errors import (
@@ -54,6 +57,8 @@ from gateway.upstream.errors import (
 from gateway.upstream.lines import sse_lines
 
 __all__ = ["ERROR_BODY_BYTES", "Reply", "StreamAnswer", "Target", "Targets", "UpstreamHttp"]
+
+_P = ParamSpec("_P")
 
 logger = logging.getLogger("syntic.upstream")
 
@@ -256,13 +261,25 @@ class UpstreamHttp:
         keepalive_s: float = 90.0,
         max_event_bytes: int = 2 * 1024 * 1024,
         max_stream_bytes: int = 64 * 1024 * 1024,
+        offload: Offload | None = None,
     ) -> None:
         self.connections = connections
+        self.offload = offload  # where a large request body is encoded (off the loop)
         self.max_connections = max_connections
         self.keepalive_s = keepalive_s
         self.max_event_bytes = max_event_bytes
         self.max_stream_bytes = max_stream_bytes
         self._session: aiohttp.ClientSession | None = None
+
+    async def encode(
+        self, size: int, build: Callable[_P, Any], /, *args: _P.args, **kwargs: _P.kwargs
+    ) -> bytes:
+        """``orjson.dumps(build(*args, **kwargs))``: a request body for an upstream, built
+        and encoded off the event loop when ``size`` (the client JSON it came from) is
+        large."""
+        if self.offload is None or not self.offload.off_loop(size):
+            return orjson.dumps(build(*args, **kwargs))
+        return await self.offload.run(size, lambda: orjson.dumps(build(*args, **kwargs)))
 
     def _open(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(

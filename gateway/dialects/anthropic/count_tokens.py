@@ -10,15 +10,20 @@ request with no tokens; no model runs, so nothing is billed.
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.dialects.anthropic.decode import decode_request
+from gateway.canonical.origin import Header
+from gateway.dialects.anthropic.decode import DecodedRequest, decode_request
+from gateway.dialects.anthropic.endpoint import ITEMS
+from gateway.dialects.body import admitted_body, decoded_body, sized
 from gateway.dialects.vendor_headers import vendor_headers
-from gateway.errors import InvalidRequest
+from gateway.errors import GatewayError, InvalidRequest
 from gateway.service import ChatService
-from gateway.web import JsonResponse, parse_json_body, read_body, request_context
+from gateway.web import JsonResponse, request_context
 
 __all__ = ["count_tokens"]
 
@@ -27,18 +32,26 @@ HEADER = b"x-syntic-token-count"
 
 async def count_tokens(request: Request) -> Response:
     ctx = request_context(request.scope)
-    body = await read_body(request.receive)
-    data = parse_json_body(body)
+    service: ChatService = request.app.state.service
+    body = await admitted_body(request, service, tokens=False)  # no model runs: no tokens
+    headers = vendor_headers(request.scope["headers"])
+    try:
+        data, decoded = await decoded_body(service, body, ITEMS, lambda d: _decode(d, headers))
+    except GatewayError:
+        await service.refused_early(ctx)
+        raise
+    chat = sized(service, decoded.request, len(body))
+    ctx.model = chat.model
+    counted = await service.count_tokens(chat, data, ctx, body_bytes=len(body))
+    ctx.add_raw_headers([(HEADER, counted.source.encode())])
+    return JsonResponse(orjson.dumps({"input_tokens": counted.input_tokens}))
+
+
+def _decode(data: Any, headers: tuple[Header, ...]) -> tuple[dict[str, Any], DecodedRequest]:
     if not isinstance(data, dict):
         raise InvalidRequest("The request body must be a JSON object.")
     if "max_tokens" in data or "stream" in data:
         name = "max_tokens" if "max_tokens" in data else "stream"
         raise InvalidRequest(f"{name}: Extra inputs are not permitted.", param=name)
     # The Messages decoder checks everything else; max_tokens is what it requires.
-    decoded = decode_request({**data, "max_tokens": 1}, vendor_headers(request.scope["headers"]))
-    chat = decoded.request
-    ctx.model = chat.model
-    service: ChatService = request.app.state.service
-    counted = await service.count_tokens(chat, data, ctx, body_bytes=len(body))
-    ctx.add_raw_headers([(HEADER, counted.source.encode())])
-    return JsonResponse(orjson.dumps({"input_tokens": counted.input_tokens}))
+    return data, decode_request({**data, "max_tokens": 1}, headers)

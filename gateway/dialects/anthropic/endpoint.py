@@ -18,15 +18,18 @@ from starlette.responses import Response
 from gateway.dialects.anthropic.decode import DecodedRequest, decode_request
 from gateway.dialects.anthropic.encode import encode_response
 from gateway.dialects.anthropic.stream_endpoint import stream_messages
+from gateway.dialects.body import admitted_body, decoded_body, sized
 from gateway.dialects.on_invalid_header import with_on_invalid_header
 from gateway.dialects.strictify_header import with_strictify_header
 from gateway.dialects.vendor_headers import vendor_headers
 from gateway.enforcement import ParamPaths, strict_requested
 from gateway.errors import GatewayError
 from gateway.service import ChatService
-from gateway.web import JsonResponse, parse_json_body, read_body, request_context
+from gateway.web import JsonResponse, request_context
 
-__all__ = ["anthropic_paths", "messages"]
+__all__ = ["ITEMS", "anthropic_paths", "messages"]
+
+ITEMS = ("system", "messages")  # where max_input_items counts
 
 
 def anthropic_paths(decoded: DecodedRequest) -> ParamPaths:
@@ -42,12 +45,15 @@ def anthropic_paths(decoded: DecodedRequest) -> ParamPaths:
 
 async def messages(request: Request) -> Response:
     ctx = request_context(request.scope)
-    body = await read_body(request.receive)
     service: ChatService = request.app.state.service
+    body = await admitted_body(request, service)
+    headers = vendor_headers(request.scope["headers"])
     try:
-        data = parse_json_body(body, service.settings.max_json_depth)
-        decoded = decode_request(data, vendor_headers(request.scope["headers"]))
-        chat = with_on_invalid_header(request, with_strictify_header(request, decoded.request))
+        decoded = await decoded_body(
+            service, body, ITEMS, lambda data: decode_request(data, headers)
+        )
+        strict = with_strictify_header(request, decoded.request)
+        chat = sized(service, with_on_invalid_header(request, strict), len(body))
     except GatewayError:
         await service.refused_early(ctx)
         raise

@@ -6,6 +6,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.dialects.body import admitted_body, decoded_body, sized
 from gateway.dialects.on_invalid_header import with_on_invalid_header
 from gateway.dialects.openai.decode import decode_chat_request
 from gateway.dialects.openai.encode import encode_chat_choices, encode_chat_response
@@ -15,17 +16,25 @@ from gateway.dialects.vendor_headers import vendor_headers
 from gateway.enforcement import OPENAI_PATHS, strict_requested
 from gateway.errors import GatewayError
 from gateway.service import ChatService
-from gateway.web import JsonResponse, parse_json_body, read_body, request_context
+from gateway.web import JsonResponse, request_context
+
+_ITEMS = ("messages",)  # where max_input_items counts
 
 
 async def chat_completions(request: Request) -> Response:
     ctx = request_context(request.scope)
-    body = await read_body(request.receive)
     service: ChatService = request.app.state.service
+    body = await admitted_body(request, service)
+    headers = vendor_headers(request.scope["headers"])
     try:
-        data = parse_json_body(body, service.settings.max_json_depth)
-        decoded = decode_chat_request(data, vendor_headers(request.scope["headers"]))
-        chat = with_on_invalid_header(request, with_strictify_header(request, decoded))
+        decoded = await decoded_body(
+            service, body, _ITEMS, lambda data: decode_chat_request(data, headers)
+        )
+        chat = sized(
+            service,
+            with_on_invalid_header(request, with_strictify_header(request, decoded)),
+            len(body),
+        )
     except GatewayError:
         await service.refused_early(ctx)
         raise

@@ -19,6 +19,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.dialects.body import admitted_body, decoded_body, sized
 from gateway.dialects.on_invalid_header import with_on_invalid_header
 from gateway.dialects.responses.decode import decode_request
 from gateway.dialects.responses.encode import ResponseShape, response_id
@@ -30,9 +31,11 @@ from gateway.enforcement import ParamPaths, strict_requested
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.service import ChatService
 from gateway.stored import ResponseStore
-from gateway.web import JsonResponse, parse_json_body, read_body, request_context
+from gateway.web import JsonResponse, request_context
 
 __all__ = ["RESPONSES_PATHS", "create_response", "response_by_id"]
+
+_ITEMS = ("input",)  # where max_input_items counts
 
 RESPONSES_PATHS = ParamPaths(
     tool_schema="tools[{i}].parameters",
@@ -50,23 +53,30 @@ def _store(request: Request) -> ResponseStore:
 
 async def create_response(request: Request) -> Response:
     ctx = request_context(request.scope)
-    body = await read_body(request.receive)
     service: ChatService = request.app.state.service
     settings = service.settings
     store = _store(request)
+    body = await admitted_body(request, service)
+    headers = vendor_headers(request.scope["headers"])
     try:
-        data = parse_json_body(body, settings.max_json_depth)
-        decoded = decode_request(data, vendor_headers(request.scope["headers"]))
+        decoded = await decoded_body(
+            service, body, _ITEMS, lambda data: decode_request(data, headers)
+        )
         ctx.model = decoded.model
         if decoded.store:
             await check_quota(store, ctx, settings.responses_max_bytes_per_key)
-        past = await history(store, decoded, ctx, settings.responses_max_history_bytes)
-        chat = with_on_invalid_header(request, with_strictify_header(request, decoded.chat(past)))
+        past, past_bytes = await history(
+            store, decoded, ctx, settings.responses_max_history_bytes, service.offload
+        )
+        # The conversation in canonical form: as costly as decoding it, so sized alike.
+        whole = await service.offload.run(len(body) + past_bytes, decoded.chat, past)
+        strict = with_on_invalid_header(request, with_strictify_header(request, whole))
+        chat = sized(service, strict, len(body) + past_bytes)
     except GatewayError:
         await service.refused_early(ctx)
         raise
     ctx.enforced = strict_requested(chat)
-    estimate = (len(body) + (len(orjson.dumps(past)) if past else 0)) // 4
+    estimate = (len(body) + past_bytes) // 4
     shape = ResponseShape(
         decoded, response_id=response_id(ctx.request_id), created_at=int(time.time())
     )

@@ -11,6 +11,7 @@ from gateway.bounds import valid_response_id
 from gateway.context import RequestContext
 from gateway.dialects.responses.decode import ResponsesRequest
 from gateway.errors import GatewayError, InvalidRequest, NotFound
+from gateway.offload import Offload
 from gateway.stored import ResponseStore, StoredResponse
 
 log = logging.getLogger("syntic.responses")
@@ -29,15 +30,17 @@ def not_found(response_id: str, param: str | None = None) -> NotFound:
 
 
 async def history(
-    store: ResponseStore, decoded: ResponsesRequest, ctx: RequestContext, max_bytes: int
-) -> list[Any]:
+    store: ResponseStore, decoded: ResponsesRequest, ctx: RequestContext, max_bytes: int,
+    offload: Offload | None = None,
+) -> tuple[list[Any], int]:
     """The items ``previous_response_id`` continues from: every earlier response of its
     chain, oldest first, each one's input then its output (404 when unknown, expired or
     another key's; 400 when the conversation is over ``max_bytes``, since a continuation
-    loads it whole)."""
+    loads it whole), and their stored size in bytes. A large one is parsed off the loop
+    through ``offload``."""
     previous = decoded.previous_response_id
     if previous is None:
-        return []
+        return [], 0
     owner = key_id(ctx)
     links = await store.chain(previous, owner)
     if not links:
@@ -51,14 +54,14 @@ async def history(
             code="conversation_too_large",
             param="previous_response_id",
         )
-    rows = await store.load([rid for rid, _ in reversed(links)], owner)
+    rows = await store.load([rid for rid, _ in reversed(links)], owner, offload=offload)
     if len(rows) != len(links):  # a link was deleted between the two reads
         raise not_found(previous, "previous_response_id")
     items: list[Any] = []
     for row in rows:
         items.extend(row.input_items)
         items.extend(row.response.get("output") or [])
-    return items
+    return items, size
 
 
 async def check_quota(store: ResponseStore, ctx: RequestContext, max_bytes: int) -> None:
