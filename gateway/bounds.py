@@ -88,6 +88,19 @@ def name_list(names: list[str] | tuple[str, ...], max_bytes: int = NAME_LIST_MAX
     return ",".join(out)
 
 
+def not_json_message(exc: Exception) -> str:
+    return f"The request body is not valid JSON: {exc}."
+
+
+def too_many_items_message(limit: int) -> str:
+    return (f"The request carries more than {limit} items (messages, input items and the "
+            "content blocks in them, counted together; max_input_items).")
+
+
+def too_deep_message(limit: int, at: str) -> str:
+    return f"The request body nests JSON deeper than {limit} levels (at {at})."
+
+
 def items_over(data: Mapping[str, Any], keys: tuple[str, ...], limit: int) -> str | None:
     """The path (``messages[3].content[7]``) of the first item past ``limit``, counting
     the items of the lists at ``keys`` in ``data`` and every content block, output part

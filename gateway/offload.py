@@ -2,48 +2,103 @@
 
 Parsing, decoding and re-encoding a request body costs time in proportion to its size
 (and to how many items it holds): a few milliseconds at 256 KiB, hundreds at 3 MB of tiny
-items. On the event loop that time is every other request's latency. ``Offload.run`` runs
-such work in one of ``workers`` threads when ``size`` is at least ``threshold``, and
-inline below it, where a thread hand-off would cost more than it saves. The loop stays
-free because the work is Python (the interpreter hands the GIL back to the loop's thread
-every switch interval); a single C call (``orjson.loads`` of the whole body) still holds it
-for its own duration, which the body cap bounds.
+items. On the event loop that time is every other request's latency. Two kinds of job,
+for bodies of ``threshold`` bytes or more (smaller ones run inline, where a hand-off would
+cost more than it saves):
 
-When every worker is busy a request waits its turn (first come, first served), bounded by
-what bounds the request itself: its deadline (504 past it) and its in-flight slot (so the
-number of waiters is at most ``max_inflight``, at most half of them one key's). A waiter
-whose request is cancelled leaves the queue; work already running finishes in its thread
-and keeps its worker until then, so ``workers`` is a true bound.
+- ``inspect``: the body parsed in a child process, which says only whether it is within
+  the bounds (JSON, depth, ``max_input_items``) and whether it streams. Parsing builds
+  one Python object per JSON value inside a single C call that holds the GIL, so no thread
+  can do it without stopping the loop for as long: in another process it stops nothing,
+  and a body refused there is never parsed here at all;
+- ``run``: Python work (decoding a parsed body, re-encoding it for an upstream) in one of
+  this process's threads; the interpreter hands the GIL back to the loop's thread every
+  switch interval.
+
+At most ``workers`` jobs run at once. When every worker is busy a request waits its turn
+(first come, first served), bounded by what bounds the request itself: its deadline (504
+past it) and its in-flight slot (so the waiters are at most ``max_inflight``, at most half
+of them one key's). A waiter whose request is cancelled leaves the queue; a job already
+running finishes and keeps its worker until then, so ``workers`` is a true bound.
 
 Example::
 
     offload = Offload(threshold=256 * 1024, workers=2)
-    data = await offload.run(len(body), orjson.loads, body)
+    verdict = await offload.inspect(body, max_depth=128, max_items=20_000, items=("messages",))
+    chat = await offload.run(len(body), decode, body)
     offload.close()
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
+import logging
+import multiprocessing
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
+
+import orjson
+
+from gateway.bounds import (
+    items_over,
+    not_json_message,
+    too_deep,
+    too_deep_message,
+    too_many_items_message,
+)
+
+log = logging.getLogger("syntic.offload")
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What ``inspect`` found: a refusal (``code``, ``message``, ``param``; None: within
+    the bounds, or not looked at) and whether the body asks to stream."""
+
+    code: str | None = None
+    message: str = ""
+    param: str | None = None
+    streaming: bool = False
+
+
+def inspect_body(body: bytes, max_depth: int, max_items: int, items: tuple[str, ...]) -> Verdict:
+    """The bounds a client body is held to, checked on a parse that is then thrown away
+    (in a child process: see module docstring)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        return Verdict("invalid_json", not_json_message(exc))
+    streaming = isinstance(data, dict) and data.get("stream") is True
+    if isinstance(data, dict) and items:
+        over = items_over(data, items, max_items)
+        if over is not None:
+            return Verdict("too_many_input_items", too_many_items_message(max_items), over,
+                           streaming)
+    deep = too_deep(body, data, max_depth)
+    if deep is not None:
+        return Verdict("invalid_json", too_deep_message(max_depth, deep), deep, streaming)
+    return Verdict(streaming=streaming)
+
+
 class Offload:
     """Runs work on bodies of ``threshold`` bytes or more in ``workers`` threads."""
 
-    __slots__ = ("_executor", "_slots", "busy", "inline", "offloaded", "threshold", "waiting",
-                 "workers")
+    __slots__ = ("_executor", "_processes", "_slots", "busy", "inline", "offloaded",
+                 "threshold", "waiting", "workers")
 
     def __init__(self, threshold: int, workers: int) -> None:
         self.threshold = threshold
         self.workers = max(1, workers)
         self._executor: ThreadPoolExecutor | None = None  # started on first use
+        self._processes: ProcessPoolExecutor | None = None  # started on first use
         self._slots: asyncio.Semaphore | None = None  # bound to the serving loop on first use
         self.inline = 0  # jobs run on the loop (below the threshold)
         self.offloaded = 0  # jobs run in a worker
@@ -57,13 +112,38 @@ class Offload:
     async def run(
         self, size: int, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs
     ) -> _T:
-        """``fn(*args, **kwargs)``, in a worker when ``size`` is at least the threshold."""
+        """``fn(*args, **kwargs)``, in a worker thread when ``size`` is at least the
+        threshold."""
         if size < self.threshold:
             self.inline += 1
             return fn(*args, **kwargs)
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.workers)
+        if self._executor is None:
             self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="syntic-body")
+        return await self._job(self._executor, functools.partial(fn, *args, **kwargs))
+
+    async def inspect(
+        self, body: bytes, max_depth: int, max_items: int = 0, items: tuple[str, ...] = ()
+    ) -> Verdict:
+        """``inspect_body`` in a child process for a large body; an empty ``Verdict`` for
+        a small one (its parse costs less than the trip) or when the child died (the
+        parse that follows finds what it finds)."""
+        if len(body) < self.threshold:
+            return Verdict()
+        if self._processes is None:
+            # spawn: a fork would copy this process's threads' locks in whatever state.
+            context = multiprocessing.get_context("spawn")
+            self._processes = ProcessPoolExecutor(self.workers, mp_context=context)
+        job = functools.partial(inspect_body, body, max_depth, max_items, items)
+        try:
+            return await self._job(self._processes, job)
+        except BrokenProcessPool:
+            log.warning("a body inspection process died; starting new ones")
+            self._processes = None
+            return Verdict()
+
+    async def _job(self, executor: Executor, job: Callable[[], _T]) -> _T:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.workers)  # bound to the serving loop
         slots = self._slots
         self.waiting += 1
         try:
@@ -73,12 +153,15 @@ class Offload:
         self.busy += 1
         self.offloaded += 1
         loop = asyncio.get_running_loop()
-        assert self._executor is not None
-        job = self._executor.submit(functools.partial(fn, *args, **kwargs))
-        # Freed when the thread is done, not when the waiter is: a cancelled request's job
+        try:
+            submitted: concurrent.futures.Future[_T] = executor.submit(job)
+        except BaseException:
+            self._done(slots)
+            raise
+        # Freed when the job is done, not when the waiter is: a cancelled request's job
         # still runs to its end in its worker.
-        job.add_done_callback(lambda _j: loop.call_soon_threadsafe(self._done, slots))
-        return await asyncio.wrap_future(job)
+        submitted.add_done_callback(lambda _j: loop.call_soon_threadsafe(self._done, slots))
+        return await asyncio.wrap_future(submitted)
 
     def _done(self, slots: asyncio.Semaphore) -> None:
         self.busy -= 1
@@ -86,7 +169,8 @@ class Offload:
 
     def close(self) -> None:
         """Stop the workers (a job still running finishes first)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
-            self._slots = None
+        for executor in (self._executor, self._processes):
+            if executor is not None:
+                executor.shutdown(wait=True, cancel_futures=True)
+        self._executor = self._processes = None
+        self._slots = None

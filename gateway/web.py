@@ -13,6 +13,8 @@ Example::
 
 from __future__ import annotations
 
+import traceback
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -20,7 +22,12 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import Receive, Scope
 
-from gateway.bounds import DEFAULT_MAX_JSON_DEPTH, too_deep
+from gateway.bounds import (
+    DEFAULT_MAX_JSON_DEPTH,
+    not_json_message,
+    too_deep,
+    too_deep_message,
+)
 from gateway.context import RequestContext
 from gateway.errors import Dialect, GatewayError, InvalidRequest
 
@@ -43,24 +50,44 @@ def json_bytes(payload: Any) -> bytes:
 
 
 def parse_json_body(
-    body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH, param: str | None = None
+    body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH, param: str | None = None,
+    check: Callable[[Any], None] | None = None,
 ) -> Any:
     """A client's request body as JSON, or 400 ``invalid_json`` saying why: not JSON, or
-    nested deeper than ``max_depth`` (``param``: the path of the first value too deep)."""
+    nested deeper than ``max_depth`` (``param``: the path of the first value too deep).
+    ``check(data)`` runs first (a cheaper bound that may refuse the body before the depth
+    pass)."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise InvalidRequest(
-            f"The request body is not valid JSON: {exc}.", code="invalid_json", param=param
+            not_json_message(exc), code="invalid_json", param=param
         ) from exc
-    deep = too_deep(body, data, max_depth)
+    try:
+        if check is not None:
+            check(data)
+        deep = too_deep(body, data, max_depth)
+    except GatewayError as exc:
+        # Freed here: the traceback would carry it to whichever thread handles the error
+        # (a large body is parsed in a worker, and freeing it costs time too).
+        traceback.clear_frames(exc.__traceback__)
+        del data
+        raise
     if deep is not None:
-        raise InvalidRequest(
-            f"The request body nests JSON deeper than {max_depth} levels (at {deep}).",
-            code="invalid_json",
-            param=deep,
-        )
+        del data
+        raise InvalidRequest(too_deep_message(max_depth, deep), code="invalid_json", param=deep)
     return data
+
+
+def content_length(scope: Scope) -> int | None:
+    """The request's declared ``Content-Length`` (None: absent, malformed, or chunked)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
 
 
 async def read_body(receive: Receive) -> bytes:

@@ -6,9 +6,10 @@ Every body-reading endpoint goes the same way::
       -> parse (depth bound) -> item count (max_input_items) -> the dialect's decode
 
 The parse, the count and the decode run as one job through ``ChatService.offload``: off
-the event loop in a worker thread when the body is ``body_offload_bytes`` or larger,
-inline below it. A refusal after the admission (400, 404) is settled by
-``ChatService.refused_early``.
+the event loop when the body is ``body_offload_bytes`` or larger (its bounds checked in a
+child process first, so a body past them is never parsed in the gateway's own; then the
+parse and decode in a worker thread), inline below it. A refusal after the admission
+(400, 404) is settled by ``ChatService.refused_early``.
 
 Example::
 
@@ -20,16 +21,17 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from starlette.requests import Request
 
-from gateway.bounds import items_over
+from gateway.bounds import items_over, too_many_items_message
 from gateway.canonical import ChatRequest
-from gateway.errors import InvalidRequest
+from gateway.errors import GatewayError, InvalidRequest
 from gateway.service import ChatService
-from gateway.web import parse_json_body, read_body, request_context
+from gateway.web import content_length, parse_json_body, read_body, request_context
 
 _T = TypeVar("_T")
 
@@ -37,10 +39,15 @@ _T = TypeVar("_T")
 async def admitted_body(request: Request, service: ChatService, *, tokens: bool = True) -> bytes:
     """The whole body; a large one (``body_offload_bytes`` or more) once the key is
     admitted for it: one request and (``tokens``) its bytes / 4 tokens, charged before
-    anything looks inside it (a smaller one costs less to parse than the limiter's round
-    trip: it is admitted after decoding, with its ``n``, as ``ChatService.admitted``
-    says). The idempotency layer may have admitted it already."""
+    anything looks inside it, before it is even read when its ``Content-Length`` says so.
+    A smaller one costs less to parse than the limiter's round trip: it is admitted after
+    decoding, with its ``n``, as ``ChatService.admitted`` says. The idempotency layer may
+    have admitted it already."""
     ctx = request_context(request.scope)
+    declared = content_length(request.scope)
+    if ctx.charged is None and declared is not None and service.offload.off_loop(declared):
+        # Before reading it: a key over its limit costs not even the upload.
+        await service.admit_body(ctx, declared // 4 if tokens else 0)
     body = await read_body(request.receive)
     if ctx.charged is None and service.offload.off_loop(len(body)):
         await service.admit_body(ctx, len(body) // 4 if tokens else 0)
@@ -53,7 +60,15 @@ async def decoded_body(
     """``decode`` of the parsed body, after the depth and the item count were checked
     (``items``: the lists that hold the request's items); off the loop when large."""
     settings = service.settings
-    return await service.offload.run(
+    offload = service.offload
+    if offload.off_loop(len(body)):
+        # Bounds first, in another process: a body past them is never parsed here.
+        verdict = await offload.inspect(
+            body, settings.max_json_depth, settings.max_input_items, items
+        )
+        if verdict.code is not None:
+            raise InvalidRequest(verdict.message, code=verdict.code, param=verdict.param)
+    return await offload.run(
         len(body), _parse_and_decode, body, settings.max_json_depth, settings.max_input_items,
         items, decode,
     )
@@ -71,14 +86,18 @@ def _parse_and_decode(
     body: bytes, max_depth: int, max_items: int, items: tuple[str, ...],
     decode: Callable[[Any], _T],
 ) -> _T:
-    data = parse_json_body(body, max_depth)
-    if isinstance(data, dict):
-        over = items_over(data, items, max_items)
+    def count(data: Any) -> None:
+        over = items_over(data, items, max_items) if isinstance(data, dict) else None
         if over is not None:
             raise InvalidRequest(
-                f"The request carries more than {max_items} items (messages, input items and "
-                "the content blocks in them, counted together; max_input_items).",
-                code="too_many_input_items",
-                param=over,
+                too_many_items_message(max_items), code="too_many_input_items", param=over
             )
-    return decode(data)
+
+    data = parse_json_body(body, max_depth, check=count)
+    try:
+        return decode(data)
+    except GatewayError as exc:
+        # The parse is freed here, in the worker, not by whoever handles the error.
+        traceback.clear_frames(exc.__traceback__)
+        del data
+        raise

@@ -44,7 +44,7 @@ from gateway.errors import GatewayError, Overloaded, PayloadTooLarge, UpstreamTi
 from gateway.middleware.limits import EdgeLimits, InflightGate, default_key_limit
 from gateway.server.deadlines import Deadlines, TaskDeadline, body_deadline
 from gateway.usage.base import Ledger
-from gateway.web import JSON_HEADER, error_body
+from gateway.web import JSON_HEADER, content_length, error_body
 
 logger = logging.getLogger("syntic.http")
 # Random bytes from the OS CSPRNG, read 4 KiB at a time (one syscall per 512 ids) and
@@ -211,7 +211,7 @@ class GatewayMiddleware:
     def _check_size(self, scope: Scope) -> None:
         """413 up front when the declared size is over the cap (a chunked body is counted
         as it is read: ``_capped``)."""
-        size = _content_length(scope)
+        size = content_length(scope)
         if size is not None and size > self.max_body_bytes:
             raise PayloadTooLarge(self._too_large_message())
 
@@ -311,13 +311,3 @@ def _ledger_unavailable() -> Overloaded:
         code="ledger_unavailable",
         headers={"retry-after": "1"},
     )
-
-
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None

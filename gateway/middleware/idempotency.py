@@ -64,7 +64,7 @@ from gateway.middleware.idempotency_store import (
 from gateway.server.draining import Draining
 from gateway.service import ChatService
 from gateway.settings import Settings
-from gateway.web import error_body, read_body, request_context
+from gateway.web import content_length, error_body, read_body, request_context
 
 log = logging.getLogger("syntic.idempotency")
 
@@ -120,18 +120,25 @@ class IdempotencyMiddleware:
         return self._idempotent(scope, receive, send, key)
 
     async def _idempotent(self, scope: Scope, receive: Receive, send: Send, key: str) -> None:
-        body = await read_body(receive)
         ctx = request_context(scope)
         # A large body's key pays before anything looks inside it (a key over its limit
-        # costs no parse); a stored answer replayed gives the tokens back.
+        # costs no parse, nor its upload when it is declared); a stored answer replayed
+        # gives the tokens back.
         service: ChatService = scope["app"].state.service
-        charged = service.offload.off_loop(len(body))
-        if charged:
+        declared = content_length(scope)
+        if declared is not None and service.offload.off_loop(declared):
+            await service.admit_body(ctx, declared // 4)
+        body = await read_body(receive)
+        if ctx.charged is None and service.offload.off_loop(len(body)):
             await service.admit_body(ctx, len(body) // 4)
+        charged = ctx.charged is not None
         replay = _replaying(body, receive)
-        streaming, fingerprint = await service.offload.run(
-            len(body), _inspect, scope["path"], body
-        )
+        if charged:  # looked at in another process: see gateway.offload
+            depth = service.settings.max_json_depth
+            streaming = (await service.offload.inspect(body, depth)).streaming
+        else:
+            streaming = _streaming(body)
+        fingerprint = await service.offload.run(len(body), _fingerprint, scope["path"], body)
         if streaming:
             await self.app(scope, replay, send)
             return
@@ -316,9 +323,8 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def _inspect(path: str, body: bytes) -> tuple[bool, str]:
-    """Whether the request streams, and its fingerprint (endpoint and body)."""
-    return _streaming(body), hashlib.sha256(path.encode() + b"\0" + body).hexdigest()
+def _fingerprint(path: str, body: bytes) -> str:
+    return hashlib.sha256(path.encode() + b"\0" + body).hexdigest()
 
 
 def _streaming(body: bytes) -> bool:

@@ -180,6 +180,13 @@ SCRIPTS: dict[str, ScriptScenario] = {
                                          f"{o.duration:g}", "--conns", "8"]),
     "profile": ScriptScenario("cProfile of the request path, in process", "profile_gateway.py",
                               lambda o: ["--duration", f"{o.duration:g}", "--top", "40"]),
+    "fair-share": ScriptScenario("a tenant flooding a model vs another tenant's p50 on it, "
+                                 "with and without the model's max_concurrent",
+                                 "tenants_bench.py",
+                                 lambda o: ["fair-share", "--duration", f"{o.duration:g}"]),
+    "large-bodies": ScriptScenario("~3 MB bodies of 100k tiny items (and a key getting 429s) "
+                                   "vs another client's p99", "tenants_bench.py",
+                                   lambda o: ["large-bodies", "--duration", f"{o.duration:g}"]),
     "local-model": ScriptScenario("the local model: valid, corrected, refused",
                                   "local_model_bench.py", lambda o: ["--per-case", "--all"]),
 }
