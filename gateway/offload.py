@@ -4,7 +4,7 @@ Parsing, decoding and re-encoding a request body costs time in proportion to its
 (and to how many items it holds): a few milliseconds at 256 KiB, hundreds at 3 MB of tiny
 items. On the event loop that time is every other request's latency. Two kinds of job,
 for bodies of ``threshold`` bytes or more (smaller ones run inline, where a hand-off would
-cost more than it saves):
+cost more than it saves; a smaller body dense with objects counts as large: ``cost``):
 
 - ``inspect``: the body parsed in a child process, which says only whether it is within
   the bounds (JSON, depth, ``max_input_items``) and whether it streams. Parsing builds
@@ -24,8 +24,9 @@ running finishes and keeps its worker until then, so ``workers`` is a true bound
 Example::
 
     offload = Offload(threshold=256 * 1024, workers=2)
-    verdict = await offload.inspect(body, max_depth=128, max_items=20_000, items=("messages",))
-    chat = await offload.run(len(body), decode, body)
+    size = offload.cost(body)
+    verdict = await offload.inspect(body, size, 128, max_items=20_000, items=("messages",))
+    chat = await offload.run(size, decode, body)
     offload.close()
 """
 
@@ -53,6 +54,12 @@ from gateway.bounds import (
 )
 
 log = logging.getLogger("syntic.offload")
+
+# A body with this many objects costs about a millisecond to parse and decode on the
+# loop: it goes to a worker whatever its size (docs/performance.md). Smaller bodies than
+# DENSE_MIN_BYTES cannot hold that many.
+DENSE_OBJECTS = 2048
+DENSE_MIN_BYTES = 2 * DENSE_OBJECTS
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -109,6 +116,16 @@ class Offload:
         """Whether work on ``size`` bytes goes to a worker."""
         return size >= self.threshold
 
+    def cost(self, body: bytes) -> int:
+        """The size ``body``'s work is judged by: its length, or the threshold for a
+        smaller body dense with objects (what parsing and decoding cost grows with: a
+        256 KiB body of tiny items takes tens of milliseconds, one of text a tenth of one).
+        An upper bound on its objects, braces in strings included, one C pass."""
+        size = len(body)
+        if DENSE_MIN_BYTES <= size < self.threshold and body.count(b"{") >= DENSE_OBJECTS:
+            return self.threshold
+        return size
+
     async def run(
         self, size: int, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs
     ) -> _T:
@@ -122,12 +139,13 @@ class Offload:
         return await self._job(self._executor, functools.partial(fn, *args, **kwargs))
 
     async def inspect(
-        self, body: bytes, max_depth: int, max_items: int = 0, items: tuple[str, ...] = ()
+        self, body: bytes, size: int, max_depth: int, max_items: int = 0,
+        items: tuple[str, ...] = (),
     ) -> Verdict:
-        """``inspect_body`` in a child process for a large body; an empty ``Verdict`` for
-        a small one (its parse costs less than the trip) or when the child died (the
-        parse that follows finds what it finds)."""
-        if len(body) < self.threshold:
+        """``inspect_body`` in a child process for a large body (``size``, its ``cost``);
+        an empty ``Verdict`` for a small one (its parse costs less than the trip) or when
+        the child died (the parse that follows finds what it finds)."""
+        if size < self.threshold:
             return Verdict()
         if self._processes is None:
             # spawn: a fork would copy this process's threads' locks in whatever state.

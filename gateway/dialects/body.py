@@ -15,7 +15,7 @@ Example::
 
     body = await admitted_body(request, service)
     chat = await decoded_body(service, body, ("messages",), decode_chat_request)
-    chat = sized(service, chat, len(body))      # its re-encoding goes off the loop too
+    chat = sized(service, chat, service.offload.cost(body))  # re-encoded off the loop too
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ async def admitted_body(request: Request, service: ChatService, *, tokens: bool 
         # Before reading it: a key over its limit costs not even the upload.
         await service.admit_body(ctx, declared // 4 if tokens else 0)
     body = await read_body(request.receive)
-    if ctx.charged is None and service.offload.off_loop(len(body)):
+    if ctx.charged is None and service.offload.off_loop(service.offload.cost(body)):
         await service.admit_body(ctx, len(body) // 4 if tokens else 0)
     return body
 
@@ -61,22 +61,24 @@ async def decoded_body(
     (``items``: the lists that hold the request's items); off the loop when large."""
     settings = service.settings
     offload = service.offload
-    if offload.off_loop(len(body)):
+    size = offload.cost(body)
+    if offload.off_loop(size):
         # Bounds first, in another process: a body past them is never parsed here.
         verdict = await offload.inspect(
-            body, settings.max_json_depth, settings.max_input_items, items
+            body, size, settings.max_json_depth, settings.max_input_items, items
         )
         if verdict.code is not None:
             raise InvalidRequest(verdict.message, code=verdict.code, param=verdict.param)
     return await offload.run(
-        len(body), _parse_and_decode, body, settings.max_json_depth, settings.max_input_items,
+        size, _parse_and_decode, body, settings.max_json_depth, settings.max_input_items,
         items, decode,
     )
 
 
 def sized(service: ChatService, request: ChatRequest, size: int) -> ChatRequest:
-    """``request`` marked with the ``size`` of client JSON it came from when that is large,
-    so that its upstream adapter encodes it off the loop as well."""
+    """``request`` marked with the ``size`` of client JSON it came from (its
+    ``Offload.cost``) when that is large, so that its upstream adapter encodes it off the
+    loop as well."""
     if not service.offload.off_loop(size):
         return request
     return dataclasses.replace(request, body_bytes=size)

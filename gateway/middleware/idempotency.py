@@ -129,16 +129,17 @@ class IdempotencyMiddleware:
         if declared is not None and service.offload.off_loop(declared):
             await service.admit_body(ctx, declared // 4)
         body = await read_body(receive)
-        if ctx.charged is None and service.offload.off_loop(len(body)):
+        size = service.offload.cost(body)
+        if ctx.charged is None and service.offload.off_loop(size):
             await service.admit_body(ctx, len(body) // 4)
         charged = ctx.charged is not None
         replay = _replaying(body, receive)
         if charged:  # looked at in another process: see gateway.offload
             depth = service.settings.max_json_depth
-            streaming = (await service.offload.inspect(body, depth)).streaming
+            streaming = (await service.offload.inspect(body, size, depth)).streaming
         else:
             streaming = _streaming(body)
-        fingerprint = await service.offload.run(len(body), _fingerprint, scope["path"], body)
+        fingerprint = await service.offload.run(size, _fingerprint, scope["path"], body)
         if streaming:
             await self.app(scope, replay, send)
             return

@@ -250,25 +250,30 @@ def test_the_loop_answers_while_a_huge_body_parses(
 # -- a refused key costs no parse ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotency-key"])
+@pytest.mark.parametrize("shape", ["large", "idempotency-key", "dense"])
 def test_a_rate_limited_keys_large_body_is_refused_without_a_parse(
-    gw: GatewayProcess, upstream: ScriptedUpstream, idempotent: bool
+    gw: GatewayProcess, upstream: ScriptedUpstream, shape: str
 ) -> None:
-    key = gw.create_key(f"rpm1-large-{idempotent}", "--rpm", "1")
-    body = orjson.dumps({"model": "m", "messages": padded(2 * OFFLOAD_BYTES)})
+    """A body past the threshold, one sent with an ``Idempotency-Key``, and one under it
+    but dense with objects (2,100 tiny messages, refused at max_input_items when parsed)."""
+    key = gw.create_key(f"rpm1-{shape}", "--rpm", "1")
+    dense = shape == "dense"
+    messages = text_messages(2100, "x") if dense else padded(2 * OFFLOAD_BYTES)
+    body = orjson.dumps({"model": "m", "messages": messages})
+    assert (len(body) < OFFLOAD_BYTES) == dense
     headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
 
     def post(n: int) -> httpx.Response:
-        extra = {"idempotency-key": f"large-{n}"} if idempotent else {}
+        extra = {"idempotency-key": f"large-{n}"} if shape == "idempotency-key" else {}
         return httpx.post(gw.base_url + "/v1/chat/completions", content=body,
                           headers={**headers, **extra}, timeout=60)
 
     before = offloaded(gw)
-    assert post(1).status_code == 200
+    assert post(1).status_code == (400 if dense else 200)
     parsed = offloaded(gw)
-    assert parsed > before  # the admitted one was parsed (and re-encoded) off the loop
+    assert parsed > before  # the admitted one was looked at off the loop
     refused = post(2)
     assert refused.status_code == 429
     assert refused.json()["error"]["code"] == "rate_limit_exceeded"
     assert offloaded(gw) == parsed  # nothing looked inside the refused body
-    assert len(upstream.requests) == 1
+    assert len(upstream.requests) == (0 if dense else 1)

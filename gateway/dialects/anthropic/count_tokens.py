@@ -40,7 +40,7 @@ async def count_tokens(request: Request) -> Response:
     except GatewayError:
         await service.refused_early(ctx)
         raise
-    chat = sized(service, decoded.request, len(body))
+    chat = sized(service, decoded.request, service.offload.cost(body))
     ctx.model = chat.model
     counted = await service.count_tokens(chat, data, ctx, body_bytes=len(body))
     ctx.add_raw_headers([(HEADER, counted.source.encode())])

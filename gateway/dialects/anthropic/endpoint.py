@@ -53,7 +53,7 @@ async def messages(request: Request) -> Response:
             service, body, ITEMS, lambda data: decode_request(data, headers)
         )
         strict = with_strictify_header(request, decoded.request)
-        chat = sized(service, with_on_invalid_header(request, strict), len(body))
+        chat = sized(service, with_on_invalid_header(request, strict), service.offload.cost(body))
     except GatewayError:
         await service.refused_early(ctx)
         raise

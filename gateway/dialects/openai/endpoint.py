@@ -33,7 +33,7 @@ async def chat_completions(request: Request) -> Response:
         chat = sized(
             service,
             with_on_invalid_header(request, with_strictify_header(request, decoded)),
-            len(body),
+            service.offload.cost(body),
         )
     except GatewayError:
         await service.refused_early(ctx)

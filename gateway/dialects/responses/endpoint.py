@@ -69,9 +69,10 @@ async def create_response(request: Request) -> Response:
             store, decoded, ctx, settings.responses_max_history_bytes, service.offload
         )
         # The conversation in canonical form: as costly as decoding it, so sized alike.
-        whole = await service.offload.run(len(body) + past_bytes, decoded.chat, past)
+        cost = service.offload.cost(body) + past_bytes
+        whole = await service.offload.run(cost, decoded.chat, past)
         strict = with_on_invalid_header(request, with_strictify_header(request, whole))
-        chat = sized(service, strict, len(body) + past_bytes)
+        chat = sized(service, strict, cost)
     except GatewayError:
         await service.refused_early(ctx)
         raise
