@@ -59,7 +59,9 @@ class StoredResponse:
 
 
 class ResponseStore(Protocol):
-    async def save(self, stored: StoredResponse) -> None: ...
+    async def save(
+        self, stored: StoredResponse, *, offload: Offload | None = None, size: int = 0
+    ) -> None: ...
     async def get(self, response_id: str, key_id: str) -> StoredResponse | None: ...
     async def chain(self, response_id: str, key_id: str) -> list[tuple[str, int]]: ...
     async def load(
@@ -80,6 +82,10 @@ def _unavailable() -> Overloaded:
         code="response_store_unavailable",
         headers={"retry-after": "1"},
     )
+
+
+def _encoded(stored: StoredResponse) -> tuple[bytes, bytes]:
+    return orjson.dumps(stored.input_items), orjson.dumps(stored.response)
 
 
 def _stored(row: Sequence[Any]) -> StoredResponse:
@@ -116,11 +122,16 @@ class DbResponseStore:
     def expiry(self, created_at: float) -> float:
         return created_at + self.retention_s
 
-    async def save(self, stored: StoredResponse) -> None:
+    async def save(
+        self, stored: StoredResponse, *, offload: Offload | None = None, size: int = 0
+    ) -> None:
         """Insert one response. Raises ``Overloaded`` (503) when the database refuses or
-        cannot be reached."""
-        items = orjson.dumps(stored.input_items)
-        body = orjson.dumps(stored.response)
+        cannot be reached. With ``offload``, a large one (``size``: what the request it
+        answers cost) is encoded off the event loop."""
+        if offload is None:
+            items, body = _encoded(stored)
+        else:
+            items, body = await offload.run(size, _encoded, stored)
         try:
             await self.db.execute(
                 f"INSERT INTO responses ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

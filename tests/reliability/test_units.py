@@ -65,6 +65,26 @@ def test_fleet_settings_are_bounded_and_read_from_file_and_env(tmp_path: Path) -
             load_settings(config, env={f"SYNTIC_{name}": value})
 
 
+def test_body_and_model_share_settings_are_bounded(tmp_path: Path) -> None:
+    config = tmp_path / "gw.toml"
+    config.write_text('[server]\nmax_input_items = 500\nbody_offload_bytes = 65536\n'
+                      '[[models]]\nname = "m"\nprovider = "openai"\nmax_concurrent = 8\n')
+    s = load_settings(config, env={"SYNTIC_BODY_OFFLOAD_WORKERS": "3",
+                                   "SYNTIC_MODEL_SHARE_PER_KEY": "0.25"})
+    assert (s.max_input_items, s.body_offload_bytes, s.body_offload_workers,
+            s.model_share_per_key, s.models[0].max_concurrent) == (500, 65536, 3, 0.25, 8)
+    defaults = load_settings(tmp_path / "gw.toml", env={})
+    assert (defaults.body_offload_workers, defaults.model_share_per_key) == (2, 0.5)
+    for name, value in [("MAX_INPUT_ITEMS", "0"), ("BODY_OFFLOAD_BYTES", "10"),
+                        ("BODY_OFFLOAD_WORKERS", "0"), ("MODEL_SHARE_PER_KEY", "1.5")]:
+        with pytest.raises(ConfigError, match="between"):
+            load_settings(config, env={f"SYNTIC_{name}": value})
+    for bad in ("-1", "true", '"8"'):
+        config.write_text(f'[[models]]\nname = "m"\nprovider = "openai"\nmax_concurrent = {bad}\n')
+        with pytest.raises(ConfigError, match=r"models\[0\]\.max_concurrent"):
+            load_settings(config, env={})
+
+
 @pytest.mark.parametrize(
     "exc, attempt, retried",
     [

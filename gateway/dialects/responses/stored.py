@@ -88,10 +88,13 @@ async def keep(
     retention_s: float,
     decoded: ResponsesRequest,
     response: dict[str, Any],
+    offload: Offload | None = None,
+    size: int = 0,
 ) -> None:
     """Store ``response`` with the request's own input and a link to the response it
     continues. A database that cannot take it does not fail the request (its answer is
-    already paid for): the id is then not found later, and the log says why."""
+    already paid for): the id is then not found later, and the log says why. A large one
+    (``size``) is encoded through ``offload``, off the event loop."""
     now = time.time()
     stored = StoredResponse(
         id=str(response["id"]),
@@ -103,6 +106,6 @@ async def keep(
         previous_id=decoded.previous_response_id,
     )
     try:
-        await store.save(stored)
+        await store.save(stored, offload=offload, size=size)
     except GatewayError as exc:
         log.warning("response %s not stored: %s", stored.id, exc.message)

@@ -61,7 +61,7 @@ async def stream_response(
         opened, ResponseStreamEncoder(shape), ctx, service,
         estimated_tokens=estimated_tokens,
         keepalive_s=service.settings.stream_keepalive_s,
-        store=store, decoded=decoded,
+        store=store, decoded=decoded, size=chat.body_bytes,
     )  # fmt: skip
 
 
@@ -79,6 +79,7 @@ class ResponsesSSEResponse(HeldSSEResponse[ResponseStreamEncoder]):
         keepalive_s: float,
         store: ResponseStore | None,
         decoded: ResponsesRequest,
+        size: int = 0,
     ) -> None:
         super().__init__(
             opened, encoder, ctx, service,
@@ -88,6 +89,8 @@ class ResponsesSSEResponse(HeldSSEResponse[ResponseStreamEncoder]):
         self._decoded = decoded
         self._request_ctx = ctx
         self._retention_s = service.settings.responses_retention_s
+        self._offload = service.offload
+        self._size = size  # the request's Offload.cost when large (its body_bytes)
 
     def opening(self, first: list[HeldEvent]) -> bytes:
         return self.encoder.start() + self.encoder.encode(first)
@@ -100,7 +103,7 @@ class ResponsesSSEResponse(HeldSSEResponse[ResponseStreamEncoder]):
         if self._store is not None and self.encoder.final is not None:
             await keep(
                 self._store, self._request_ctx, self._retention_s, self._decoded,
-                self.encoder.final,
+                self.encoder.final, self._offload, self._size,
             )  # fmt: skip
         return out
 
