@@ -170,9 +170,9 @@ class GatewayMetrics:
         m.fed_gauge("syntic_inflight_requests",
                     "Requests being served right now by this process.")
         m.fed_counter("syntic_body_offloaded_total",
-                      "Request bodies (and stored conversations) parsed, decoded or "
-                      "re-encoded in a worker thread, off the event loop "
-                      "(body_offload_bytes or larger).")
+                      "Jobs on large request bodies (and stored conversations) run off the "
+                      "event loop: bounds checked in a child process, parsing, decoding "
+                      "and re-encoding in a worker thread.")
         m.fed_gauge("syntic_body_workers_busy",
                     "Body workers running a job now (at most body_offload_workers).")
         m.fed_gauge("syntic_body_workers_waiting",

@@ -63,6 +63,12 @@ CONTRACT = [
      "Usage records in memory only: neither the spool nor the database took them yet (past "
      "ledger_max_held_rows: 503 ledger_unavailable)."),
     ("syntic_inflight_requests", "gauge", "Requests being served right now by this process."),
+    ("syntic_body_offloaded_total", "counter",
+     "Jobs on large request bodies (and stored conversations) run off the event loop: bounds "
+     "checked in a child process, parsing, decoding and re-encoding in a worker thread."),
+    ("syntic_body_workers_busy", "gauge",
+     "Body workers running a job now (at most body_offload_workers)."),
+    ("syntic_body_workers_waiting", "gauge", "Large bodies waiting for a free body worker now."),
     ("syntic_schema_cache_hits_total", "counter", "Compiled-schema cache hits."),
     ("syntic_schema_cache_misses_total", "counter",
      "Compiled-schema cache misses (a schema compiled)."),
