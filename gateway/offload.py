@@ -37,6 +37,7 @@ import concurrent.futures
 import functools
 import logging
 import multiprocessing
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -60,6 +61,7 @@ log = logging.getLogger("syntic.offload")
 # DENSE_MIN_BYTES cannot hold that many.
 DENSE_OBJECTS = 2048
 DENSE_MIN_BYTES = 2 * DENSE_OBJECTS
+PROCESS_RETRY_S = 10.0  # inspection processes that failed are not started again sooner
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -96,16 +98,18 @@ def inspect_body(body: bytes, max_depth: int, max_items: int, items: tuple[str, 
 
 
 class Offload:
-    """Runs work on bodies of ``threshold`` bytes or more in ``workers`` threads."""
+    """Runs work on bodies of ``threshold`` bytes or more (or dense ones) off the loop:
+    ``inspect`` in child processes, ``run`` in threads, ``workers`` jobs at once."""
 
-    __slots__ = ("_executor", "_processes", "_slots", "busy", "inline", "offloaded",
-                 "threshold", "waiting", "workers")
+    __slots__ = ("_executor", "_processes", "_processes_back_at", "_slots", "busy", "inline",
+                 "offloaded", "threshold", "waiting", "workers")
 
     def __init__(self, threshold: int, workers: int) -> None:
         self.threshold = threshold
         self.workers = max(1, workers)
         self._executor: ThreadPoolExecutor | None = None  # started on first use
         self._processes: ProcessPoolExecutor | None = None  # started on first use
+        self._processes_back_at = 0.0  # after a failure, not tried again before this
         self._slots: asyncio.Semaphore | None = None  # bound to the serving loop on first use
         self.inline = 0  # jobs run on the loop (below the threshold)
         self.offloaded = 0  # jobs run in a worker
@@ -145,18 +149,22 @@ class Offload:
         """``inspect_body`` in a child process for a large body (``size``, its ``cost``);
         an empty ``Verdict`` for a small one (its parse costs less than the trip) or when
         the child died (the parse that follows finds what it finds)."""
-        if size < self.threshold:
+        if size < self.threshold or time.monotonic() < self._processes_back_at:
             return Verdict()
-        if self._processes is None:
-            # spawn: a fork would copy this process's threads' locks in whatever state.
-            context = multiprocessing.get_context("spawn")
-            self._processes = ProcessPoolExecutor(self.workers, mp_context=context)
         job = functools.partial(inspect_body, body, max_depth, max_items, items)
         try:
+            if self._processes is None:
+                # spawn: a fork would copy this process's threads' locks in whatever state.
+                context = multiprocessing.get_context("spawn")
+                self._processes = ProcessPoolExecutor(self.workers, mp_context=context)
             return await self._job(self._processes, job)
-        except BrokenProcessPool:
-            log.warning("a body inspection process died; starting new ones")
+        except (BrokenProcessPool, OSError) as exc:
+            # A child that died (OOM), or none could start (no /dev/shm, a process limit):
+            # the parse in a thread still keeps the loop free of the decode.
+            log.warning("body inspection processes unavailable (%r); retried in %g s", exc,
+                        PROCESS_RETRY_S)
             self._processes = None
+            self._processes_back_at = time.monotonic() + PROCESS_RETRY_S
             return Verdict()
 
     async def _job(self, executor: Executor, job: Callable[[], _T]) -> _T:
