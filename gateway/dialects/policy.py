@@ -37,6 +37,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from gateway.canonical import Header, Screen, Target, Wire
+from gateway.dialects.fields import At, spell
 from gateway.errors import InvalidRequest
 
 __all__ = [
@@ -370,21 +371,39 @@ class Notes:
         self.dialect: Wire = dialect
         self.seen: list[_Seen] = []
 
-    def field(self, name: str, value: Any, param: str | None = None) -> None:
+    def field(self, name: str, value: Any, param: At | None = None) -> None:
         """``name`` (a table field) is present with ``value``; raises 400 now when every
-        upstream refuses it. ``param``: where, in the client's spelling (default ``name``)."""
+        upstream refuses it. ``param``: where, in the client's spelling (default ``name``;
+        spelled out only when the field is noted)."""
         r = _BY_KEY[(self.dialect, name)]
         if value is None or (r.neutral and _is_neutral(value, r.neutral)):
             return
         if r.always == "refused":
-            raise _refusal(param or name, r, None)
+            raise _refusal(name if param is None else spell(param), r, None)
         if _noticed(r):
-            self.seen.append(_Seen(r, param or name, value))
+            self.seen.append(_Seen(r, name if param is None else spell(param), value))
 
-    def unknown(self, param: str) -> None:
+    def unknown(self, param: At) -> None:
         """A field the table does not know, at ``param``."""
         if len(self.seen) < MAX_NOTES:
-            self.seen.append(_Seen(None, param, None))
+            self.seen.append(_Seen(None, spell(param), None))
+
+    def unknown_keys(
+        self, obj: Mapping[str, Any], known: frozenset[str], prefix: str, *,
+        fields: frozenset[str] = frozenset(), at: At | None = None, nulls: bool = False,
+    ) -> None:
+        """Keys of ``obj`` outside ``known``: a table field ``{prefix}.{key}`` for those in
+        ``fields`` (noted at ``at``), the rest unknown (``{prefix}.{key}``); ``nulls``: a
+        ``null`` value counts as absent (the Responses API's reading)."""
+        if known.issuperset(obj):
+            return
+        for key, value in obj.items():
+            if key in known or (nulls and value is None):
+                continue
+            if key in fields:
+                self.field(f"{prefix}.{key}", value, (at or prefix, key))
+            else:
+                self.unknown(f"{prefix}.{key}")
 
     def top(self, body: Mapping[str, Any], handled: Iterable[str] = ()) -> None:
         """Every top-level field of ``body`` but those the decoder notes itself

@@ -29,11 +29,21 @@ from gateway.canonical import (
     ToolChoice,
     ToolSpec,
 )
-from gateway.dialects.fields import bool_field as _bool
-from gateway.dialects.fields import int_field as _int
-from gateway.dialects.fields import model_field, tool_name_field
+from gateway.dialects.fields import (
+    At,
+    array,
+    bool_field,
+    int_field,
+    invalid,
+    model_field,
+    number,
+    obj,
+    optional_string,
+    spell,
+    string,
+    tool_name_field,
+)
 from gateway.dialects.policy import Notes
-from gateway.errors import InvalidRequest
 
 STREAM_OPTIONS_KEY = "openai.stream_options"
 # ``n``: each choice is one upstream call (and its corrections), so the bound is a cost cap.
@@ -52,149 +62,112 @@ _ROLES: Mapping[str, Role] = {
 _EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 
-def _bad(message: str, param: str | None) -> InvalidRequest:
-    return InvalidRequest(message, param=param)
-
-
-def _str(value: Any, param: str, *, required: bool = True) -> str | None:
-    if value is None and not required:
-        return None
-    if not isinstance(value, str):
-        raise _bad(f"{param} must be a string.", param)
-    return value
-
-
-def _number(value: Any, param: str) -> float | None:
-    if value is None:
-        return None
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise _bad(f"{param} must be a number.", param)
-    return float(value)
-
-
-def _object(value: Any, param: str) -> Mapping[str, Any]:
-    # orjson gives dicts: skip the ABC instance check for them (per request).
-    if type(value) is not dict and not isinstance(value, Mapping):
-        raise _bad(f"{param} must be an object.", param)
-    return value
-
-
-def _list(value: Any, param: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise _bad(f"{param} must be an array.", param)
-    return value
-
-
-def _content(value: Any, param: str, notes: Notes) -> tuple[ContentPart, ...]:
+def _content(value: Any, at: At, notes: Notes) -> tuple[ContentPart, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
         return (TextPart(value),)
     parts: list[ContentPart] = []
-    for j, raw in enumerate(_list(value, param)):
-        p = f"{param}[{j}]"
-        part = _object(raw, p)
+    for j, raw in enumerate(array(value, at)):
+        p = (at, j)
+        part = obj(raw, p)
         kind = part.get("type")
         if kind == "text":
-            parts.append(TextPart(_str(part.get("text"), f"{p}.text") or ""))
+            parts.append(TextPart(string(part.get("text"), p, "text")))
         elif kind == "image_url":
-            image = _object(part.get("image_url"), f"{p}.image_url")
-            detail = _str(image.get("detail"), f"{p}.image_url.detail", required=False)
-            notes.field(_DETAIL, detail, f"{p}.image_url.detail")
+            image = obj(part.get("image_url"), p, "image_url")
+            detail = optional_string(image.get("detail"), p, "image_url.detail")
+            notes.field(_DETAIL, detail, (p, "image_url.detail"))
             parts.append(
-                ImagePart(url=_str(image.get("url"), f"{p}.image_url.url"), detail=detail)
+                ImagePart(url=string(image.get("url"), p, "image_url.url"), detail=detail)
             )
         elif isinstance(kind, str):  # audio, files, a type of tomorrow: the vendor judges
-            notes.field(_OTHER_PARTS, kind, f"{p}.type")
+            notes.field(_OTHER_PARTS, kind, (p, "type"))
         else:
-            raise _bad(f"Unsupported content part type {kind!r}.", f"{p}.type")
+            raise invalid(f"Unsupported content part type {kind!r}.", p, "type")
     return tuple(parts)
 
 
-def _tool_calls(value: Any, param: str) -> tuple[ToolCall, ...]:
-    if value is None:
-        return ()
+# Per message, per call and per tool, the common JSON type of a field is tested inline
+# and the shared check (which raises, or takes what the quick test does not) is called
+# only otherwise: these run per element of an agent's long conversation.
+
+
+def _tool_calls(value: Any, at: At) -> tuple[ToolCall, ...]:
     calls = []
-    for j, raw in enumerate(_list(value, param)):
-        p = f"{param}[{j}]"
-        call = _object(raw, p)
-        fn = _object(call.get("function"), f"{p}.function")
-        calls.append(
-            ToolCall(
-                id=_str(call.get("id"), f"{p}.id") or "",
-                name=_str(fn.get("name"), f"{p}.function.name") or "",
-                raw_arguments=_str(fn.get("arguments", ""), f"{p}.function.arguments") or "",
-            )
-        )
+    for j, raw in enumerate(value if type(value) is list else array(value, at)):
+        call = raw if type(raw) is dict else obj(raw, (at, j))
+        fn = call.get("function")
+        if type(fn) is not dict:
+            fn = obj(fn, (at, j), "function")
+        call_id, name, arguments = call.get("id"), fn.get("name"), fn.get("arguments", "")
+        if type(call_id) is not str or type(name) is not str or type(arguments) is not str:
+            call_id = string(call_id, (at, j), "id")
+            name = string(name, (at, j), "function.name")
+            arguments = string(arguments, (at, j), "function.arguments")
+        calls.append(ToolCall(call_id, name, arguments))  # positional: see _message
     return tuple(calls)
 
 
 def _message(raw: Any, i: int, notes: Notes) -> Message:
-    # The param paths are only spelled out on the way to an error (this runs per message).
-    msg = _object(raw, f"messages[{i}]") if type(raw) is not dict else raw
+    at = ("messages", i)
+    msg = raw if type(raw) is dict else obj(raw, at)
     role = _ROLES.get(msg.get("role"))  # type: ignore[arg-type]
     if role is None:
-        raise _bad(
-            "Role must be one of system, developer, user, assistant, tool.",
-            f"messages[{i}].role",
-        )
+        raise invalid("Role must be one of system, developer, user, assistant, tool.", at,
+                      "role")
     raw_content = msg.get("content")
     if type(raw_content) is str:
         content: tuple[ContentPart, ...] = (TextPart(raw_content),)
     else:
-        content = _content(raw_content, f"messages[{i}].content", notes)
+        content = _content(raw_content, (at, "content"), notes)
     name = msg.get("name")
     if name is not None:
-        if type(name) is not str:
-            _str(name, f"messages[{i}].name")
-        notes.field("messages[].name", name, f"messages[{i}].name")
+        notes.field("messages[].name", string(name, at, "name"), (at, "name"))
+    # Positional (role, content, tool_calls, tool_call_id, name): a class called with
+    # keywords builds a dict per call.
     if role == "tool":
-        call_id = _str(msg.get("tool_call_id"), f"messages[{i}].tool_call_id")
-        return Message(role=role, content=content, tool_call_id=call_id, name=name)
+        call_id = msg.get("tool_call_id")
+        if type(call_id) is not str:
+            call_id = string(call_id, at, "tool_call_id")
+        return Message(role, content, (), call_id, name)
     if role == "assistant":
-        calls = _tool_calls(msg.get("tool_calls"), f"messages[{i}].tool_calls")
-        return Message(role=role, content=content, tool_calls=calls, name=name)
-    return Message(role=role, content=content, name=name)
+        raw_calls = msg.get("tool_calls")
+        calls = () if raw_calls is None else _tool_calls(raw_calls, (at, "tool_calls"))
+        return Message(role, content, calls, None, name)
+    return Message(role, content, (), None, name)
 
 
 def _tool(raw: Any, i: int, notes: Notes) -> ToolSpec | None:
     """A function tool; ``None`` for another kind (the policy rules on it)."""
-    # As in _message: the param paths are only built for an error.
-    tool = _object(raw, f"tools[{i}]") if type(raw) is not dict else raw
+    at = ("tools", i)
+    tool = raw if type(raw) is dict else obj(raw, at)
     kind = tool.get("type", "function")
     if kind != "function":
-        if not isinstance(kind, str):
-            raise _bad(f"tools[{i}].type must be a string.", f"tools[{i}].type")
-        notes.field("tools[] (custom)", kind, f"tools[{i}].type")
+        notes.field("tools[] (custom)", string(kind, at, "type"), (at, "type"))
         return None
     fn = tool.get("function")
     if type(fn) is not dict:
-        fn = _object(fn, f"tools[{i}].function")
+        fn = obj(fn, at, "function")
+    fa = (at, "function")
     name = fn.get("name")
     if type(name) is not str:
-        _str(name, f"tools[{i}].function.name")
+        name = string(name, fa, "name")
     if not name:
-        raise _bad("Tool name must not be empty.", f"tools[{i}].function.name")
-    tool_name_field(name, f"tools[{i}].function.name")
+        raise invalid("Tool name must not be empty.", fa, "name")
+    tool_name_field(name, fa, "name")
     parameters = fn.get("parameters")
     if parameters is None:
         parameters = _EMPTY_PARAMETERS
-    elif not isinstance(parameters, dict):
-        raise _bad(f"tools[{i}].function.parameters must be an object.",
-                   f"tools[{i}].function.parameters")
-    description = fn.get("description")
+    elif type(parameters) is not dict:
+        raise invalid(f"{spell(fa, 'parameters')} must be an object.", fa, "parameters")
+    description, strict = fn.get("description"), fn.get("strict")
     if description is not None and type(description) is not str:
-        _str(description, f"tools[{i}].function.description")
-    strict = fn.get("strict")
+        description = string(description, fa, "description")
     if strict is not None and type(strict) is not bool:
-        _bool(strict, f"tools[{i}].function.strict")
-    if not _FUNCTION_KEYS.issuperset(fn):
-        for key in fn:
-            if key not in _FUNCTION_KEYS:
-                notes.unknown(f"tools[].function.{key}")
-    return ToolSpec(
-        name=name, parameters=parameters, description=description, strict=strict is True
-    )
+        bool_field(strict, fa, "strict")
+    notes.unknown_keys(fn, _FUNCTION_KEYS, "tools[].function")
+    return ToolSpec(name, parameters, description, strict is True)  # positional: per tool
 
 
 def _tool_choice(value: Any, tools: tuple[ToolSpec, ...], notes: Notes) -> ToolChoice | None:
@@ -203,15 +176,15 @@ def _tool_choice(value: Any, tools: tuple[ToolSpec, ...], notes: Notes) -> ToolC
     if value in ("auto", "none", "required"):
         return value  # type: ignore[no-any-return]
     if isinstance(value, str):
-        raise _bad("tool_choice must be auto, none, required or a function.", "tool_choice")
-    choice = _object(value, "tool_choice")
+        raise invalid("tool_choice must be auto, none, required or a function.", "tool_choice")
+    choice = obj(value, "tool_choice")
     if choice.get("type", "function") != "function":
         notes.field("tool_choice (custom, allowed_tools)", choice.get("type"), "tool_choice.type")
         return None
-    fn = _object(choice.get("function"), "tool_choice.function")
-    name = _str(fn.get("name"), "tool_choice.function.name") or ""
+    fn = obj(choice.get("function"), "tool_choice.function")
+    name = string(fn.get("name"), "tool_choice.function.name")
     if not any(t.name == name for t in tools):
-        raise _bad(
+        raise invalid(
             f"tool_choice names {name!r}, which is not in tools.", "tool_choice.function.name"
         )
     return ForcedTool(name)
@@ -220,24 +193,23 @@ def _tool_choice(value: Any, tools: tuple[ToolSpec, ...], notes: Notes) -> ToolC
 def _response_format(value: Any) -> ResponseFormat | None:
     if value is None:
         return None
-    rf = _object(value, "response_format")
+    rf = obj(value, "response_format")
     kind = rf.get("type")
     if kind in ("text", "json_object"):
         return kind  # type: ignore[no-any-return]
     if kind != "json_schema":
-        raise _bad("response_format.type must be text, json_object or json_schema.",
-                   "response_format.type")
-    js = _object(rf.get("json_schema"), "response_format.json_schema")
+        raise invalid("response_format.type must be text, json_object or json_schema.",
+                      "response_format.type")
+    at = "response_format.json_schema"
+    js = obj(rf.get("json_schema"), at)
     schema = js.get("schema")
     if not isinstance(schema, dict):
-        raise _bad("response_format.json_schema.schema must be an object.",
-                   "response_format.json_schema.schema")
+        raise invalid(f"{at}.schema must be an object.", at, "schema")
     return JsonSchemaFormat(
         schema=schema,
-        name=_str(js.get("name", "output"), "response_format.json_schema.name") or "output",
-        strict=bool(_bool(js.get("strict"), "response_format.json_schema.strict")),
-        description=_str(js.get("description"), "response_format.json_schema.description",
-                         required=False),
+        name=string(js.get("name", "output"), at, "name") or "output",
+        strict=bool(bool_field(js.get("strict"), at, "strict")),
+        description=optional_string(js.get("description"), at, "description"),
     )
 
 
@@ -246,46 +218,46 @@ def _stop(value: Any) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         return (value,)
-    return tuple(_str(s, f"stop[{i}]") or "" for i, s in enumerate(_list(value, "stop")))
+    return tuple(string(s, "stop", i) for i, s in enumerate(array(value, "stop")))
 
 
 def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequest:
     """Validate the request shape and build the canonical request (raises 400); the body
     and the vendor ``headers`` ride along as its ``origin``."""
-    body = _object(data, "body") if type(data) is dict or isinstance(data, Mapping) else None
-    if body is None:
-        raise _bad("The request body must be a JSON object.", None)
+    if type(data) is not dict and not isinstance(data, Mapping):
+        raise invalid("The request body must be a JSON object.", None)
+    body: Mapping[str, Any] = data
     notes = Notes("chat")
     notes.top(body)
     if headers:
         notes.headers(headers)
-    model = model_field(_str(body.get("model"), "model") or "")
+    model = model_field(string(body.get("model"), "model"))
     raw_messages = body.get("messages")
     if raw_messages is None:
-        raise _bad("messages is required.", "messages")
-    messages = tuple(
-        _message(m, i, notes) for i, m in enumerate(_list(raw_messages, "messages"))
-    )
+        raise invalid("messages is required.", "messages")
+    messages = tuple([
+        _message(m, i, notes) for i, m in enumerate(array(raw_messages, "messages"))
+    ])
     if not messages:
-        raise _bad("messages must not be empty.", "messages")
+        raise invalid("messages must not be empty.", "messages")
     raw_tools = body.get("tools")
     tools: tuple[ToolSpec, ...] = ()
     tool_paths: tuple[str, ...] = ()
     if raw_tools is not None:
-        found = [(i, t) for i, raw in enumerate(_list(raw_tools, "tools"))
+        found = [(i, t) for i, raw in enumerate(array(raw_tools, "tools"))
                  if (t := _tool(raw, i, notes)) is not None]
         tools = tuple(t for _, t in found)
         if len(tools) != len(raw_tools):  # another kind of tool between them
             tool_paths = tuple(f"tools[{i}]" for i, _ in found)
-    n = _int(body.get("n"), "n", 1) or 1
+    n = int_field(body.get("n"), "n", 1) or 1
     if n > MAX_CHOICES:
-        raise _bad(f"n must be at most {MAX_CHOICES}.", "n")
-    max_tokens = _int(body.get("max_completion_tokens"), "max_completion_tokens", 1)
+        raise invalid(f"n must be at most {MAX_CHOICES}.", "n")
+    max_tokens = int_field(body.get("max_completion_tokens"), "max_completion_tokens", 1)
     if max_tokens is None:
-        max_tokens = _int(body.get("max_tokens"), "max_tokens", 1)
+        max_tokens = int_field(body.get("max_tokens"), "max_tokens", 1)
     metadata: dict[str, Any] = {}
     if body.get("stream_options") is not None:
-        metadata[STREAM_OPTIONS_KEY] = dict(_object(body["stream_options"], "stream_options"))
+        metadata[STREAM_OPTIONS_KEY] = dict(obj(body["stream_options"], "stream_options"))
     return ChatRequest(
         model=model,
         messages=messages,
@@ -293,12 +265,12 @@ def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequ
         tool_choice=_tool_choice(body.get("tool_choice"), tools, notes),
         response_format=_response_format(body.get("response_format")),
         max_tokens=max_tokens,
-        temperature=_number(body.get("temperature"), "temperature"),
-        top_p=_number(body.get("top_p"), "top_p"),
+        temperature=number(body.get("temperature"), "temperature"),
+        top_p=number(body.get("top_p"), "top_p"),
         stop=_stop(body.get("stop")),
-        stream=bool(_bool(body.get("stream"), "stream")),
-        parallel_tool_calls=_bool(body.get("parallel_tool_calls"), "parallel_tool_calls"),
-        user=_str(body.get("user"), "user", required=False),
+        stream=bool(bool_field(body.get("stream"), "stream")),
+        parallel_tool_calls=bool_field(body.get("parallel_tool_calls"), "parallel_tool_calls"),
+        user=optional_string(body.get("user"), "user"),
         metadata=metadata,
         n=n,
         origin=Origin("chat", body, headers, messages=len(messages), tool_paths=tool_paths,

@@ -37,11 +37,21 @@ from gateway.canonical import (
     ToolSpec,
 )
 from gateway.canonical.record import record
-from gateway.dialects.fields import bool_field as _bool
-from gateway.dialects.fields import int_field as _int
-from gateway.dialects.fields import model_field, tool_name_field
+from gateway.dialects.fields import (
+    At,
+    array,
+    bool_field,
+    int_field,
+    invalid,
+    model_field,
+    number_between,
+    obj,
+    optional_string,
+    spell,
+    string,
+    tool_name_field,
+)
 from gateway.dialects.policy import Notes
-from gateway.errors import InvalidRequest
 
 # A function tool without parameters takes an empty object (strict-ready as it stands).
 EMPTY_PARAMETERS: dict[str, Any] = {
@@ -58,6 +68,9 @@ MAX_METADATA_VALUE = 512
 _FUNCTION_KEYS = frozenset({"type", "name", "description", "parameters", "strict"})
 _FUNCTION_FIELDS = frozenset({"defer_loading", "allowed_callers", "output_schema"})
 _FORMAT_KEYS = frozenset({"type", "name", "schema", "strict", "description"})
+_TEXT_KEYS = frozenset({"format", "verbosity"})
+_REASONING_KEYS = frozenset({"effort", "summary", "generate_summary"})
+_STREAM_OPTION_KEYS = frozenset({"include_obfuscation"})
 _HOSTED = "tools[] (hosted and custom tools)"
 _OTHER_ITEMS = "input[] (other item types)"
 _FILES = "input[].content[] (input_file, file_id)"
@@ -132,118 +145,74 @@ class ResponsesRequest:
         return body
 
 
-def _bad(message: str, param: str | None, code: str | None = None) -> InvalidRequest:
-    return InvalidRequest(message, param=param, code=code)
-
-
-def _str(value: Any, param: str) -> str:
-    if not isinstance(value, str):
-        raise _bad(f"{param} must be a string.", param)
-    return value
-
-
-def _opt_str(value: Any, param: str) -> str | None:
-    return None if value is None else _str(value, param)
-
-
-def _number(value: Any, param: str, low: float, high: float) -> float | None:
-    if value is None:
-        return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or not low <= value <= high:
-        raise _bad(f"{param} must be a number between {low:g} and {high:g}.", param)
-    return float(value)
-
-
-def _object(value: Any, param: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _bad(f"{param} must be an object.", param)
-    return value
-
-
-def _list(value: Any, param: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise _bad(f"{param} must be an array.", param)
-    return value
-
-
-def _check_keys(
-    obj: Mapping[str, Any], known: frozenset[str], prefix: str, notes: Notes | None
-) -> None:
-    """Keys of ``obj`` outside ``known`` are fields the table does not know."""
-    if notes is None or known.issuperset(obj):
-        return
-    for key in obj:
-        if key not in known and obj[key] is not None:
-            notes.unknown(f"{prefix}.{key}")
-
-
 # -- input items ------------------------------------------------------------------------
 
 
 def _parts(
-    value: Any, param: str, *, assistant: bool, notes: Notes | None
+    value: Any, at: At, *, assistant: bool, notes: Notes | None
 ) -> tuple[ContentPart, ...]:
     if isinstance(value, str):
         return (TextPart(value),)
     parts: list[ContentPart] = []
-    for j, raw in enumerate(_list(value, param)):
-        p = f"{param}[{j}]"
-        part = _object(raw, p)
+    for j, raw in enumerate(array(value, at)):
+        p = (at, j)
+        part = obj(raw, p)
         kind = part.get("type")
         if kind in ("input_text", "output_text"):
-            parts.append(TextPart(_str(part.get("text"), f"{p}.text")))
+            parts.append(TextPart(string(part.get("text"), p, "text")))
         elif kind == "refusal" and assistant:
-            parts.append(TextPart(_str(part.get("refusal"), f"{p}.refusal")))
+            parts.append(TextPart(string(part.get("refusal"), p, "refusal")))
         elif kind == "input_image" and not assistant:
             url = part.get("image_url")
-            detail = _opt_str(part.get("detail"), f"{p}.detail")
+            detail = optional_string(part.get("detail"), p, "detail")
             if url is None:  # by file_id: only the API that holds the file can read it
                 if notes is not None:
-                    notes.field(_FILES, "file_id", f"{p}.file_id")
+                    notes.field(_FILES, "file_id", (p, "file_id"))
                 continue
             if notes is not None:
-                notes.field("input[].content[].detail", detail, f"{p}.detail")
-            parts.append(ImagePart(url=_str(url, f"{p}.image_url"), detail=detail))
+                notes.field("input[].content[].detail", detail, (p, "detail"))
+            parts.append(ImagePart(url=string(url, p, "image_url"), detail=detail))
         elif kind == "input_file":
             if notes is not None:
-                notes.field(_FILES, kind, f"{p}.type")
+                notes.field(_FILES, kind, (p, "type"))
         else:
-            raise _bad(f"Unsupported content part type {kind!r}.", f"{p}.type")
+            raise invalid(f"Unsupported content part type {kind!r}.", p, "type")
     return tuple(parts)
 
 
-def _message_item(item: Mapping[str, Any], p: str, notes: Notes | None) -> Message:
+def _message_item(item: Mapping[str, Any], at: At, notes: Notes | None) -> Message:
     role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
     if role is None:
-        raise _bad("role must be one of user, assistant, system, developer.", f"{p}.role")
+        raise invalid("role must be one of user, assistant, system, developer.", at, "role")
     if "content" not in item:
-        raise _bad(f"{p}.content is required.", f"{p}.content")
-    content = _parts(item["content"], f"{p}.content", assistant=role == "assistant",
+        raise invalid(f"{spell(at, 'content')} is required.", at, "content")
+    content = _parts(item["content"], (at, "content"), assistant=role == "assistant",
                      notes=notes)
     if role == "system" and any(isinstance(c, ImagePart) for c in content):
-        raise _bad("A system or developer message takes text only.", f"{p}.content")
+        raise invalid("A system or developer message takes text only.", at, "content")
     return Message(role=role, content=content)  # type: ignore[arg-type]
 
 
-def _call_item(item: Mapping[str, Any], p: str) -> ToolCall:
-    call_id = _str(item.get("call_id"), f"{p}.call_id")
-    name = _str(item.get("name"), f"{p}.name")
+def _call_item(item: Mapping[str, Any], at: At) -> ToolCall:
+    call_id = string(item.get("call_id"), at, "call_id")
+    name = string(item.get("name"), at, "name")
     if not call_id or not name:
-        raise _bad(f"{p}.call_id and {p}.name must not be empty.", f"{p}.call_id")
-    namespace = _opt_str(item.get("namespace"), f"{p}.namespace")
-    return ToolCall(id=call_id, name=name, raw_arguments=_str(item.get("arguments"),
-                                                             f"{p}.arguments"),
+        p = spell(at)
+        raise invalid(f"{p}.call_id and {p}.name must not be empty.", at, "call_id")
+    namespace = optional_string(item.get("namespace"), at, "namespace")
+    return ToolCall(id=call_id, name=name, raw_arguments=string(item.get("arguments"), at,
+                                                               "arguments"),
                     namespace=namespace)
 
 
-def _output_item(item: Mapping[str, Any], p: str, notes: Notes | None) -> Message:
+def _output_item(item: Mapping[str, Any], at: At, notes: Notes | None) -> Message:
     output = item.get("output")
     content: tuple[ContentPart, ...] = (
         (TextPart(output),) if isinstance(output, str)
-        else _parts(output, f"{p}.output", assistant=False, notes=notes)
+        else _parts(output, (at, "output"), assistant=False, notes=notes)
     )
     return Message(role="tool", content=content,
-                   tool_call_id=_str(item.get("call_id"), f"{p}.call_id"))
+                   tool_call_id=string(item.get("call_id"), at, "call_id"))
 
 
 def append_items(
@@ -254,8 +223,8 @@ def append_items(
     and Messages both need. ``notes``: where items the canonical request has no place for
     are recorded (None: items the gateway stored itself)."""
     for i, raw in enumerate(items):
-        p = f"{param}[{i}]"
-        item = _object(raw, p)
+        p = (param, i)
+        item = obj(raw, p)
         kind = item.get("type", "message")
         last = out[-1] if out else None
         thought = last is not None and _reasoning_only(last)
@@ -285,17 +254,17 @@ def append_items(
             # back between tool calls; the policy drops it, named, for other wires.
             reasoning = _reasoning_item(item, p)
             if notes is not None:
-                notes.field("input[] (reasoning)", kind, f"{p}.type")
+                notes.field("input[] (reasoning)", kind, (p, "type"))
             if thought:
                 assert last is not None
                 out[-1] = Message(role="assistant", reasoning=(*last.reasoning, reasoning))
             else:
                 out.append(Message(role="assistant", reasoning=(reasoning,)))
         elif not isinstance(kind, str):
-            raise _bad(f"{p}.type must be a string.", f"{p}.type")
+            raise invalid(f"{spell(p, 'type')} must be a string.", p, "type")
         elif notes is not None:
             # Hosted tools' items, custom calls: the policy rules (forwarded same-wire).
-            notes.field(_OTHER_ITEMS, kind, f"{p}.type")
+            notes.field(_OTHER_ITEMS, kind, (p, "type"))
     if out and _reasoning_only(out[-1]):
         out.pop()
 
@@ -304,53 +273,48 @@ def _reasoning_only(message: Message) -> bool:
     return bool(message.reasoning) and not message.content and not message.tool_calls
 
 
-def _reasoning_item(item: Mapping[str, Any], p: str) -> Reasoning:
-    _str(item.get("id"), f"{p}.id")
-    summary = _list(item.get("summary", []), f"{p}.summary")
+def _reasoning_item(item: Mapping[str, Any], at: At) -> Reasoning:
+    string(item.get("id"), at, "id")
+    summary = array(item.get("summary", []), at, "summary")
+    sa = (at, "summary")
     text = "".join(
-        _str(_object(s, f"{p}.summary[{j}]").get("text"), f"{p}.summary[{j}].text")
-        for j, s in enumerate(summary)
+        string(obj(s, sa, j).get("text"), (sa, j), "text") for j, s in enumerate(summary)
     )
-    if item.get("encrypted_content") is not None:
-        _str(item["encrypted_content"], f"{p}.encrypted_content")
+    optional_string(item.get("encrypted_content"), at, "encrypted_content")
     return Reasoning("responses", dict(item), text)
 
 
 def _items(value: Any, notes: Notes) -> tuple[dict[str, Any], ...]:
     if isinstance(value, str):
         return ({"type": "message", "role": "user", "content": value},)
-    items = _list(value, "input")
+    items = array(value, "input")
     if not items:
-        raise _bad("input must not be empty.", "input")
+        raise invalid("input must not be empty.", "input")
     checked: list[Message] = []
     append_items(checked, items, "input", notes)  # shape errors now, with input[i] params
-    return tuple(dict(_object(item, f"input[{i}]")) for i, item in enumerate(items))
+    return tuple(dict(item) for item in items)  # each checked an object above
 
 
 # -- tools and formats -----------------------------------------------------------------
 
 
-def _function(tool: Mapping[str, Any], p: str, notes: Notes) -> ToolSpec:
-    if not _FUNCTION_KEYS.issuperset(tool):
-        for key in tool:
-            if key in _FUNCTION_FIELDS:
-                notes.field(f"tools[].{key}", tool[key], f"{p}.{key}")
-            elif key not in _FUNCTION_KEYS and tool[key] is not None:
-                notes.unknown(f"tools[].{key}")
-    name = _str(tool.get("name"), f"{p}.name")
+def _function(tool: Mapping[str, Any], at: At, notes: Notes) -> ToolSpec:
+    notes.unknown_keys(tool, _FUNCTION_KEYS, "tools[]", fields=_FUNCTION_FIELDS, at=at,
+                       nulls=True)
+    name = string(tool.get("name"), at, "name")
     if not name:
-        raise _bad("Tool name must not be empty.", f"{p}.name")
-    tool_name_field(name, f"{p}.name")
+        raise invalid("Tool name must not be empty.", at, "name")
+    tool_name_field(name, at, "name")
     parameters = tool.get("parameters")
     if parameters is None:
         parameters = EMPTY_PARAMETERS
-    elif not isinstance(parameters, dict):
-        raise _bad(f"{p}.parameters must be an object.", f"{p}.parameters")
-    strict = _bool(tool.get("strict"), f"{p}.strict")
+    elif type(parameters) is not dict:
+        raise invalid(f"{spell(at, 'parameters')} must be an object.", at, "parameters")
+    strict = bool_field(tool.get("strict"), at, "strict")
     return ToolSpec(
         name=name,
         parameters=parameters,
-        description=_opt_str(tool.get("description"), f"{p}.description"),
+        description=optional_string(tool.get("description"), at, "description"),
         strict=True if strict is None else strict,
     )
 
@@ -367,35 +331,35 @@ def _tools(value: Any, notes: Notes) -> _Tools:
     out: list[ToolSpec] = []
     paths: list[str] = []
     namespaces: list[tuple[str, str]] = []
-    for i, raw in enumerate(_list(value, "tools")):
+    for i, raw in enumerate(array(value, "tools")):
         p = f"tools[{i}]"
-        tool = _object(raw, p)
+        tool = obj(raw, p)
         kind = tool.get("type")
         if kind == "function":
             out.append(_function(tool, p, notes))
             paths.append(p)
         elif kind == "namespace":
-            notes.field("tools[] (namespace)", kind, f"{p}.type")
-            inner = _list(tool.get("tools"), f"{p}.tools")
-            space = _opt_str(tool.get("name"), f"{p}.name")
+            notes.field("tools[] (namespace)", kind, (p, "type"))
+            inner = array(tool.get("tools"), p, "tools")
+            space = optional_string(tool.get("name"), p, "name")
             for j, sub in enumerate(inner):
                 q = f"{p}.tools[{j}]"
-                fn = _object(sub, q)
+                fn = obj(sub, q)
                 if fn.get("type") == "function":
                     out.append(_function(fn, q, notes))
                     paths.append(q)
                     if space:
                         namespaces.append((out[-1].name, space))
                 else:
-                    notes.field(_HOSTED, fn.get("type"), f"{q}.type")
+                    notes.field(_HOSTED, fn.get("type"), (q, "type"))
         elif isinstance(kind, str):
-            notes.field(_HOSTED, kind, f"{p}.type")
+            notes.field(_HOSTED, kind, (p, "type"))
         else:
-            raise _bad(f"{p}.type must be a string.", f"{p}.type")
+            raise invalid(f"{p}.type must be a string.", p, "type")
     names = [t.name for t in out]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
-        raise _bad(f"Duplicate function name {dup!r} (namespaces included).", "tools")
+        raise invalid(f"Duplicate function name {dup!r} (namespaces included).", "tools")
     moved = any(p != f"tools[{i}]" for i, p in enumerate(paths))
     return tuple(out), tuple(paths) if moved else (), tuple(namespaces)
 
@@ -406,76 +370,75 @@ def _tool_choice(value: Any, tools: tuple[ToolSpec, ...], notes: Notes) -> ToolC
     if value in ("auto", "none", "required"):
         return value  # type: ignore[no-any-return]
     if isinstance(value, str):
-        raise _bad("tool_choice must be auto, none, required or a function.", "tool_choice")
-    choice = _object(value, "tool_choice")
+        raise invalid("tool_choice must be auto, none, required or a function.", "tool_choice")
+    choice = obj(value, "tool_choice")
     if choice.get("type") != "function":
         notes.field("tool_choice (hosted, allowed_tools)", choice.get("type") or "?",
                     "tool_choice.type")
         return None
-    name = _str(choice.get("name"), "tool_choice.name")
+    name = string(choice.get("name"), "tool_choice.name")
     if not any(t.name == name for t in tools):
-        raise _bad(f"tool_choice names {name!r}, which is not in tools.", "tool_choice.name")
+        raise invalid(f"tool_choice names {name!r}, which is not in tools.", "tool_choice.name")
     return ForcedTool(name)
 
 
 def _text_format(value: Any, notes: Notes) -> ResponseFormat | None:
     if value is None:
         return None
-    text = _object(value, "text")
-    _check_keys(text, frozenset({"format", "verbosity"}), "text", notes)
+    text = obj(value, "text")
+    notes.unknown_keys(text, _TEXT_KEYS, "text", nulls=True)
     notes.field("text.verbosity", text.get("verbosity"))
     if text.get("format") is None:
         return None
-    fmt = _object(text["format"], "text.format")
+    fmt = obj(text["format"], "text.format")
     kind = fmt.get("type")
     if kind in ("text", "json_object"):
         return kind  # type: ignore[no-any-return]
     if kind != "json_schema":
-        raise _bad("text.format.type must be text, json_object or json_schema.",
-                   "text.format.type")
-    _check_keys(fmt, _FORMAT_KEYS, "text.format", notes)
+        raise invalid("text.format.type must be text, json_object or json_schema.",
+                      "text.format.type")
+    notes.unknown_keys(fmt, _FORMAT_KEYS, "text.format", nulls=True)
     schema = fmt.get("schema")
     if not isinstance(schema, dict):
-        raise _bad("text.format.schema must be an object.", "text.format.schema")
+        raise invalid("text.format.schema must be an object.", "text.format.schema")
     return JsonSchemaFormat(
         schema=schema,
-        name=_str(fmt.get("name"), "text.format.name"),
-        strict=bool(_bool(fmt.get("strict"), "text.format.strict")),
-        description=_opt_str(fmt.get("description"), "text.format.description"),
+        name=string(fmt.get("name"), "text.format.name"),
+        strict=bool(bool_field(fmt.get("strict"), "text.format.strict")),
+        description=optional_string(fmt.get("description"), "text.format.description"),
     )
 
 
 def _metadata(value: Any) -> dict[str, str]:
     if value is None:
         return {}
-    meta = _object(value, "metadata")
+    meta = obj(value, "metadata")
     if len(meta) > MAX_METADATA_PAIRS:
-        raise _bad(f"metadata takes at most {MAX_METADATA_PAIRS} pairs.", "metadata")
+        raise invalid(f"metadata takes at most {MAX_METADATA_PAIRS} pairs.", "metadata")
     for key, item in meta.items():
         if len(key) > MAX_METADATA_KEY:
-            raise _bad(f"metadata keys are at most {MAX_METADATA_KEY} characters.", "metadata")
+            raise invalid(f"metadata keys are at most {MAX_METADATA_KEY} characters.", "metadata")
         if not isinstance(item, str) or len(item) > MAX_METADATA_VALUE:
-            raise _bad(f"metadata values are strings of at most {MAX_METADATA_VALUE} "
-                       "characters.", f"metadata.{key}")
+            raise invalid(f"metadata values are strings of at most {MAX_METADATA_VALUE} "
+                          "characters.", "metadata", key)
     return dict(meta)
 
 
 def _include(value: Any) -> None:
     if value is None:
         return
-    for i, item in enumerate(_list(value, "include")):
-        _str(item, f"include[{i}]")
+    for i, item in enumerate(array(value, "include")):
+        string(item, "include", i)
 
 
 def _reasoning(value: Any, notes: Notes) -> str | None:
     if value is None:
         return None
-    reasoning = _object(value, "reasoning")
-    _check_keys(reasoning, frozenset({"effort", "summary", "generate_summary"}), "reasoning",
-                notes)
+    reasoning = obj(value, "reasoning")
+    notes.unknown_keys(reasoning, _REASONING_KEYS, "reasoning", nulls=True)
     notes.field("reasoning.summary", reasoning.get("summary"))
     notes.field("reasoning.generate_summary", reasoning.get("generate_summary"))
-    effort = _opt_str(reasoning.get("effort"), "reasoning.effort")
+    effort = optional_string(reasoning.get("effort"), "reasoning.effort")
     notes.field("reasoning.effort", effort)
     return effort
 
@@ -483,7 +446,7 @@ def _reasoning(value: Any, notes: Notes) -> str | None:
 def decode_request(data: Any, headers: tuple[Header, ...] = ()) -> ResponsesRequest:
     """Validate the request shape and decode it (raises 400)."""
     if not isinstance(data, Mapping):
-        raise _bad("The request body must be a JSON object.", None)
+        raise invalid("The request body must be a JSON object.", None)
     notes = Notes("responses")
     notes.top(data)
     if headers:
@@ -491,31 +454,32 @@ def decode_request(data: Any, headers: tuple[Header, ...] = ()) -> ResponsesRequ
     _include(data.get("include"))
     options = data.get("stream_options")
     if options is not None:
-        _check_keys(_object(options, "stream_options"), frozenset({"include_obfuscation"}),
-                    "stream_options", notes)
-    model = model_field(_str(data.get("model"), "model"))
+        notes.unknown_keys(obj(options, "stream_options"), _STREAM_OPTION_KEYS,
+                           "stream_options", nulls=True)
+    model = model_field(string(data.get("model"), "model"))
     if data.get("input") is None:
-        raise _bad("input is required.", "input")
+        raise invalid("input is required.", "input")
     tools, tool_paths, namespaces = _tools(data.get("tools"), notes)
-    store = _bool(data.get("store"), "store")
+    store = bool_field(data.get("store"), "store")
     items = _items(data["input"], notes)
     text_format = _text_format(data.get("text"), notes)
     effort = _reasoning(data.get("reasoning"), notes)
     return ResponsesRequest(
         model=model,
         items=items,
-        instructions=_opt_str(data.get("instructions"), "instructions"),
+        instructions=optional_string(data.get("instructions"), "instructions"),
         tools=tools,
         tool_choice=_tool_choice(data.get("tool_choice"), tools, notes),
         text_format=text_format,
-        max_output_tokens=_int(data.get("max_output_tokens"), "max_output_tokens", 1),
-        temperature=_number(data.get("temperature"), "temperature", 0.0, 2.0),
-        top_p=_number(data.get("top_p"), "top_p", 0.0, 1.0),
-        parallel_tool_calls=_bool(data.get("parallel_tool_calls"), "parallel_tool_calls"),
-        user=_opt_str(data.get("user"), "user"),
-        stream=bool(_bool(data.get("stream"), "stream")),
+        max_output_tokens=int_field(data.get("max_output_tokens"), "max_output_tokens", 1),
+        temperature=number_between(data.get("temperature"), "temperature", 0.0, 2.0),
+        top_p=number_between(data.get("top_p"), "top_p", 0.0, 1.0),
+        parallel_tool_calls=bool_field(data.get("parallel_tool_calls"), "parallel_tool_calls"),
+        user=optional_string(data.get("user"), "user"),
+        stream=bool(bool_field(data.get("stream"), "stream")),
         store=True if store is None else store,
-        previous_response_id=_opt_str(data.get("previous_response_id"), "previous_response_id"),
+        previous_response_id=optional_string(data.get("previous_response_id"),
+                                             "previous_response_id"),
         metadata=_metadata(data.get("metadata")),
         reasoning_effort=effort,
         body=data,
