@@ -9,6 +9,7 @@ settings, no I/O.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from collections.abc import Mapping
@@ -62,6 +63,13 @@ def model_problem(model: str) -> str | None:
 
 def valid_tool_name(name: str) -> bool:
     """The vendors' rule for a function name: ``^[a-zA-Z0-9_-]{1,64}$``."""
+    return len(name) <= 64 and _valid_short_name(name)
+
+
+# A client sends the same tool catalogue on every turn; only names of at most 64
+# characters are remembered, so the cache holds at most 4,096 x 64 characters.
+@functools.lru_cache(maxsize=4096)
+def _valid_short_name(name: str) -> bool:
     return TOOL_NAME_RE.fullmatch(name) is not None
 
 

@@ -176,6 +176,11 @@ def _chat_tool(specs: Mapping[str, ToolSpec]) -> Callable[[Mapping[str, Any]], M
         spec = specs.get(fn.get("name"))  # type: ignore[arg-type]
         if spec is None:
             return tool
+        strict = fn.get("strict")
+        if fn.get("parameters") is spec.parameters and strict is (
+            True if spec.strict else False if strict is False else None
+        ):
+            return tool  # the common case, per tool: the client's schema and flag stand
         changes: dict[str, Any] = {"strict": True if spec.strict else None}
         if _takes_parameters(fn.get("parameters"), spec):
             changes["parameters"] = spec.parameters
