@@ -2,7 +2,7 @@
 move. A script, not collected::
 
     .venv/bin/python tests/bench/instructions.py [--requests 2000] [--conns 8] [--sdk-headers]
-        [--scenario json|sse|fix ...] [--no-limits] [--target syntic|baseline]
+        [--scenario json|sse|fix|agent ...] [--no-limits] [--target syntic|baseline]
 
 CPU time per request on a shared 2-core VM moves by 10-30% between identical runs, which
 hides any change smaller than that. This runs the same production gateway as
@@ -24,7 +24,8 @@ to Python code. Needs valgrind
 (Debian: ``apt-get install -y valgrind``) and Redis on 127.0.0.1:6379. ~2-4 minutes.
 
 ``--target baseline`` counts the same way the reference pass-through of the CPU target
-(``tests/bench/baseline_passthrough.py``, unchanged, json only: it does not stream), so
+(``tests/bench/baseline_passthrough.py``, unchanged, with its durable record; json and
+agent only: it does not stream), so
 the gateway-to-baseline ratio can be read in instructions instead of noisy CPU time.
 """
 
@@ -45,15 +46,17 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tests.bench.agent_request import agent_body  # noqa: E402
 from tests.bench.gateway_bench import Mock, _headers, _models, body  # noqa: E402
 from tests.support.gateway_proc import free_port, start_gateway  # noqa: E402
 
-# scenario -> the body, given the model name for the mock's ``mock-good`` (the baseline
-# routes nothing, so it gets the upstream's own name)
-BODIES: dict[str, Callable[[str], str]] = {
-    "json": lambda good: body(good),
-    "sse": lambda good: body(good, stream=True),
-    "fix": lambda _good: body("bench-fix"),
+# scenario -> the body, given whether the target is the baseline (it routes nothing, so it
+# gets the upstream's own model names)
+BODIES: dict[str, Callable[[bool], str]] = {
+    "json": lambda baseline: body("mock-good" if baseline else "bench"),
+    "sse": lambda baseline: body("mock-good" if baseline else "bench", stream=True),
+    "fix": lambda _baseline: body("bench-fix"),
+    "agent": lambda baseline: agent_body("mock-agent" if baseline else "bench-agent"),
 }
 
 
@@ -173,7 +176,8 @@ def main() -> int:
                         help="a key without rpm/tpm: no rate-limit check, and no run-to-run "
                              "variance from reservation refills (for A/B of other code)")
     parser.add_argument("--target", choices=("syntic", "baseline"), default="syntic",
-                        help="baseline: tests/bench/baseline_passthrough.py (json only)")
+                        help="baseline: tests/bench/baseline_passthrough.py (json and agent "
+                             "only)")
     ns = parser.parse_args()
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
@@ -181,9 +185,9 @@ def main() -> int:
             return 2
     scenarios = ns.scenario or ["json", "sse"]
     if ns.target == "baseline":
-        if scenarios != ["json"] and ns.scenario:
-            parser.error("the baseline only answers the json scenario")
-        scenarios = ["json"]
+        if not set(scenarios) <= {"json", "agent"} and ns.scenario:
+            parser.error("the baseline only answers the json and agent scenarios")
+        scenarios = ns.scenario or ["json"]
     extra = SDK_HEADERS if ns.sdk_headers else None
     workdir = Path(tempfile.mkdtemp(prefix="syntic-instr-"))
     out_dir = workdir / "callgrind"
@@ -197,7 +201,7 @@ def main() -> int:
         print(f"starting {ns.target} under callgrind (~30 s)...", file=sys.stderr)
         if ns.target == "baseline":
             baseline, base_url = _start_baseline(wrap, mock.url + "/v1", workdir / "baseline.log")
-            key, pid, good = "sk-mock", str(baseline.pid), "mock-good"
+            key, pid = "sk-mock", str(baseline.pid)
         else:
             gw = start_gateway(
                 workdir / "gw", _models(mock.url),
@@ -206,12 +210,12 @@ def main() -> int:
             )
             limits = () if ns.no_limits else ("--rpm", "1000000000", "--tpm", "2000000000")
             key = gw.create_key("instr", *limits)
-            base_url, pid, good = gw.base_url, str(gw.proc.pid), "bench"
+            base_url, pid = gw.base_url, str(gw.proc.pid)
         url = base_url + "/v1/chat/completions"
         results = []
         _control("-i", "on", pid)  # started off: startup and imports are not instrumented
         for scenario in scenarios:
-            payload = BODIES[scenario](good)
+            payload = BODIES[scenario](baseline is not None)
             _prime(url, key, payload)
             asyncio.run(_send(url, key, payload, ns.warmup, ns.conns, extra))
             before = set(out_dir.glob("callgrind.out*"))

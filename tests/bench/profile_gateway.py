@@ -1,7 +1,7 @@
 """Profile the gateway's request path under load. A script, not collected::
 
     .venv/bin/python tests/bench/profile_gateway.py [--duration 8] [--conns 32]
-        [--model bench|bench-fix] [--stream] [--top 40] [--no-profile] [--log FILE]
+        [--model bench|bench-fix] [--stream] [--agent] [--top 40] [--no-profile] [--log FILE]
         [--dump FILE] [--opcodes] [--target syntic|baseline]
 
 The app runs in this process (uvicorn, uvloop + httptools, the production app from
@@ -43,6 +43,7 @@ from gateway.observability.logs import configure_logging  # noqa: E402
 from gateway.server.process import freeze_startup_heap  # noqa: E402
 from gateway.server.protocol import serve_options  # noqa: E402
 from gateway.settings import load_settings  # noqa: E402
+from tests.bench.agent_request import agent_body  # noqa: E402
 from tests.bench.baseline_passthrough import create_app as baseline_app  # noqa: E402
 from tests.bench.gateway_bench import Mock, _headers, _models, body  # noqa: E402
 from tests.bench.loadgen import WrkResult, run_wrk, thread_times, wrk_script  # noqa: E402
@@ -112,6 +113,9 @@ def main() -> int:
     parser.add_argument("--conns", type=int, default=32)
     parser.add_argument("--model", default="bench")
     parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--agent", action="store_true",
+                        help="the agent-sized request (tests/bench/agent_request.py) instead "
+                             "of the small one (--model is then bench-agent)")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--opcodes", action="store_true",
@@ -160,8 +164,12 @@ def main() -> int:
             while not server.started:
                 time.sleep(0.05)
             port = server.servers[0].sockets[0].getsockname()[1]
-            model = "mock-good" if ns.target == "baseline" else ns.model  # it routes nothing
-            script = wrk_script(_headers(key), body(model, stream=ns.stream))
+            if ns.agent:  # the baseline routes nothing: the upstream's own name
+                payload = agent_body("mock-agent" if ns.target == "baseline" else "bench-agent")
+            else:
+                model = "mock-good" if ns.target == "baseline" else ns.model
+                payload = body(model, stream=ns.stream)
+            script = wrk_script(_headers(key), payload)
             url = f"http://127.0.0.1:{port}/v1/chat/completions"
             run_wrk(url, script, connections=ns.conns, duration_s=1, cpu=1)  # warm up
             before, loop_before = time.process_time(), _thread_cpu(main_tid)
