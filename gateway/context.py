@@ -17,6 +17,7 @@ from urllib.parse import quote
 from gateway.bounds import name_list, redact
 from gateway.canonical import Usage
 from gateway.keys.base import Principal
+from gateway.ratelimit.base import RateDecision
 from gateway.usage.base import Ledger, UsageRecord
 
 
@@ -125,6 +126,9 @@ class RequestContext:
     estimated: bool = False
     tally: Tally | None = None
     raw_headers: list[tuple[bytes, bytes]] | None = None
+    # The rate limiter's decision for this request (None: no limits checked): the HTTP
+    # layer renders it as the ``x-ratelimit-*`` headers of its response, a 429's included.
+    rate: RateDecision | None = None
     # What the client's request or its answer carried that it did not get: one
     # ``x-syntic-dropped`` header on the response.
     dropped: list[str] | None = None

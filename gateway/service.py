@@ -204,28 +204,6 @@ def drop_items(request: ChatRequest, responses: list[ChatResponse], ctx: Request
         ctx.drop(answer_drops(response, wire))
 
 
-def rate_header_pairs(decision: RateDecision) -> list[tuple[bytes, bytes]]:
-    """The ``x-ratelimit-*`` headers of a decision, encoded as a response carries them
-    (built per request, so as pairs)."""
-    out: list[tuple[bytes, bytes]] = []
-    if decision.limit_requests is not None:
-        out.append((b"x-ratelimit-limit-requests", b"%d" % decision.limit_requests))
-    if decision.remaining_requests is not None:
-        out.append((b"x-ratelimit-remaining-requests", b"%d" % decision.remaining_requests))
-    if decision.limit_tokens is not None:
-        out.append((b"x-ratelimit-limit-tokens", b"%d" % decision.limit_tokens))
-    if decision.remaining_tokens is not None:
-        out.append((b"x-ratelimit-remaining-tokens", b"%d" % decision.remaining_tokens))
-    if decision.limit_requests is not None or decision.limit_tokens is not None:
-        out.append((b"x-ratelimit-reset", f"{decision.reset_s:g}s".encode()))
-    return out
-
-
-def rate_headers(decision: RateDecision) -> dict[str, str]:
-    """``rate_header_pairs`` as a header dict (a 429's ``GatewayError`` headers)."""
-    return {k.decode(): v.decode() for k, v in rate_header_pairs(decision)}
-
-
 def _token_counter(adapter: object) -> TokenCounter | None:
     """The adapter itself or the one a wrapper holds (``inner``): a count is not a model
     call, so the wrappers that time or journal model calls are skipped."""
@@ -339,7 +317,8 @@ class ChatService:
     async def admit(
         self, ctx: RequestContext, estimated_tokens: int, n: int = 1, *, calls: bool = True
     ) -> None:
-        """Ask the rate limiter; raise 429 with ``retry-after`` and ``x-ratelimit-*``.
+        """Ask the rate limiter, its decision kept as ``ctx.rate`` (the HTTP layer's
+        ``x-ratelimit-*`` headers); raise 429 with ``retry-after`` when it refuses.
 
         A request of ``n`` concurrent upstream calls (``n`` choices; ``estimated_tokens``
         covers them all) counts ``n`` requests against the key's rpm and holds ``n``
@@ -367,12 +346,12 @@ class ChatService:
 
     @staticmethod
     def _admitted(ctx: RequestContext, decision: RateDecision) -> None:
+        # Kept for the HTTP layer's x-ratelimit-* (a later decision replaces an earlier one).
+        ctx.rate = decision
         if not decision.allowed:
-            headers = rate_headers(decision)
-            headers["retry-after"] = str(max(1, math.ceil(decision.retry_after_s)))
-            raise RateLimited("Rate limit exceeded for this API key.", headers=headers)
-        if decision.limit_requests is not None or decision.limit_tokens is not None:
-            ctx.add_raw_headers(rate_header_pairs(decision))
+            retry = str(max(1, math.ceil(decision.retry_after_s)))
+            raise RateLimited("Rate limit exceeded for this API key.",
+                              headers={"retry-after": retry})
 
     async def _charge_rest(
         self, ctx: RequestContext, charged: tuple[int, int], tokens: int, n: int
@@ -389,9 +368,6 @@ class ChatService:
                 ctx.charged = (requests, 0)
                 if paid:
                     await self.limiter.add_tokens(ctx.principal, -paid)
-            if ctx.raw_headers:  # the later decision's x-ratelimit-* replace the first's
-                ctx.raw_headers = [h for h in ctx.raw_headers
-                                   if not h[0].startswith(b"x-ratelimit-")]
             self._admitted(ctx, decision)  # 429 when refused
             rest = min(0, rest)
         if rest:

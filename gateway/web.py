@@ -1,4 +1,5 @@
-"""What endpoints share: JSON responses, reading the body, error bodies, the request's context.
+"""What endpoints share: JSON responses, reading the body, error bodies, the request's context
+and the rate-limit headers it gives a response.
 
 Dialect endpoints, routes and the idempotency layer import this module, never the
 middleware that wraps them (``gateway.middleware.envelope``).
@@ -30,6 +31,7 @@ from gateway.bounds import (
 )
 from gateway.context import RequestContext
 from gateway.errors import Dialect, GatewayError, InvalidRequest
+from gateway.ratelimit.base import RateDecision
 
 JSON_HEADER = (b"content-type", b"application/json")
 
@@ -114,3 +116,20 @@ class JsonResponse(Response):
     """A 200 ``application/json`` response of bytes already encoded (by orjson)."""
 
     media_type = "application/json"
+
+
+def rate_limit_headers(decision: RateDecision) -> list[tuple[bytes, bytes]]:
+    """The ``x-ratelimit-*`` headers of the rate limiter's decision (``RequestContext.rate``),
+    encoded as a response carries them; none for a key without limits."""
+    out: list[tuple[bytes, bytes]] = []
+    if decision.limit_requests is not None:
+        out.append((b"x-ratelimit-limit-requests", b"%d" % decision.limit_requests))
+    if decision.remaining_requests is not None:
+        out.append((b"x-ratelimit-remaining-requests", b"%d" % decision.remaining_requests))
+    if decision.limit_tokens is not None:
+        out.append((b"x-ratelimit-limit-tokens", b"%d" % decision.limit_tokens))
+    if decision.remaining_tokens is not None:
+        out.append((b"x-ratelimit-remaining-tokens", b"%d" % decision.remaining_tokens))
+    if decision.limit_requests is not None or decision.limit_tokens is not None:
+        out.append((b"x-ratelimit-reset", f"{decision.reset_s:g}s".encode()))
+    return out

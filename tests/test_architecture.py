@@ -37,8 +37,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway.service",),
     ("gateway.enforcement", "gateway.keys", "gateway.usage", "gateway.ratelimit", "gateway.stored"),
     ("gateway.upstream", "gateway.storage", "gateway.server"),
-    # The request's bookkeeping and the two seams it names: plain data, like canonical.
-    ("gateway.context", "gateway.keys.base", "gateway.usage.base"),
+    # The request's bookkeeping and the seams it names: plain data, like canonical.
+    ("gateway.context", "gateway.keys.base", "gateway.usage.base", "gateway.ratelimit.base"),
     ("gateway.canonical", "gateway.errors", "gateway.settings", "gateway.engines", "gateway.bounds",
      "gateway.offload", "gateway:"),
 )

@@ -44,7 +44,7 @@ from gateway.errors import GatewayError, Overloaded, PayloadTooLarge, UpstreamTi
 from gateway.middleware.limits import EdgeLimits, InflightGate, default_key_limit
 from gateway.server.deadlines import Deadlines, TaskDeadline, body_deadline
 from gateway.usage.base import Ledger
-from gateway.web import JSON_HEADER, content_length, error_body
+from gateway.web import JSON_HEADER, content_length, error_body, rate_limit_headers
 
 logger = logging.getLogger("syntic.http")
 # Random bytes from the OS CSPRNG, read 4 KiB at a time (one syscall per 512 ids) and
@@ -116,7 +116,10 @@ class _Exchange:
             ctx = self.ctx
             ctx.status = message["status"]
             message = dict(message)
-            message["headers"] = [*message.get("headers", ()), *ctx.response_headers()]
+            headers = [*message.get("headers", ()), *ctx.response_headers()]
+            if ctx.rate is not None:
+                headers.extend(rate_limit_headers(ctx.rate))
+            message["headers"] = headers
         elif not self.recorded and not message.get("more_body", False):
             # The response completes with this message: its row is spooled first.
             self.recorded = True

@@ -27,6 +27,7 @@ from gateway.service import ChatService
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.errors import UpstreamStatusError
 from gateway.upstream.registry import UpstreamRegistry
+from gateway.web import rate_limit_headers
 from tests.support.openai_helpers import BAD_ARGS, GOOD_ARGS, REFUND_SCHEMA
 
 MODEL = ModelConfig(name="m", provider="openai", upstream_model="u")
@@ -99,6 +100,12 @@ def headers(ctx: RequestContext) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in ctx.response_headers()}
 
 
+def rate_headers(ctx: RequestContext) -> dict[str, str]:
+    """The ``x-ratelimit-*`` headers the HTTP layer gives the response from ``ctx``."""
+    assert ctx.rate is not None
+    return {k.decode(): v.decode() for k, v in rate_limit_headers(ctx.rate)}
+
+
 async def test_an_unknown_model_is_404_after_the_rate_check_and_gets_its_tokens_back() -> None:
     upstream, limiter = FakeUpstream(reply(GOOD_ARGS)), FakeLimiter(RateDecision(True))
     with pytest.raises(NotFound) as info:
@@ -131,11 +138,14 @@ async def test_a_refused_rate_check_is_429_with_its_headers_and_no_upstream_call
     decision: RateDecision, expected: dict[str, str]
 ) -> None:
     upstream, limiter = FakeUpstream(reply(GOOD_ARGS)), FakeLimiter(decision)
+    ctx = context()
     with pytest.raises(RateLimited) as info:
-        await service(upstream, limiter).complete(request(), context(), OPENAI_PATHS,
+        await service(upstream, limiter).complete(request(), ctx, OPENAI_PATHS,
                                                   estimated_tokens=42)
     assert (info.value.status, info.value.code) == (429, "rate_limit_exceeded")
-    assert info.value.headers == expected
+    # The service keeps the decision; the HTTP layer renders its x-ratelimit-* headers.
+    assert ctx.rate is decision
+    assert {**info.value.headers, **rate_headers(ctx)} == expected
     assert limiter.checked == [42]
     assert upstream.requests == []
 
@@ -145,7 +155,7 @@ async def test_an_admitted_request_carries_the_rate_headers() -> None:
     ctx = context()
     await service(FakeUpstream(reply(GOOD_ARGS)), FakeLimiter(decision)).complete(
         request(), ctx, OPENAI_PATHS)
-    got = headers(ctx)
+    got = rate_headers(ctx)
     assert (got["x-ratelimit-limit-requests"], got["x-ratelimit-remaining-requests"],
             got["x-ratelimit-reset"]) == ("10", "9", "60s")
 
