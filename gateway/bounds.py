@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -145,14 +146,37 @@ def too_deep(body: bytes, data: Any, limit: int) -> str | None:
     parse). Only a body that fails it pays for the walk that finds the path."""
     if len(body) <= 2 * limit:
         return None  # every level costs two bytes: too short to be too deep
-    probe: Any = data
-    for _ in range(ORJSON_MAX_DEPTH - limit):
-        probe = [probe]
+    top, bottom = _chain(limit)
+    bottom[0] = data
     try:
-        orjson.dumps(probe)
+        orjson.dumps(top)
     except orjson.JSONEncodeError:
         return _deep_path(data, limit)
+    finally:
+        bottom[0] = None
     return None
+
+
+# The lists ``too_deep`` wraps ``data`` in, built once per thread and limit: built per
+# request they cost more than parsing a small body. (outermost, innermost) by limit.
+class _Chains(threading.local):
+    def __init__(self) -> None:
+        self.by_limit: dict[int, tuple[list[Any], list[Any]]] = {}
+
+
+_chains = _Chains()
+
+
+def _chain(limit: int) -> tuple[list[Any], list[Any]]:
+    built = _chains.by_limit
+    chain = built.get(limit)
+    if chain is None:
+        bottom: list[Any] = [None]
+        top = bottom
+        for _ in range(ORJSON_MAX_DEPTH - limit - 1):
+            top = [top]
+        chain = built[limit] = (top, bottom)
+    return chain
 
 
 def _deep_path(data: Any, limit: int) -> str | None:
