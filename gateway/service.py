@@ -92,7 +92,8 @@ def upstream_view(request: ChatRequest, model: ModelConfig, plan: StrictPlan) ->
     strict_rf = isinstance(rf, JsonSchemaFormat) and rf.strict
     if not strict_tools and not strict_rf and not plan.projected:
         return request
-    tools = tuple(_plain_tool(t, plan) for t in request.tools)
+    projected = plan.projected
+    tools = tuple([_plain_tool(t, plan) if t.strict or projected else t for t in request.tools])
     if strict_rf:
         assert isinstance(rf, JsonSchemaFormat)
         rf = _replaced(rf, strict=False)
