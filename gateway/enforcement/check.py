@@ -345,9 +345,9 @@ async def check_request(
                 f"Duplicate tool name {tool.name!r}.", param=at(i, paths.tool_name.format(i=i))
             )
         names.add(tool.name)
-        path = at(i, paths.tool(i))
         if not tool.strict:
             if projecting:
+                path = at(i, paths.tool(i))
                 found = await lint_cache.projection(tool.parameters, path)
                 if found is None:
                     refused.append(tool.name)
@@ -358,6 +358,7 @@ async def check_request(
                     )
                     _projection_copy(copies, tool.name, found, upstream)
             continue
+        path = at(i, paths.tool(i))  # spelled out only for a schema checked here
         if upstream is None:
             compiled[tool.name] = await lint_cache.resolve(tool.parameters, path, dialect)
             continue
