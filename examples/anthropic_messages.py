@@ -42,8 +42,9 @@ FORCE_REFUND: ToolChoiceToolParam = {"type": "tool", "name": "create_refund"}
 
 def main() -> int:
     base_url = os.environ.get("SYNTIC_BASE_URL", "http://127.0.0.1:8080").rstrip("/")
-    client = anthropic.Anthropic(base_url=base_url, api_key=os.environ["SYNTIC_API_KEY"],
-                                 max_retries=0)
+    client = anthropic.Anthropic(
+        base_url=base_url, api_key=os.environ["SYNTIC_API_KEY"], max_retries=0
+    )
     try:
         message = client.messages.create(
             model=os.environ.get("SYNTIC_MODEL", "qwen2.5-0.5b"),

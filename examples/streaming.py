@@ -45,14 +45,16 @@ MESSAGES: list[ChatCompletionMessageParam] = [
     {"role": "user", "content": "Refund 12.50 GBP on order 582131."},
 ]
 FORCE_REFUND: ChatCompletionNamedToolChoiceParam = {
-    "type": "function", "function": {"name": "create_refund"},
+    "type": "function",
+    "function": {"name": "create_refund"},
 }
 
 
 def main() -> int:
     base_url = os.environ.get("SYNTIC_BASE_URL", "http://127.0.0.1:8080").rstrip("/")
-    client = openai.OpenAI(base_url=base_url + "/v1", api_key=os.environ["SYNTIC_API_KEY"],
-                           max_retries=0)
+    client = openai.OpenAI(
+        base_url=base_url + "/v1", api_key=os.environ["SYNTIC_API_KEY"], max_retries=0
+    )
     arguments: dict[int, str] = {}  # tool call index -> its argument text so far
     retries = None
     try:

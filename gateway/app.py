@@ -107,9 +107,7 @@ def create_app(
             max_stream_bytes=settings.stream_cap,
             offload=offload,
         )
-        registry = UpstreamRegistry.build(settings, client, upstreams).wrapped(
-            ops.meter_upstream
-        )
+        registry = UpstreamRegistry.build(settings, client, upstreams).wrapped(ops.meter_upstream)
         app.state.services = svc
         app.state.service = ChatService(
             settings, registry, ops.meter_limiter(svc.limiter), offload=offload
@@ -154,8 +152,12 @@ def create_app(
             ),
             Middleware(AuthMiddleware, keys=keys),
             # after auth: idempotency keys are scoped to the caller's principal
-            Middleware(IdempotencyMiddleware, settings=settings, draining=draining,
-                       paths=idempotent_paths()),
+            Middleware(
+                IdempotencyMiddleware,
+                settings=settings,
+                draining=draining,
+                paths=idempotent_paths(),
+            ),
             Middleware(AdminAuthMiddleware, keys=keys),
         ],
         exception_handlers={HTTPException: http_exception},

@@ -102,8 +102,10 @@ def not_json_message(exc: Exception) -> str:
 
 
 def too_many_items_message(limit: int) -> str:
-    return (f"The request carries more than {limit} items (messages, input items and the "
-            "content blocks in them, counted together; max_input_items).")
+    return (
+        f"The request carries more than {limit} items (messages, input items and the "
+        "content blocks in them, counted together; max_input_items)."
+    )
 
 
 def too_deep_message(limit: int, at: str) -> str:

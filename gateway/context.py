@@ -100,7 +100,11 @@ class SlotGate(Protocol):
         ...
 
     def hold_model(
-        self, ctx: RequestContext, model: str, limit: int, n: int,
+        self,
+        ctx: RequestContext,
+        model: str,
+        limit: int,
+        n: int,
         principal: Principal | None = None,
     ) -> None:
         """Hold ``n`` of ``model``'s ``limit`` upstream slots (0: no bound of its own);

@@ -89,8 +89,9 @@ def inspect_body(body: bytes, max_depth: int, max_items: int, items: tuple[str, 
     if isinstance(data, dict) and items:
         over = items_over(data, items, max_items)
         if over is not None:
-            return Verdict("too_many_input_items", too_many_items_message(max_items), over,
-                           streaming)
+            return Verdict(
+                "too_many_input_items", too_many_items_message(max_items), over, streaming
+            )
     deep = too_deep(body, data, max_depth)
     if deep is not None:
         return Verdict("invalid_json", too_deep_message(max_depth, deep), deep, streaming)
@@ -101,8 +102,18 @@ class Offload:
     """Runs work on bodies of ``threshold`` bytes or more (or dense ones) off the loop:
     ``inspect`` in child processes, ``run`` in threads, ``workers`` jobs at once."""
 
-    __slots__ = ("_executor", "_processes", "_processes_back_at", "_slots", "busy", "inline",
-                 "offloaded", "threshold", "waiting", "workers")
+    __slots__ = (
+        "_executor",
+        "_processes",
+        "_processes_back_at",
+        "_slots",
+        "busy",
+        "inline",
+        "offloaded",
+        "threshold",
+        "waiting",
+        "workers",
+    )
 
     def __init__(self, threshold: int, workers: int) -> None:
         self.threshold = threshold
@@ -143,7 +154,11 @@ class Offload:
         return await self._job(self._executor, functools.partial(fn, *args, **kwargs))
 
     async def inspect(
-        self, body: bytes, size: int, max_depth: int, max_items: int = 0,
+        self,
+        body: bytes,
+        size: int,
+        max_depth: int,
+        max_items: int = 0,
         items: tuple[str, ...] = (),
     ) -> Verdict:
         """``inspect_body`` in a child process for a large body (``size``, its ``cost``);
@@ -161,8 +176,9 @@ class Offload:
         except (BrokenProcessPool, OSError) as exc:
             # A child that died (OOM), or none could start (no /dev/shm, a process limit):
             # the parse in a thread still keeps the loop free of the decode.
-            log.warning("body inspection processes unavailable (%r); retried in %g s", exc,
-                        PROCESS_RETRY_S)
+            log.warning(
+                "body inspection processes unavailable (%r); retried in %g s", exc, PROCESS_RETRY_S
+            )
             self._processes = None
             self._processes_back_at = time.monotonic() + PROCESS_RETRY_S
             return Verdict()

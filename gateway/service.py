@@ -160,7 +160,8 @@ def _replaced(obj: _T, **changes: Any) -> _T:
         names = tuple(f.name for f in fields)
         access = _ACCESS[cls] = (
             (operator.attrgetter(*names), {n: i for i, n in enumerate(names)}, len(names))
-            if plain else None
+            if plain
+            else None
         )
     if access is None:
         return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
@@ -188,7 +189,9 @@ def screen_fields(screen: Screen, ctx: RequestContext | None) -> None:
 
 # The wire an answer part came from (``AnswerWire``), by the client dialect that speaks it.
 _ANSWER_WIRE: dict[str, AnswerWire] = {
-    "chat": "openai", "responses": "responses", "messages": "anthropic",
+    "chat": "openai",
+    "responses": "responses",
+    "messages": "anthropic",
 }
 
 
@@ -219,8 +222,12 @@ class ChatService:
     """One per app: owns the lint cache, reads the model catalogue and the registry."""
 
     def __init__(
-        self, settings: Settings, registry: UpstreamRegistry, limiter: RateLimiter | None,
-        *, offload: Offload | None = None,
+        self,
+        settings: Settings,
+        registry: UpstreamRegistry,
+        limiter: RateLimiter | None,
+        *,
+        offload: Offload | None = None,
     ) -> None:
         self.settings = settings
         self.registry = registry
@@ -266,9 +273,7 @@ class ChatService:
                 names = name_list([quote(name, safe="-_.") for name in plan.refused])
                 ctx.add_raw_headers([(b"x-syntic-strict-refused", names.encode())])
                 ctx.strict_refused = names
-        return Prepared(
-            model, plan, self.upstream(model, ctx), upstream_view(request, model, plan)
-        )
+        return Prepared(model, plan, self.upstream(model, ctx), upstream_view(request, model, plan))
 
     async def admitted(
         self,
@@ -287,8 +292,7 @@ class ChatService:
             prepared = await self.prepare(request, paths, ctx)
             if ctx.gate is not None:
                 model = prepared.model
-                ctx.gate.hold_model(ctx, model.name, model.max_concurrent, request.n,
-                                    ctx.principal)
+                ctx.gate.hold_model(ctx, model.name, model.max_concurrent, request.n, ctx.principal)
             return prepared
         except BaseException:
             if self.limiter is not None and ctx.principal is not None and estimated_tokens:
@@ -351,8 +355,9 @@ class ChatService:
         ctx.rate = decision
         if not decision.allowed:
             retry = str(max(1, math.ceil(decision.retry_after_s)))
-            raise RateLimited("Rate limit exceeded for this API key.",
-                              headers={"retry-after": retry})
+            raise RateLimited(
+                "Rate limit exceeded for this API key.", headers={"retry-after": retry}
+            )
 
     async def _charge_rest(
         self, ctx: RequestContext, charged: tuple[int, int], tokens: int, n: int
@@ -382,24 +387,32 @@ class ChatService:
             return InvalidRequest(
                 f"n = {n} counts as {n} requests, more than this key's limit of {rpm} per "
                 "minute: the request could never be admitted.",
-                code="n_above_limit", param="n",
+                code="n_above_limit",
+                param="n",
             )
         gate = ctx.gate
         if gate is None:
             return None
-        for limit, whose in ((gate.limit_for(ctx.principal), "this key may run"),
-                             (gate.limit, "this gateway runs")):
+        for limit, whose in (
+            (gate.limit_for(ctx.principal), "this key may run"),
+            (gate.limit, "this gateway runs"),
+        ):
             if limit and n > limit:
                 return InvalidRequest(
                     f"n = {n} runs {n} upstream calls at once, more than the {limit} "
                     f"{whose} at once: the request could never be admitted.",
-                    code="n_above_limit", param="n",
+                    code="n_above_limit",
+                    param="n",
                 )
         return None
 
     async def count_tokens(
-        self, request: ChatRequest, body: Mapping[str, Any], ctx: RequestContext,
-        *, body_bytes: int,
+        self,
+        request: ChatRequest,
+        body: Mapping[str, Any],
+        ctx: RequestContext,
+        *,
+        body_bytes: int,
     ) -> TokenCount:
         """A prompt's input tokens from the model's upstream when it can count
         (``TokenCounter``), else bytes / 4. Admitted as one request with no tokens; safe

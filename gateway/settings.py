@@ -296,7 +296,7 @@ def _check_correction(i: int, values: Mapping[str, Any]) -> None:
     if api not in _APIS:
         raise ConfigError(f"models[{i}].api must be one of {list(_APIS)}")
     if api != "chat_completions" and provider != "openai":
-        raise ConfigError(f"models[{i}].api applies to provider \"openai\" only")
+        raise ConfigError(f'models[{i}].api applies to provider "openai" only')
     tokens_field = values.get("max_tokens_field")
     if tokens_field is not None:
         if tokens_field not in _MAX_TOKENS_FIELDS:
@@ -308,26 +308,29 @@ def _check_correction(i: int, values: Mapping[str, Any]) -> None:
             provider != "openai" or api != "chat_completions"
         ):
             raise ConfigError(
-                f"models[{i}].max_tokens_field applies to provider \"openai\" with "
-                "api = \"chat_completions\" only"
+                f'models[{i}].max_tokens_field applies to provider "openai" with '
+                'api = "chat_completions" only'
             )
     if api == "responses" and field_ is not None:
         raise ConfigError(
-            f"models[{i}]: constrained_field does not apply to api = \"responses\" "
+            f'models[{i}]: constrained_field does not apply to api = "responses" '
             "(its strict mode is asked for with strict: true)"
         )
     if field_ is not None and provider != "openai":
-        raise ConfigError(f"models[{i}].constrained_field applies to provider \"openai\" only")
+        raise ConfigError(f'models[{i}].constrained_field applies to provider "openai" only')
     if correction == "constrained" and provider == "anthropic":
         raise ConfigError(
-            f"models[{i}]: correction = \"constrained\" is not supported for provider "
-            "\"anthropic\""
+            f'models[{i}]: correction = "constrained" is not supported for provider "anthropic"'
         )
     _check_engine(i, values)
-    if (correction == "constrained" and provider == "openai" and field_ is None
-            and values.get("engine") is None):
+    if (
+        correction == "constrained"
+        and provider == "openai"
+        and field_ is None
+        and values.get("engine") is None
+    ):
         raise ConfigError(
-            f"models[{i}]: correction = \"constrained\" needs engine (one of "
+            f'models[{i}]: correction = "constrained" needs engine (one of '
             f"{list(_ENGINES)}) or constrained_field (one of {list(_CONSTRAINED_FIELDS)}): "
             "how the engine is asked for output under a JSON schema"
         )
@@ -342,10 +345,10 @@ def _check_engine(i: int, values: Mapping[str, Any]) -> None:
     if engine not in _ENGINES:
         raise ConfigError(f"models[{i}].engine must be one of {list(_ENGINES)}")
     if values["provider"] != "openai":
-        raise ConfigError(f"models[{i}].engine applies to provider \"openai\" only")
+        raise ConfigError(f'models[{i}].engine applies to provider "openai" only')
     if values.get("api", "chat_completions") != "chat_completions" and engine != "openai":
         raise ConfigError(
-            f"models[{i}]: api = \"responses\" is supported for engine \"openai\" only "
+            f'models[{i}]: api = "responses" is supported for engine "openai" only '
             f"(engine {engine!r} is reached through chat completions)"
         )
     profile = PROFILES[engine]

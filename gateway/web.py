@@ -52,7 +52,9 @@ def json_bytes(payload: Any) -> bytes:
 
 
 def parse_json_body(
-    body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH, param: str | None = None,
+    body: bytes,
+    max_depth: int = DEFAULT_MAX_JSON_DEPTH,
+    param: str | None = None,
     check: Callable[[Any], None] | None = None,
 ) -> Any:
     """A client's request body as JSON, or 400 ``invalid_json`` saying why: not JSON, or
@@ -62,9 +64,7 @@ def parse_json_body(
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(
-            not_json_message(exc), code="invalid_json", param=param
-        ) from exc
+        raise InvalidRequest(not_json_message(exc), code="invalid_json", param=param) from exc
     try:
         if check is not None:
             check(data)

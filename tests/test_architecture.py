@@ -39,8 +39,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway.upstream", "gateway.storage", "gateway.server"),
     # The request's bookkeeping and the seams it names: plain data, like canonical.
     ("gateway.context", "gateway.keys.base", "gateway.usage.base", "gateway.ratelimit.base"),
-    ("gateway.canonical", "gateway.errors", "gateway.settings", "gateway.engines", "gateway.bounds",
-     "gateway.offload", "gateway:"),
+    (
+        "gateway.canonical",
+        "gateway.errors",
+        "gateway.settings",
+        "gateway.engines",
+        "gateway.bounds",
+        "gateway.offload",
+        "gateway:",
+    ),
 )
 
 # module prefix -> prefixes it must never import
@@ -173,21 +180,24 @@ def forbidden_violations(graph: Mapping[str, Iterable[Import]]) -> list[str]:
                 if _matches(module, owner) and any(_matches(imp.module, p) for p in prefixes):
                     bad.append(f"{module}:{imp.line} imports {imp.module}")
             for owner in SELF_CONTAINED:
-                if (_matches(module, owner) and _own(imp.module)
-                        and not _matches(imp.module, owner)):
+                if _matches(module, owner) and _own(imp.module) and not _matches(imp.module, owner):
                     bad.append(f"{module}:{imp.line} imports {imp.module} (self-contained)")
-            if (imp.module.startswith("uvicorn.") and module != UVICORN_INTERNALS):
-                bad.append(f"{module}:{imp.line} imports {imp.module}: uvicorn internals "
-                           f"go through {UVICORN_INTERNALS}")
+            if imp.module.startswith("uvicorn.") and module != UVICORN_INTERNALS:
+                bad.append(
+                    f"{module}:{imp.line} imports {imp.module}: uvicorn internals "
+                    f"go through {UVICORN_INTERNALS}"
+                )
     return bad
 
 
 def import_cycles(graph: Mapping[str, Iterable[Import]]) -> list[list[str]]:
     """The cycles among own modules through module-level imports (one per cycle found)."""
     edges = {
-        module: sorted({i.module for i in imports if i.top_level and i.module in graph
-                        and i.module != module})
-        for module, imports in graph.items() if _own(module)
+        module: sorted(
+            {i.module for i in imports if i.top_level and i.module in graph and i.module != module}
+        )
+        for module, imports in graph.items()
+        if _own(module)
     }
     cycles: list[list[str]] = []
     state: dict[str, int] = {}  # 1: on the current path, 2: done
@@ -198,7 +208,7 @@ def import_cycles(graph: Mapping[str, Iterable[Import]]) -> list[list[str]]:
         path.append(module)
         for target in edges.get(module, ()):
             if state.get(target) == 1:
-                cycles.append([*path[path.index(target):], target])
+                cycles.append([*path[path.index(target) :], target])
             elif target not in state:
                 visit(target)
         path.pop()
@@ -281,9 +291,7 @@ def test_a_module_without_layer_fails(graph: dict[str, list[Import]]) -> None:
         ("gateway.server.protocol", "uvicorn.server"),
     ],
 )
-def test_a_forbidden_import_fails(
-    graph: dict[str, list[Import]], module: str, target: str
-) -> None:
+def test_a_forbidden_import_fails(graph: dict[str, list[Import]], module: str, target: str) -> None:
     assert forbidden_violations(_with(graph, module, target))
 
 

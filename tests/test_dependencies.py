@@ -35,8 +35,11 @@ def _constraints() -> dict[str, Version]:
 def _requirements(*groups: str) -> list[Requirement]:
     out: list[Requirement] = []
     for group in groups:
-        raw = PROJECT["dependencies"] if group == "runtime" else (
-            PROJECT["optional-dependencies"][group])
+        raw = (
+            PROJECT["dependencies"]
+            if group == "runtime"
+            else (PROJECT["optional-dependencies"][group])
+        )
         out.extend(Requirement(r) for r in raw)
     return out
 
@@ -53,7 +56,8 @@ def test_requirement_is_bounded_and_pinned_inside_its_range(req: Requirement) ->
     name = canonicalize_name(req.name)
     assert name in pins, f"{req.name} is not pinned in constraints.txt: regenerate it"
     assert req.specifier.contains(pins[name], prereleases=True), (
-        f"constraints.txt pins {req.name}=={pins[name]}, outside pyproject's {req.specifier}")
+        f"constraints.txt pins {req.name}=={pins[name]}, outside pyproject's {req.specifier}"
+    )
 
 
 def test_the_tested_lower_bound_is_the_pinned_release_line() -> None:
@@ -82,8 +86,11 @@ def test_local_extra_pins_the_runtime_the_build_script_builds() -> None:
 
 @pytest.mark.parametrize("path", [".ci/run", "scripts/run", "scripts/test", "deploy/Dockerfile"])
 def test_installs_use_the_constraints_file(path: str) -> None:
-    lines = [line for line in (ROOT / path).read_text().splitlines()
-             if re.search(r"pip (install|wheel)\b.*(-e|\s\.\s*$|'\.\[)", line)]
+    lines = [
+        line
+        for line in (ROOT / path).read_text().splitlines()
+        if re.search(r"pip (install|wheel)\b.*(-e|\s\.\s*$|'\.\[)", line)
+    ]
     assert lines, f"{path}: no install of the project found"
     for line in lines:
         assert "-c constraints.txt" in line, f"{path}: installs without the pins: {line.strip()}"

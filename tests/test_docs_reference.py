@@ -42,7 +42,8 @@ def unnamed_packages(names: Iterable[str], text: str) -> list[str]:
     """The packages ``text`` does not name as ``<name>/`` or ``gateway/<name>/``, where
     the name starts a path (``restored/`` does not name ``stored/``)."""
     return [
-        name for name in names
+        name
+        for name in names
         if not re.search(r"(?<![\w./-])(?:gateway/)?" + re.escape(name) + "/", text)
     ]
 
@@ -56,7 +57,8 @@ def broken_links(index: str, files: Iterable[str]) -> list[str]:
     """Relative links of the index to records that are not in ``files``."""
     present = set(files)
     return [
-        target for target in re.findall(r"\]\(([^)#]+\.md)\)", index)
+        target
+        for target in re.findall(r"\]\(([^)#]+\.md)\)", index)
         if "/" not in target and target not in present
     ]
 
@@ -137,7 +139,8 @@ def test_every_decision_record_is_in_the_index() -> None:
 def test_decision_records_are_numbered_and_have_the_four_parts() -> None:
     records = _records()
     problems = [
-        problem for name in records
+        problem
+        for name in records
         for problem in record_problems(name, (DECISIONS / name).read_text(encoding="utf-8"))
     ]
     assert not problems, "\n".join(problems)
@@ -192,8 +195,13 @@ def test_pointers_and_unnamed_files(tmp_path: Path) -> None:
     (tmp_path / "gateway" / "app.py").write_text("# nothing\n")
     skip = tmp_path / "gateway" / "server" / "cycle.py"
     assert pointers_to("docs/perf.md", tmp_path, ["gateway"], skip) == [
-        "gateway/server/protocol.py"]
+        "gateway/server/protocol.py"
+    ]
     text = "| `gateway/server/protocol.py`, `cycle.py` | ... |\n| `gateway/app.py` | ... |"
-    paths = ["gateway/server/protocol.py", "gateway/server/cycle.py", "gateway/app.py",
-             "gateway/keys/store.py"]
+    paths = [
+        "gateway/server/protocol.py",
+        "gateway/server/cycle.py",
+        "gateway/app.py",
+        "gateway/keys/store.py",
+    ]
     assert unnamed_files(paths, text) == ["gateway/keys/store.py"]

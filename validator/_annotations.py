@@ -64,4 +64,3 @@ def _strip_map(value: Mapping[str, Any], depth: int) -> Any:
     if all(stripped[k] is v for k, v in value.items()):
         return value
     return stripped
-

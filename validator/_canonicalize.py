@@ -32,6 +32,8 @@ from validator._jsonvalue import json_equal
 __all__ = ["accepts_null", "canonicalize"]
 
 _MAX_DEPTH = 64
+
+
 def accepts_null(schema: Any, root: Any, depth: int = 0) -> bool:
     """Whether ``null`` is valid against ``schema`` (refs resolved against ``root``)."""
     if isinstance(schema, bool):

@@ -382,8 +382,13 @@ class _Cache:
     def stats(self) -> CacheStats:
         with self.lock:
             return CacheStats(
-                self.hits, self.misses, self.evictions, len(self.data), self.maxsize,
-                self.bytes, self.max_bytes,
+                self.hits,
+                self.misses,
+                self.evictions,
+                len(self.data),
+                self.maxsize,
+                self.bytes,
+                self.max_bytes,
             )
 
 

@@ -288,23 +288,34 @@ class _Gen:
                 self.report(lines, "            ", keyword, text + show(value), f"{loc}/{keyword}")
         if multiple is not None:
             lines.append(f"        if not _multiple_of(x, {self.const(multiple)}):")
-            self.report(lines, "            ", "multipleOf",
-                        f"must be a multiple of {show(multiple)}", loc + "/multipleOf")
+            self.report(
+                lines,
+                "            ",
+                "multipleOf",
+                f"must be a multiple of {show(multiple)}",
+                loc + "/multipleOf",
+            )
 
     def emit_object(self, spec: tuple[Any, ...], lines: list[str], loc: str) -> None:
         properties, required, additional = spec
         groups: list[list[str]] = []  # one check each, at the indent of a function body
         for name in required:
             group = [f"    if {self.const(name)} not in x:"]
-            self.report(group, "        ", "required",
-                        f"must have required property {show(name)}", loc + "/required")
+            self.report(
+                group,
+                "        ",
+                "required",
+                f"must have required property {show(name)}",
+                loc + "/required",
+            )
             groups.append(group)
         for name, child in properties:
             fn = self.function(child)
             if fn != "_nothing":
                 key = self.const(name)
-                groups.append([f"    if {key} in x:",
-                               f"        {fn}(x[{key}], (*p, {key}), d + 1, out)"])
+                groups.append(
+                    [f"    if {key} in x:", f"        {fn}(x[{key}], (*p, {key}), d + 1, out)"]
+                )
         if additional is not None and not self.trivial(additional):
             known = self.const(frozenset(n for n, _ in properties))
             if self.nodes[additional][FALSE]:
@@ -340,12 +351,22 @@ class _Gen:
         start = len(lines)
         if min_items is not None:
             lines.append(f"        if len(x) < {self.const(min_items)}:")
-            self.report(lines, "            ", "minItems",
-                        f"must have at least {plural(min_items, 'item')}", loc + "/minItems")
+            self.report(
+                lines,
+                "            ",
+                "minItems",
+                f"must have at least {plural(min_items, 'item')}",
+                loc + "/minItems",
+            )
         if max_items is not None:
             lines.append(f"        if len(x) > {self.const(max_items)}:")
-            self.report(lines, "            ", "maxItems",
-                        f"must have at most {plural(max_items, 'item')}", loc + "/maxItems")
+            self.report(
+                lines,
+                "            ",
+                "maxItems",
+                f"must have at most {plural(max_items, 'item')}",
+                loc + "/maxItems",
+            )
         if items is not None and not self.trivial(items):
             fn = self.function(items)
             lines.append("        for i, v in enumerate(x):")

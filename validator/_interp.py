@@ -209,7 +209,6 @@ class Interpreter:
             out.append(error(path, "anyOf", "must match at least one schema in anyOf",
                              loc + "/anyOf", x))  # fmt: skip
 
-
     def _one_of(
         self, branches: tuple[int, ...], x: Any, path: _Path, loc: str, depth: int,
         out: list[ValidationError],

@@ -422,8 +422,7 @@ class _Walk:
             if not is_root or not isinstance(value, str) or value not in SCHEMA_URIS:
                 self.bad(
                     kpath,
-                    '"$schema" is only accepted at the root, as the draft 2020-12 or draft-07 '
-                    "URI",
+                    '"$schema" is only accepted at the root, as the draft 2020-12 or draft-07 URI',
                 )
         elif key == "pattern":
             self._pattern(value, kpath)
@@ -647,8 +646,10 @@ def _primitive(value: Any) -> bool:
 
 
 def _beside_ref(key: str) -> bool:
-    return key in ANNOTATIONS or key in FREE_ANNOTATIONS or key in (
-        "$ref", "$defs", "definitions", "$schema"
+    return (
+        key in ANNOTATIONS
+        or key in FREE_ANNOTATIONS
+        or key in ("$ref", "$defs", "definitions", "$schema")
     )
 
 

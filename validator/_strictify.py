@@ -357,9 +357,7 @@ def _pairwise_disjoint(branches: list[Any], root: Any) -> bool:
     types, by ``const``/``enum`` values, or by a required property whose ``const``/``enum``
     values differ (a discriminator)."""
     resolved = [_resolve_ref(b, root) for b in branches]
-    return all(
-        _disjoint(a, b) for i, a in enumerate(resolved) for b in resolved[i + 1 :]
-    )
+    return all(_disjoint(a, b) for i, a in enumerate(resolved) for b in resolved[i + 1 :])
 
 
 def _resolve_ref(schema: Any, root: Any) -> Any:
@@ -403,9 +401,7 @@ def _disjoint(a: Any, b: Any) -> bool:
 def _disjoint_values(a: Any, b: Any) -> bool:
     va = _values(a) if isinstance(a, Mapping) else None
     vb = _values(b) if isinstance(b, Mapping) else None
-    return va is not None and vb is not None and not any(
-        json_equal(x, y) for x in va for y in vb
-    )
+    return va is not None and vb is not None and not any(json_equal(x, y) for x in va for y in vb)
 
 
 def _values(schema: Mapping[str, Any]) -> list[Any] | None:

@@ -126,7 +126,10 @@ async def create_key(request: Request) -> Response:
         raise InvalidRequest("test must be a boolean.", param="test")
     kind: KeyKind = "test" if test else "live"
     created = await keys.create(
-        name, kind=kind, rpm=_limit(body, "rpm"), tpm=_limit(body, "tpm"),
+        name,
+        kind=kind,
+        rpm=_limit(body, "rpm"),
+        tpm=_limit(body, "tpm"),
         max_concurrent=_limit(body, "max_concurrent"),
     )
     return _json({"key": key_json(created.info), "secret": created.secret}, status=201)

@@ -89,8 +89,19 @@ ADMIN_SCHEMAS: dict[str, Any] = {
     "AdminKey": {
         "type": "object",
         "description": "A key as listed: never its secret.",
-        "required": ["id", "name", "kind", "display_prefix", "rpm", "tpm", "max_concurrent",
-                     "admin", "created_at", "revoked_at", "revoked"],
+        "required": [
+            "id",
+            "name",
+            "kind",
+            "display_prefix",
+            "rpm",
+            "tpm",
+            "max_concurrent",
+            "admin",
+            "created_at",
+            "revoked_at",
+            "revoked",
+        ],
         "properties": {
             "id": {"type": "string"},
             "name": {"type": "string"},
@@ -98,9 +109,11 @@ ADMIN_SCHEMAS: dict[str, Any] = {
             "display_prefix": {"type": "string", "description": "e.g. sk_live_AbCd"},
             "rpm": {"type": ["integer", "null"]},
             "tpm": {"type": ["integer", "null"]},
-            "max_concurrent": {"type": ["integer", "null"],
-                               "description": "Upstream calls in flight at once per replica; "
-                               "null: the server's max_concurrent_per_key."},
+            "max_concurrent": {
+                "type": ["integer", "null"],
+                "description": "Upstream calls in flight at once per replica; "
+                "null: the server's max_concurrent_per_key.",
+            },
             "admin": {"type": "boolean"},
             "created_at": _NUM,
             "revoked_at": {"type": ["number", "null"]},
@@ -111,8 +124,12 @@ ADMIN_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["name"],
         "properties": {
-            "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS,
-                     "description": "No control characters."},
+            "name": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_NAME_CHARS,
+                "description": "No control characters.",
+            },
             "rpm": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_LIMIT},
             "tpm": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_LIMIT},
             "max_concurrent": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_LIMIT},
@@ -147,9 +164,20 @@ ADMIN_SCHEMAS: dict[str, Any] = {
     "UsageAggregate": _agg(),
     "UsageReport": {
         "type": "object",
-        "required": ["since", "until", "bucket", "bucket_seconds", "filters", "totals",
-                     "by_key", "by_model", "by_endpoint", "by_status", "by_error_code",
-                     "series"],
+        "required": [
+            "since",
+            "until",
+            "bucket",
+            "bucket_seconds",
+            "filters",
+            "totals",
+            "by_key",
+            "by_model",
+            "by_endpoint",
+            "by_status",
+            "by_error_code",
+            "series",
+        ],
         "properties": {
             "since": _NUM,
             "until": _NUM,
@@ -182,12 +210,28 @@ ADMIN_SCHEMAS: dict[str, Any] = {
     "LedgerRow": {
         "type": "object",
         "description": "One ledger row. The ledger stores no prompts or completions.",
-        "required": ["request_id", "key_id", "model", "endpoint", "status", "error_code",
-                     "streamed", "prompt_tokens", "completion_tokens",
-                     "correction_prompt_tokens", "correction_completion_tokens",
-                     "schema_retries", "upstream_calls", "latency_ms", "started_at",
-                     "finished_at", "estimated", "cache_read_tokens",
-                     "cache_creation_tokens", "reasoning_tokens"],
+        "required": [
+            "request_id",
+            "key_id",
+            "model",
+            "endpoint",
+            "status",
+            "error_code",
+            "streamed",
+            "prompt_tokens",
+            "completion_tokens",
+            "correction_prompt_tokens",
+            "correction_completion_tokens",
+            "schema_retries",
+            "upstream_calls",
+            "latency_ms",
+            "started_at",
+            "finished_at",
+            "estimated",
+            "cache_read_tokens",
+            "cache_creation_tokens",
+            "reasoning_tokens",
+        ],
         "additionalProperties": False,
         "properties": {
             "request_id": {"type": "string"},
@@ -206,14 +250,22 @@ ADMIN_SCHEMAS: dict[str, Any] = {
             "latency_ms": _NUM,
             "started_at": _NUM,
             "finished_at": _NUM,
-            "estimated": {"type": "boolean",
-                          "description": "The upstream reported no usage: tokens estimated."},
-            "cache_read_tokens": {**_INT, "description":
-                                  "Of the prompt tokens: read from the provider's cache."},
-            "cache_creation_tokens": {**_INT, "description":
-                                      "Of the prompt tokens: written to the provider's cache."},
-            "reasoning_tokens": {**_INT, "description":
-                                 "Of the completion tokens: spent reasoning."},
+            "estimated": {
+                "type": "boolean",
+                "description": "The upstream reported no usage: tokens estimated.",
+            },
+            "cache_read_tokens": {
+                **_INT,
+                "description": "Of the prompt tokens: read from the provider's cache.",
+            },
+            "cache_creation_tokens": {
+                **_INT,
+                "description": "Of the prompt tokens: written to the provider's cache.",
+            },
+            "reasoning_tokens": {
+                **_INT,
+                "description": "Of the completion tokens: spent reasoning.",
+            },
         },
     },
     "RequestList": {

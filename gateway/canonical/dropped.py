@@ -62,8 +62,11 @@ def _names(response: ChatResponse, wire: AnswerWire) -> Iterator[str]:
     shared = _SHARED_FIELDS.get((kept.wire, wire), frozenset())
     # A kept stop reason (pause_turn) is translated to the finish reason, not dropped; a
     # Responses upstream's other members echo the request (the request side names those).
-    answer = kept.response if kept.wire != "responses" else {
-        k: v for k, v in kept.response.items() if k == "service_tier"}
+    answer = (
+        kept.response
+        if kept.wire != "responses"
+        else {k: v for k, v in kept.response.items() if k == "service_tier"}
+    )
     yield from (k for k in answer if k not in shared and k != "stop_reason")
     # Chat message annotations are citations, named above when they cannot be said.
     yield from (_name("message", k) for k in kept.message if k != "annotations")

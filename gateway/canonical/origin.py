@@ -75,7 +75,7 @@ class Origin:
         prefix = f"tools[{i}]"
         if not self.tool_paths or not param.startswith(prefix):
             return param
-        return self.tool_paths[i] + param[len(prefix):]
+        return self.tool_paths[i] + param[len(prefix) :]
 
     def header(self, name: str) -> str | None:
         for key, value in self.headers:

@@ -42,7 +42,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     create.add_argument("--rpm", type=_limit, default=None, help="requests per minute")
     create.add_argument("--tpm", type=_limit, default=None, help="tokens per minute")
     create.add_argument(
-        "--max-concurrent", type=_limit, default=None,
+        "--max-concurrent",
+        type=_limit,
+        default=None,
         help="upstream calls in flight at once per replica (default: the server's)",
     )
     kind = create.add_mutually_exclusive_group()
@@ -77,7 +79,10 @@ def _create(args: argparse.Namespace) -> int:
 
     async def body(settings: Settings, db: Database) -> str:
         created = await _store(settings, db).create(
-            args.name, kind=kind, rpm=args.rpm, tpm=args.tpm,
+            args.name,
+            kind=kind,
+            rpm=args.rpm,
+            tpm=args.tpm,
             max_concurrent=args.max_concurrent,
         )
         info = created.info

@@ -40,8 +40,10 @@ def _install(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     spec = LOCAL_MODELS[args.model_id]
     try:
-        if args.verify and model_file(spec, env).is_file() and not is_installed(
-            spec, env, rehash=True
+        if (
+            args.verify
+            and model_file(spec, env).is_file()
+            and not is_installed(spec, env, rehash=True)
         ):
             print(f"{spec.id}: installed file does not verify; reinstalling", file=sys.stderr)
             model_file(spec, env).unlink()

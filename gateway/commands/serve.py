@@ -25,7 +25,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--port", type=int, help="port (default: config or 8080)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes")
     parser.add_argument(
-        "--log-level", default="info",
+        "--log-level",
+        default="info",
         help="info logs one JSON line per request (format: $SYNTIC_LOG_FORMAT json|text)",
     )
     parser.set_defaults(func=run)
@@ -64,8 +65,9 @@ def run(args: argparse.Namespace) -> int:
         os.environ["SYNTIC_LOG_LEVEL"] = args.log_level  # workers configure their own logs
         # Set before the workers spawn: each merges every worker's metrics into /metrics.
         with worker_metrics_dir(os.environ):
-            uvicorn.run("gateway.app:create_app_from_env", factory=True,
-                        workers=args.workers, **options)
+            uvicorn.run(
+                "gateway.app:create_app_from_env", factory=True, workers=args.workers, **options
+            )
     else:
         # One process: the plain in-process registry, whatever the caller's environment
         # says (prometheus_client reads this variable when the app first imports it).

@@ -70,8 +70,13 @@ async def decoded_body(
         if verdict.code is not None:
             raise InvalidRequest(verdict.message, code=verdict.code, param=verdict.param)
     return await offload.run(
-        size, _parse_and_decode, body, settings.max_json_depth, settings.max_input_items,
-        items, decode,
+        size,
+        _parse_and_decode,
+        body,
+        settings.max_json_depth,
+        settings.max_input_items,
+        items,
+        decode,
     )
 
 
@@ -85,7 +90,10 @@ def sized(service: ChatService, request: ChatRequest, size: int) -> ChatRequest:
 
 
 def _parse_and_decode(
-    body: bytes, max_depth: int, max_items: int, items: tuple[str, ...],
+    body: bytes,
+    max_depth: int,
+    max_items: int,
+    items: tuple[str, ...],
     decode: Callable[[Any], _T],
 ) -> _T:
     def count(data: Any) -> None:

@@ -58,8 +58,9 @@ def spell(at: At, key: Key = None) -> str:
     return f"{head}.{step}" if head else step
 
 
-def invalid(message: str, at: At | None, key: Key = None, code: str | None = None
-            ) -> InvalidRequest:
+def invalid(
+    message: str, at: At | None, key: Key = None, code: str | None = None
+) -> InvalidRequest:
     """The 400 for a shape error at ``at`` (``None``: the body as a whole)."""
     return InvalidRequest(message, param=None if at is None else spell(at, key), code=code)
 

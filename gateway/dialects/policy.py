@@ -112,8 +112,14 @@ class Rule:
 
 # OpenAI's reasoning efforts -> Anthropic's output_config.effort ("none" has no equivalent:
 # every Anthropic effort thinks). Anthropic's efforts are all OpenAI efforts too.
-_TO_ANTHROPIC_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high",
-                        "xhigh": "xhigh", "max": "max"}
+_TO_ANTHROPIC_EFFORT = {
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "xhigh",
+    "max": "max",
+}
 _OPENAI_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh", "max"})
 
 
@@ -144,8 +150,16 @@ def _r(
     convert: Callable[[Target, Any], Any] | None = None,
 ) -> Rule:
     chat, responses, messages, local = (_LETTERS[c] for c in letters.split())
-    return Rule(dialect, field, (chat, responses, messages, local), note,
-                tuple((to or {}).items()), carry, neutral, convert)
+    return Rule(
+        dialect,
+        field,
+        (chat, responses, messages, local),
+        note,
+        tuple((to or {}).items()),
+        carry,
+        neutral,
+        convert,
+    )
 
 
 _CACHE = "a prompt-cache hint: the answer is the same without it"
@@ -166,46 +180,91 @@ RULES: tuple[Rule, ...] = (
     _r("chat", "response_format", "H H H H", "a strict `json_schema` is enforced"),
     _r("chat", "temperature", "H H H H"),
     _r("chat", "top_p", "H H H H"),
-    _r("chat", "stop", "H R H H", "the Responses API has no stop sequences",
-       to={"messages": "stop_sequences"}),
-    _r("chat", "max_completion_tokens", "F T T H",
-       to={"responses": "max_output_tokens", "messages": "max_tokens"}),
-    _r("chat", "max_tokens", "F T T H", "deprecated by OpenAI for `max_completion_tokens`",
-       to={"responses": "max_output_tokens", "messages": "max_tokens"}),
+    _r(
+        "chat",
+        "stop",
+        "H R H H",
+        "the Responses API has no stop sequences",
+        to={"messages": "stop_sequences"},
+    ),
+    _r(
+        "chat",
+        "max_completion_tokens",
+        "F T T H",
+        to={"responses": "max_output_tokens", "messages": "max_tokens"},
+    ),
+    _r(
+        "chat",
+        "max_tokens",
+        "F T T H",
+        "deprecated by OpenAI for `max_completion_tokens`",
+        to={"responses": "max_output_tokens", "messages": "max_tokens"},
+    ),
     _r("chat", "user", "F F T D", to={"messages": "metadata.user_id"}),
     _r("chat", "metadata", "F F D D", carry=True),
-    _r("chat", "reasoning_effort", "F T T D", "`none` has no Messages equivalent (dropped)",
-       to={"responses": "reasoning.effort", "messages": "output_config.effort"}, carry=True,
-       convert=_effort),
-    _r("chat", "verbosity", "F T D D", to={"responses": "text.verbosity"}, carry=True,
-       neutral=("medium",), convert=_same),
+    _r(
+        "chat",
+        "reasoning_effort",
+        "F T T D",
+        "`none` has no Messages equivalent (dropped)",
+        to={"responses": "reasoning.effort", "messages": "output_config.effort"},
+        carry=True,
+        convert=_effort,
+    ),
+    _r(
+        "chat",
+        "verbosity",
+        "F T D D",
+        to={"responses": "text.verbosity"},
+        carry=True,
+        neutral=("medium",),
+        convert=_same,
+    ),
     _r("chat", "service_tier", "F F D D", carry=True, neutral=("auto",)),
     _r("chat", "prompt_cache_key", "F F D D", _CACHE, carry=True),
     _r("chat", "prompt_cache_retention", "F F D D", _CACHE, carry=True),
     _r("chat", "prompt_cache_options", "F F D D", _CACHE, carry=True),
     _r("chat", "safety_identifier", "F F D D", carry=True),
-    _r("chat", "moderation", "F F R R", "moderation the gateway cannot run itself",
-       carry=True),
+    _r("chat", "moderation", "F F R R", "moderation the gateway cannot run itself", carry=True),
     _r("chat", "seed", "F D D D", _SAMPLING),
     _r("chat", "frequency_penalty", "F D D D", _SAMPLING, neutral=(0, 0.0)),
     _r("chat", "presence_penalty", "F D D D", _SAMPLING, neutral=(0, 0.0)),
     _r("chat", "logit_bias", "F D D D", _SAMPLING, neutral=({},)),
-    _r("chat", "logprobs", "F D D D", "the gateway's answer carries no log probabilities",
-       neutral=(False,)),
+    _r(
+        "chat",
+        "logprobs",
+        "F D D D",
+        "the gateway's answer carries no log probabilities",
+        neutral=(False,),
+    ),
     _r("chat", "top_logprobs", "F D D D", "as `logprobs`", neutral=(0,)),
     _r("chat", "store", "F D D D", "OpenAI's stored completions", neutral=(False,)),
     _r("chat", "prediction", "F D D D", "a latency hint"),
-    _r("chat", "modalities", "F D D D", "text is the default; audio output is `audio`",
-       neutral=(["text"],)),
+    _r(
+        "chat",
+        "modalities",
+        "F D D D",
+        "text is the default; audio output is `audio`",
+        neutral=(["text"],),
+    ),
     _r("chat", "audio", "R R R R", "audio output: the gateway answers with text"),
     _r("chat", "web_search_options", "F R R R", _HOSTED),
     _r("chat", "functions", "R R R R", "the legacy function-calling API: send `tools`"),
     _r("chat", "function_call", "R R R R", "the legacy function-calling API: send `tool_choice`"),
-    _r("chat", "messages[].content[].image_url.detail", "F T D D",
-       to={"responses": "input[].content[].detail"}, neutral=("auto",)),
+    _r(
+        "chat",
+        "messages[].content[].image_url.detail",
+        "F T D D",
+        to={"responses": "input[].content[].detail"},
+        neutral=("auto",),
+    ),
     _r("chat", "messages[].name", "F D D D", "a participant name"),
-    _r("chat", "messages[].content[] (input_audio, file)", "F R R R",
-       "input that wire cannot carry: dropping it would change the answer"),
+    _r(
+        "chat",
+        "messages[].content[] (input_audio, file)",
+        "F R R R",
+        "input that wire cannot carry: dropping it would change the answer",
+    ),
     _r("chat", "tools[] (custom)", "F R R R", "a free-form tool the gateway cannot enforce"),
     _r("chat", "tool_choice (custom, allowed_tools)", "F R R R"),
     _r("chat", "openai-beta", "F D D D", ""),
@@ -223,61 +282,132 @@ RULES: tuple[Rule, ...] = (
     _r("responses", "top_p", "H H H H"),
     _r("responses", "metadata", "H H H H", "echoed and stored with the response"),
     _r("responses", "store", "H H H H", "the gateway stores; the upstream gets `store: false`"),
-    _r("responses", "previous_response_id", "H H H H",
-       "the gateway's own stored history, sent as input"),
-    _r("responses", "max_output_tokens", "T F T H",
-       to={"chat": "max_completion_tokens", "messages": "max_tokens"}),
+    _r(
+        "responses",
+        "previous_response_id",
+        "H H H H",
+        "the gateway's own stored history, sent as input",
+    ),
+    _r(
+        "responses",
+        "max_output_tokens",
+        "T F T H",
+        to={"chat": "max_completion_tokens", "messages": "max_tokens"},
+    ),
     _r("responses", "user", "F F T D", to={"messages": "metadata.user_id"}),
     _r("responses", "reasoning", "H H H H", "its fields below"),
-    _r("responses", "text.verbosity", "T F D D", to={"chat": "verbosity"}, carry=True,
-       neutral=("medium",), convert=_same),
-    _r("responses", "reasoning.effort", "T F T D",
-       "`none` has no Messages equivalent (dropped)",
-       to={"chat": "reasoning_effort", "messages": "output_config.effort"}, carry=True,
-       convert=_effort),
-    _r("responses", "reasoning.summary", "D F D D", "a summary of reasoning the gateway's "
-       "answer does not carry"),
+    _r(
+        "responses",
+        "text.verbosity",
+        "T F D D",
+        to={"chat": "verbosity"},
+        carry=True,
+        neutral=("medium",),
+        convert=_same,
+    ),
+    _r(
+        "responses",
+        "reasoning.effort",
+        "T F T D",
+        "`none` has no Messages equivalent (dropped)",
+        to={"chat": "reasoning_effort", "messages": "output_config.effort"},
+        carry=True,
+        convert=_effort,
+    ),
+    _r(
+        "responses",
+        "reasoning.summary",
+        "D F D D",
+        "a summary of reasoning the gateway's answer does not carry",
+    ),
     _r("responses", "reasoning.generate_summary", "D F D D", "as `reasoning.summary`"),
-    _r("responses", "include", "D F D D", "extra output the gateway's answer does not carry",
-       neutral=([],)),
+    _r(
+        "responses",
+        "include",
+        "D F D D",
+        "extra output the gateway's answer does not carry",
+        neutral=([],),
+    ),
     _r("responses", "service_tier", "F F D D", carry=True, neutral=("auto",)),
     _r("responses", "prompt_cache_key", "F F D D", _CACHE, carry=True),
     _r("responses", "prompt_cache_retention", "F F D D", _CACHE, carry=True),
     _r("responses", "prompt_cache_options", "F F D D", _CACHE, carry=True),
     _r("responses", "safety_identifier", "F F D D", carry=True),
-    _r("responses", "moderation", "F F R R", "moderation the gateway cannot run itself",
-       carry=True),
-    _r("responses", "truncation", "D F D D", "other wires fail a prompt that does not fit",
-       neutral=("disabled",)),
-    _r("responses", "top_logprobs", "D F D D", "the gateway's answer carries no log "
-       "probabilities", neutral=(0,)),
+    _r(
+        "responses", "moderation", "F F R R", "moderation the gateway cannot run itself", carry=True
+    ),
+    _r(
+        "responses",
+        "truncation",
+        "D F D D",
+        "other wires fail a prompt that does not fit",
+        neutral=("disabled",),
+    ),
+    _r(
+        "responses",
+        "top_logprobs",
+        "D F D D",
+        "the gateway's answer carries no log probabilities",
+        neutral=(0,),
+    ),
     _r("responses", "max_tool_calls", "D F D D", "bounds hosted tool calls"),
     _r("responses", "context_management", "D F D D", "server-side compaction"),
     _r("responses", "image", "D F D D", "image generation options"),
     _r("responses", "access_programs", "D F D D"),
     _r("responses", "client_metadata", "D F D D", "client bookkeeping (Codex)"),
-    _r("responses", "background", "R R R R", "the gateway answers in the request",
-       neutral=(False,)),
+    _r(
+        "responses", "background", "R R R R", "the gateway answers in the request", neutral=(False,)
+    ),
     _r("responses", "background_options", "R R R R", "as `background`"),
-    _r("responses", "conversation", "R R R R",
-       "conversation state stays with the gateway: `previous_response_id`"),
-    _r("responses", "prompt", "R R R R",
-       "a stored prompt template: its tools and schemas are not the gateway's to enforce"),
-    _r("responses", "tools[] (namespace)", "T F T T", "its function tools, flattened",
-       to={"chat": "tools", "messages": "tools"}),
-    _r("responses", "tools[] (hosted and custom tools)", "R F R R",
-       f"{_HOSTED}: web_search, file_search, code_interpreter, mcp, shell, custom, ..."),
+    _r(
+        "responses",
+        "conversation",
+        "R R R R",
+        "conversation state stays with the gateway: `previous_response_id`",
+    ),
+    _r(
+        "responses",
+        "prompt",
+        "R R R R",
+        "a stored prompt template: its tools and schemas are not the gateway's to enforce",
+    ),
+    _r(
+        "responses",
+        "tools[] (namespace)",
+        "T F T T",
+        "its function tools, flattened",
+        to={"chat": "tools", "messages": "tools"},
+    ),
+    _r(
+        "responses",
+        "tools[] (hosted and custom tools)",
+        "R F R R",
+        f"{_HOSTED}: web_search, file_search, code_interpreter, mcp, shell, custom, ...",
+    ),
     _r("responses", "tools[].defer_loading", "D F D D", "every tool is loaded"),
     _r("responses", "tools[].allowed_callers", "D F D D"),
     _r("responses", "tools[].output_schema", "D F D D"),
     _r("responses", "tool_choice (hosted, allowed_tools)", "R F R R", _HOSTED),
     _r("responses", "input[] (reasoning)", "D F D D", "another provider's reasoning"),
-    _r("responses", "input[] (other item types)", "R F R R",
-       "items of hosted tools and custom calls"),
-    _r("responses", "input[].content[].detail", "T F D D",
-       to={"chat": "messages[].content[].image_url.detail"}, neutral=("auto",)),
-    _r("responses", "input[].content[] (input_file, file_id)", "R F R R",
-       "input that wire cannot carry: dropping it would change the answer"),
+    _r(
+        "responses",
+        "input[] (other item types)",
+        "R F R R",
+        "items of hosted tools and custom calls",
+    ),
+    _r(
+        "responses",
+        "input[].content[].detail",
+        "T F D D",
+        to={"chat": "messages[].content[].image_url.detail"},
+        neutral=("auto",),
+    ),
+    _r(
+        "responses",
+        "input[].content[] (input_file, file_id)",
+        "R F R R",
+        "input that wire cannot carry: dropping it would change the answer",
+    ),
     _r("responses", "openai-beta", "D F D D", ""),
     # ---- /v1/messages -----------------------------------------------------------------
     _r("messages", "model", "H H H H", "the catalogue name; the upstream gets `upstream_model`"),
@@ -288,21 +418,49 @@ RULES: tuple[Rule, ...] = (
     _r("messages", "tool_choice", "H H H H"),
     _r("messages", "temperature", "H H H H"),
     _r("messages", "top_p", "H H H H"),
-    _r("messages", "max_tokens", "T T F H",
-       to={"chat": "max_completion_tokens", "responses": "max_output_tokens"}),
-    _r("messages", "stop_sequences", "T R F H", "the Responses API has no stop sequences",
-       to={"chat": "stop"}),
-    _r("messages", "metadata", "T T F D", "`user_id` is the user",
-       to={"chat": "user", "responses": "user"}, neutral=({},)),
+    _r(
+        "messages",
+        "max_tokens",
+        "T T F H",
+        to={"chat": "max_completion_tokens", "responses": "max_output_tokens"},
+    ),
+    _r(
+        "messages",
+        "stop_sequences",
+        "T R F H",
+        "the Responses API has no stop sequences",
+        to={"chat": "stop"},
+    ),
+    _r(
+        "messages",
+        "metadata",
+        "T T F D",
+        "`user_id` is the user",
+        to={"chat": "user", "responses": "user"},
+        neutral=({},),
+    ),
     _r("messages", "output_config", "H H H H", "`format`: enforced (strict)"),
     _r("messages", "output_format", "H H H H", "the earlier name of `output_config.format`"),
-    _r("messages", "output_config.effort", "T T F D",
-       to={"chat": "reasoning_effort", "responses": "reasoning.effort"}, carry=True,
-       convert=_effort),
-    _r("messages", "thinking", "D D F D", "a thinking budget has no OpenAI equivalent "
-       "(`output_config.effort` has)"),
-    _r("messages", "cache_control", "D D F D", f"{_CACHE}; on the request, its blocks and "
-       "its tools"),
+    _r(
+        "messages",
+        "output_config.effort",
+        "T T F D",
+        to={"chat": "reasoning_effort", "responses": "reasoning.effort"},
+        carry=True,
+        convert=_effort,
+    ),
+    _r(
+        "messages",
+        "thinking",
+        "D D F D",
+        "a thinking budget has no OpenAI equivalent (`output_config.effort` has)",
+    ),
+    _r(
+        "messages",
+        "cache_control",
+        "D D F D",
+        f"{_CACHE}; on the request, its blocks and its tools",
+    ),
     _r("messages", "top_k", "D D F D", _SAMPLING),
     _r("messages", "container", "D D F D", "a code-execution container"),
     _r("messages", "context_management", "D D F D", "server-side context editing"),
@@ -313,23 +471,43 @@ RULES: tuple[Rule, ...] = (
     _r("messages", "user_profile_id", "D D F D"),
     _r("messages", "workspace_id", "D D F D"),
     _r("messages", "mcp_servers", "R R F R", _HOSTED),
-    _r("messages", "messages[] (role system)", "T T F T", "folded into the system prompt",
-       to={"chat": "messages[0] (system)", "responses": "input[0] (system)"}),
-    _r("messages", "messages[].content[] (thinking, redacted_thinking)", "D D F D",
-       "replayed reasoning another provider cannot take"),
-    _r("messages", "messages[].content[].content[] (tool_reference)", "D D F D",
-       "a tool-search reference: every tool is loaded"),
-    _r("messages", "messages[].content[] (other block types)", "R R F R",
-       "documents, search results, server-tool blocks: dropping them would change the "
-       "answer"),
+    _r(
+        "messages",
+        "messages[] (role system)",
+        "T T F T",
+        "folded into the system prompt",
+        to={"chat": "messages[0] (system)", "responses": "input[0] (system)"},
+    ),
+    _r(
+        "messages",
+        "messages[].content[] (thinking, redacted_thinking)",
+        "D D F D",
+        "replayed reasoning another provider cannot take",
+    ),
+    _r(
+        "messages",
+        "messages[].content[].content[] (tool_reference)",
+        "D D F D",
+        "a tool-search reference: every tool is loaded",
+    ),
+    _r(
+        "messages",
+        "messages[].content[] (other block types)",
+        "R R F R",
+        "documents, search results, server-tool blocks: dropping them would change the answer",
+    ),
     _r("messages", "tools[] (server and Anthropic-defined tools)", "R R F R", _HOSTED),
     _r("messages", "tools[].defer_loading", "D D F D", "every tool is loaded"),
     _r("messages", "tools[].input_examples", "D D F D"),
     _r("messages", "tools[].eager_input_streaming", "D D F D"),
     _r("messages", "tools[].allowed_callers", "D D F D"),
     _r("messages", "anthropic-beta", "D D F D", ""),
-    _r("messages", "anthropic-version", "H H F H",
-       "the gateway answers in the Messages API it speaks"),
+    _r(
+        "messages",
+        "anthropic-version",
+        "H H F H",
+        "the gateway answers in the Messages API it speaks",
+    ),
 )
 
 # Rules for request headers (``gateway.dialects.vendor_headers``), not body fields.
@@ -389,8 +567,14 @@ class Notes:
             self.seen.append(_Seen(None, spell(param), None))
 
     def unknown_keys(
-        self, obj: Mapping[str, Any], known: frozenset[str], prefix: str, *,
-        fields: frozenset[str] = frozenset(), at: At | None = None, nulls: bool = False,
+        self,
+        obj: Mapping[str, Any],
+        known: frozenset[str],
+        prefix: str,
+        *,
+        fields: frozenset[str] = frozenset(),
+        at: At | None = None,
+        nulls: bool = False,
     ) -> None:
         """Keys of ``obj`` outside ``known``: a table field ``{prefix}.{key}`` for those in
         ``fields`` (noted at ``at``), the rest unknown (``{prefix}.{key}``); ``nulls``: a
@@ -468,8 +652,10 @@ def _header_name(param: str) -> str:
 
 
 def _refusal(param: str, r: Rule, target: Target | None) -> InvalidRequest:
-    where = "by this gateway" if target is None else (
-        f"for this model's upstream ({_WIRE_NAMES[target]})"
+    where = (
+        "by this gateway"
+        if target is None
+        else (f"for this model's upstream ({_WIRE_NAMES[target]})")
     )
     reason = f": {r.note}" if r.note else ""
     return InvalidRequest(
@@ -491,8 +677,10 @@ def render_markdown() -> str:
     for dialect in ("chat", "responses", "messages"):
         lines.append(f"#### {_DIALECT_TITLES[dialect]}")
         lines.append("")
-        lines.append("| Field | chat upstream | Responses upstream | Messages upstream "
-                     "| local model | Note |")
+        lines.append(
+            "| Field | chat upstream | Responses upstream | Messages upstream "
+            "| local model | Note |"
+        )
         lines.append("|---|---|---|---|---|---|")
         for r in RULES:
             if r.dialect != dialect:

@@ -176,8 +176,9 @@ class HeldSSEResponse(Response, Generic[E]):
         watch.follow()
         try:
             try:
-                await send({"type": "http.response.start", "status": 200,
-                            "headers": self.raw_headers})
+                await send(
+                    {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+                )
                 self._last_send = asyncio.get_running_loop().time()
                 self._arm_keepalive(send)
                 await self._pump(send)
@@ -220,9 +221,9 @@ class HeldSSEResponse(Response, Generic[E]):
             async with asyncio.timeout(self._ctx.remaining_s()):
                 await self._send_all(send)
         except TimeoutError:
-            await self._send_error(send, UpstreamTimeout(
-                "The stream did not complete within the request deadline."
-            ))
+            await self._send_error(
+                send, UpstreamTimeout("The stream did not complete within the request deadline.")
+            )
         except GatewayError as exc:
             await self._send_error(send, exc)
 
@@ -259,4 +260,3 @@ class HeldSSEResponse(Response, Generic[E]):
             self._keepalive_timer = loop.call_later(interval - idle, tick)
 
         self._keepalive_timer = loop.call_later(interval, tick)
-

@@ -296,8 +296,10 @@ def strict_requested(request: ChatRequest, model: ModelConfig | None = None) -> 
         return True
     if not request.tools:
         return False
-    return request.strictify or (model is not None and model.strictify) or any(
-        t.strict for t in request.tools
+    return (
+        request.strictify
+        or (model is not None and model.strictify)
+        or any(t.strict for t in request.tools)
     )
 
 
@@ -392,8 +394,10 @@ async def check_request(
     tool_names = _tool_names(request, names)
     choice = request.tool_choice
     # Only where the request is strict (something enforced): otherwise the upstream's word.
-    required = bool(tool_names) and (bool(compiled) or output is not None) and (
-        choice == "required" or isinstance(choice, ForcedTool)
+    required = (
+        bool(tool_names)
+        and (bool(compiled) or output is not None)
+        and (choice == "required" or isinstance(choice, ForcedTool))
     )
     forced = choice.name if required and isinstance(choice, ForcedTool) else None
     return StrictPlan(

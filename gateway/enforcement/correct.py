@@ -182,8 +182,10 @@ INLINE_ARGUMENT_BYTES = min(validator.OFFLOAD_INTERPRETER_BYTES, validator.OFFLO
 async def call_violations_async(call: ToolCall, plan: StrictPlan) -> list[Violation]:
     """``call_violations``; large arguments are validated in a worker thread."""
     compiled = plan.tools.get(call.name)
-    if compiled is None or len(call.raw_arguments) <= INLINE_ARGUMENT_BYTES or (
-        plan.forced is not None and call.name != plan.forced
+    if (
+        compiled is None
+        or len(call.raw_arguments) <= INLINE_ARGUMENT_BYTES
+        or (plan.forced is not None and call.name != plan.forced)
     ):
         return call_violations(call, plan)
     found = await _validate_async(compiled, call.raw_arguments)
@@ -260,8 +262,13 @@ def correction_request(
     if tool is not None:
         output = JsonSchemaFormat(schema=tool.parameters, name=tool.name, strict=True)
         return dataclasses.replace(
-            request, messages=messages, tools=(), tool_choice=None, response_format=output,
-            parallel_tool_calls=None, stream=False,
+            request,
+            messages=messages,
+            tools=(),
+            tool_choice=None,
+            response_format=output,
+            parallel_tool_calls=None,
+            stream=False,
         )
     choice: ToolChoice = ForcedTool(target) if target is not None else "required"
     return dataclasses.replace(request, messages=messages, tool_choice=choice, stream=False)
@@ -277,7 +284,7 @@ def correction_target(call: ToolCall, plan: StrictPlan) -> str | None:
 
 def _truncated_message(subject: str) -> str:
     return (
-        f"{subject} was cut off by the token limit (finish_reason \"length\") before it was "
+        f'{subject} was cut off by the token limit (finish_reason "length") before it was '
         "complete; raise max_tokens."
     )
 
@@ -336,14 +343,16 @@ async def correct_call(
         request, call, violations, ctx.plan, as_content=as_content, reasoning=reasoning
     )
     response = await _correction(fixed, ctx)
-    candidate = next(
-        (c for c in response.tool_calls if wanted is None or c.name == wanted), None
-    )
+    candidate = next((c for c in response.tool_calls if wanted is None or c.name == wanted), None)
     if candidate is None and as_content and response.content is not None:
         assert wanted is not None
-        candidate = ToolCall(id=call.id, name=wanted, raw_arguments=response.content,
-                             namespace=call.namespace if wanted == call.name else None,
-                             members=call.members if wanted == call.name else None)
+        candidate = ToolCall(
+            id=call.id,
+            name=wanted,
+            raw_arguments=response.content,
+            namespace=call.namespace if wanted == call.name else None,
+            members=call.members if wanted == call.name else None,
+        )
     if candidate is None and wanted is not None and wanted != call.name:
         raise missing_call(ctx.plan, truncated=response.finish_reason == "length")
     if candidate is None:
@@ -356,9 +365,13 @@ async def correct_call(
     if again:
         raise _reject_call(candidate, again, truncated=response.finish_reason == "length")
     same = candidate.name == call.name
-    return ToolCall(id=call.id, name=candidate.name, raw_arguments=candidate.raw_arguments,
-                    namespace=call.namespace if same else candidate.namespace,
-                    members=call.members if same else candidate.members)
+    return ToolCall(
+        id=call.id,
+        name=candidate.name,
+        raw_arguments=candidate.raw_arguments,
+        namespace=call.namespace if same else candidate.namespace,
+        members=call.members if same else candidate.members,
+    )
 
 
 def _required(plan: StrictPlan) -> tuple[str, str]:
@@ -374,12 +387,14 @@ def missing_call(plan: StrictPlan, *, truncated: bool = False) -> OutputRejected
     if truncated:
         message = (
             f"tool_choice requires {wanted}, and the answer was cut off by the token limit "
-            "(finish_reason \"length\") before it made one; raise max_tokens."
+            '(finish_reason "length") before it made one; raise max_tokens.'
         )
     else:
         message = f"tool_choice requires {wanted}, and the answer made none."
     return OutputRejected(
-        message, code="tool_call_missing", param="tool_choice",
+        message,
+        code="tool_call_missing",
+        param="tool_choice",
         violations=[Violation("", f"the answer has no {bare}")],
     )
 
@@ -402,8 +417,11 @@ async def correct_missing(
     )
     messages = (
         *request.messages,
-        Message(role="assistant", content=(TextPart(response.content or ""),),
-                reasoning=response.reasoning),
+        Message(
+            role="assistant",
+            content=(TextPart(response.content or ""),),
+            reasoning=response.reasoning,
+        ),
         Message(role="user", content=(TextPart(text),)),
     )
     # The request's own tool_choice still forces the call.
@@ -448,8 +466,11 @@ async def enforce_output(
     )
     messages = (
         *request.messages,
-        Message(role="assistant", content=(TextPart(response.content or ""),),
-                reasoning=response.reasoning),
+        Message(
+            role="assistant",
+            content=(TextPart(response.content or ""),),
+            reasoning=response.reasoning,
+        ),
         Message(role="user", content=(TextPart(text),)),
     )
     fixed = dataclasses.replace(request, messages=messages, stream=False)
@@ -483,9 +504,12 @@ async def enforce_response(
         found = [(i, v) for i, c in enumerate(calls) if (v := await call_violations_async(c, plan))]
         if found:
             reason = response.finish_reason
-            fixes = [correct_call(calls[i], v, request, ctx, finish_reason=reason,
-                                  reasoning=response.reasoning)
-                     for i, v in found]
+            fixes = [
+                correct_call(
+                    calls[i], v, request, ctx, finish_reason=reason, reasoning=response.reasoning
+                )
+                for i, v in found
+            ]
             results: list[ToolCall | BaseException]
             if len(fixes) == 1:
                 try:
@@ -531,9 +555,7 @@ async def enforce_response(
 
 def _shown(exc: BaseException, ctx: EnforceContext) -> TypeGuard[OutputRejected]:
     """Whether ``exc`` becomes words in the answer (``tool_error``) rather than the 422."""
-    return (
-        isinstance(exc, OutputRejected) and exc.code in TOOL_CODES and ctx.shows_tool_errors
-    )
+    return isinstance(exc, OutputRejected) and exc.code in TOOL_CODES and ctx.shows_tool_errors
 
 
 def _explained(exc: OutputRejected, tool: str | None, ctx: EnforceContext, kind: str) -> str:

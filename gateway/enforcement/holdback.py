@@ -119,7 +119,11 @@ class _Held:
     )  # fmt: skip
 
     def __init__(
-        self, index: int, call_id: str, name: str, namespace: str | None = None,
+        self,
+        index: int,
+        call_id: str,
+        name: str,
+        namespace: str | None = None,
         members: Members | None = None,
     ) -> None:
         self.index = index
@@ -135,8 +139,13 @@ class _Held:
         self.out: list[StreamEvent] = []
 
     def call(self) -> ToolCall:
-        return ToolCall(id=self.call_id, name=self.name, raw_arguments="".join(self.parts),
-                        namespace=self.namespace, members=self.members)
+        return ToolCall(
+            id=self.call_id,
+            name=self.name,
+            raw_arguments="".join(self.parts),
+            namespace=self.namespace,
+            members=self.members,
+        )
 
     def release(self, call: ToolCall, plan: StrictPlan) -> None:
         call = finished_call(call, plan)
@@ -464,8 +473,13 @@ class HoldBack:
             self._dropped += 1
             return
         slot.release(
-            ToolCall(id=slot.call_id, name=fixed.name, raw_arguments=fixed.raw_arguments,
-                     namespace=slot.namespace, members=fixed.members),
+            ToolCall(
+                id=slot.call_id,
+                name=fixed.name,
+                raw_arguments=fixed.raw_arguments,
+                namespace=slot.namespace,
+                members=fixed.members,
+            ),
             self._plan,
         )
 
@@ -493,9 +507,7 @@ class HoldBack:
         self._queue.append(slot)
         self._spawn(slot, self._correct_missing(slot, finish, held))
 
-    async def _correct_missing(
-        self, slot: _Held, finish: Finish, held: list[StreamEvent]
-    ) -> None:
+    async def _correct_missing(self, slot: _Held, finish: Finish, held: list[StreamEvent]) -> None:
         assert self._enforce_missing is not None
         try:
             fixed = await self._enforce_missing("".join(self._said), finish.reason)
@@ -581,8 +593,13 @@ def holdback_for(
 
     async def missing(text: str, reason: FinishReason) -> ChatResponse:
         reply = ChatResponse(
-            id="", model=request.model, content=text or None, tool_calls=(),
-            finish_reason=reason, usage=Usage(), reasoning=hold.reasoning,
+            id="",
+            model=request.model,
+            content=text or None,
+            tool_calls=(),
+            finish_reason=reason,
+            usage=Usage(),
+            reasoning=hold.reasoning,
         )
         return await correct_missing(reply, request, ctx)
 
@@ -590,16 +607,19 @@ def holdback_for(
         return tool_error_text(exc, tool, ctx)
 
     async def one_call(call: ToolCall, cut: FinishReason | None) -> ToolCall:
-        return await enforce_call(
-            call, request, ctx, finish_reason=cut, reasoning=hold.reasoning
-        )
+        return await enforce_call(call, request, ctx, finish_reason=cut, reasoning=hold.reasoning)
 
     async def output(
         text: str, reason: FinishReason, tokens: tuple[TokenLogprob, ...] | None
     ) -> TextDelta | RefusalDelta:
         reply = ChatResponse(
-            id="", model=request.model, content=text or None, tool_calls=(),
-            finish_reason=reason, usage=Usage(), logprobs=Logprobs(tokens) if tokens else None,
+            id="",
+            model=request.model,
+            content=text or None,
+            tool_calls=(),
+            finish_reason=reason,
+            usage=Usage(),
+            logprobs=Logprobs(tokens) if tokens else None,
             reasoning=hold.reasoning,
         )  # no text: "the reply has no content", as when not streamed
         fixed = await enforce_output(reply, request, ctx)

@@ -51,7 +51,11 @@ def answer_with_errors(
     layout = _without(response.layout, dropped) if response.layout and dropped else response.layout
     calls_left = bool(calls) or any(i.client_call for i in response.items)
     return dataclasses.replace(
-        response, content=content, tool_calls=calls, layout=layout, usage=usage,
+        response,
+        content=content,
+        tool_calls=calls,
+        layout=layout,
+        usage=usage,
         finish_reason=response.finish_reason if calls_left else "stop",
     )
 

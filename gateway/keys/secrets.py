@@ -59,7 +59,7 @@ def parse_key(key: str) -> KeyKind | None:
             rest = key[len(prefix) :]
             if len(rest) != BODY_LEN + CHECKSUM_LEN or not _ALPHABET_SET.issuperset(rest):
                 return None
-            head, check = key[: -CHECKSUM_LEN], key[-CHECKSUM_LEN:]
+            head, check = key[:-CHECKSUM_LEN], key[-CHECKSUM_LEN:]
             return kind if hmac.compare_digest(_checksum(head), check) else None
     return None
 

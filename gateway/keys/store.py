@@ -69,9 +69,7 @@ class _Entry:
     fetched_at: float
 
 
-_COLUMNS = (
-    "id, name, kind, display_prefix, rpm, tpm, admin, created_at, revoked_at, max_concurrent"
-)
+_COLUMNS = "id, name, kind, display_prefix, rpm, tpm, admin, created_at, revoked_at, max_concurrent"
 
 
 def _info(row: tuple[object, ...]) -> KeyInfo:
@@ -247,9 +245,7 @@ class DbKeyStore:
 
     def forget(self, key_id: str) -> None:
         """Drop this key from this process's cache (other replicas see it within the TTL)."""
-        stale = [
-            d for d, e in self._cache.items() if e.principal and e.principal.key_id == key_id
-        ]
+        stale = [d for d, e in self._cache.items() if e.principal and e.principal.key_id == key_id]
         for digest in stale:
             del self._cache[digest]
 

@@ -146,10 +146,13 @@ class GatewayMiddleware:
         self.observer = observer
         self.limits = limits
         self.gate = (
-            InflightGate(limits.max_inflight, default_key_limit(
-                limits.max_inflight, limits.max_concurrent_per_key),
-                limits.model_share_per_key)
-            if limits is not None else InflightGate(0)
+            InflightGate(
+                limits.max_inflight,
+                default_key_limit(limits.max_inflight, limits.max_concurrent_per_key),
+                limits.model_share_per_key,
+            )
+            if limits is not None
+            else InflightGate(0)
         )
         self._deadlines: Deadlines | None = None  # the request and body deadlines' timer
 
@@ -230,9 +233,15 @@ class GatewayMiddleware:
         deadlines = self._deadlines
         if deadlines is None or deadlines.loop is not loop:
             deadlines = self._deadlines = Deadlines(loop)
-        receive = self._capped(body_deadline(
-            receive, self.limits.body_timeout_s, loop=loop, task=task, deadlines=deadlines,
-        ))
+        receive = self._capped(
+            body_deadline(
+                receive,
+                self.limits.body_timeout_s,
+                loop=loop,
+                task=task,
+                deadlines=deadlines,
+            )
+        )
         if budget:
             exchange.deadline = deadlines.arm(task, loop.time() + budget)
         return receive
@@ -301,9 +310,7 @@ class GatewayMiddleware:
             JSON_HEADER,
             (b"content-length", str(len(body)).encode()),
         ]
-        headers.extend(
-            (k.lower().encode(), v.encode()) for k, v in exc.response_headers().items()
-        )
+        headers.extend((k.lower().encode(), v.encode()) for k, v in exc.response_headers().items())
         await send({"type": "http.response.start", "status": exc.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 

@@ -154,7 +154,8 @@ class IdempotencyMiddleware:
                 except IdempotencyStoreUnavailable:
                     raise Overloaded(
                         "Idempotency-Key cannot be checked right now; retry shortly.",
-                        code="idempotency_unavailable", headers={"retry-after": "1"},
+                        code="idempotency_unavailable",
+                        headers={"retry-after": "1"},
                     ) from None
                 if claim is None:
                     waiting.stop()
@@ -177,7 +178,8 @@ class IdempotencyMiddleware:
                     raise IdempotencyInProgress(
                         "A request with this Idempotency-Key is still in progress; retry "
                         "after the retry-after delay.",
-                        param="Idempotency-Key", headers={"retry-after": str(retry)},
+                        param="Idempotency-Key",
+                        headers={"retry-after": str(retry)},
                     )
         finally:
             waiting.stop()
@@ -189,7 +191,12 @@ class IdempotencyMiddleware:
         return max(0.0, min(float(self.wait_s), float(left) - _DEADLINE_MARGIN_S))
 
     async def _run_and_store(
-        self, scope: Scope, receive: Receive, send: Send, key: str, fingerprint: str,
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        key: str,
+        fingerprint: str,
         owner: str,
     ) -> None:
         status = 0
@@ -224,7 +231,9 @@ class IdempotencyMiddleware:
                 envelope_headers.extend(exc.response_headers().items())
                 envelope_headers.extend(_context_headers(scope))
                 stored = StoredResponse(
-                    fingerprint, exc.status, tuple(envelope_headers),
+                    fingerprint,
+                    exc.status,
+                    tuple(envelope_headers),
                     error_body(exc, ctx.request_id, dialect_of(ctx.endpoint)),
                 )
             raise
@@ -272,7 +281,8 @@ class _Waiting:
             self._stopping = asyncio.ensure_future(self._draining.wait())
         assert self._stopping is not None
         await asyncio.wait(
-            {self._client, self._stopping}, timeout=min(self._poll, left),
+            {self._client, self._stopping},
+            timeout=min(self._poll, left),
             return_when=asyncio.FIRST_COMPLETED,
         )
         self._poll = min(self._poll * 2, _POLL_MAX_S)

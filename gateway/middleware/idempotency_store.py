@@ -34,10 +34,15 @@ class StoredResponse:
     body: bytes
 
     def dumps(self) -> bytes:
-        return orjson.dumps({
-            "state": "done", "fp": self.fingerprint, "status": self.status,
-            "headers": self.headers, "body": base64.b64encode(self.body).decode(),
-        })
+        return orjson.dumps(
+            {
+                "state": "done",
+                "fp": self.fingerprint,
+                "status": self.status,
+                "headers": self.headers,
+                "body": base64.b64encode(self.body).decode(),
+            }
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,8 @@ def _load(raw: bytes | str, lease_left_s: float = 0.0) -> StoredResponse | Pendi
     data: Any = orjson.loads(raw)
     if data.get("state") == "done":
         return StoredResponse(
-            str(data["fp"]), int(data["status"]),
+            str(data["fp"]),
+            int(data["status"]),
             tuple((str(k), str(v)) for k, v in data["headers"]),
             base64.b64decode(data["body"]),
         )
@@ -73,9 +79,7 @@ class IdempotencyStore(Protocol):
         """Extend ``owner``'s lease; False if the claim is no longer its own."""
         ...
 
-    async def complete(
-        self, key: str, owner: str, response: StoredResponse, ttl_s: float
-    ) -> None:
+    async def complete(self, key: str, owner: str, response: StoredResponse, ttl_s: float) -> None:
         """Store ``owner``'s response in place of its claim."""
         ...
 
@@ -89,9 +93,7 @@ class MemoryStore:
 
     def __init__(self, max_entries: int = 10_000) -> None:
         self.max_entries = max_entries
-        self._entries: OrderedDict[str, tuple[float, StoredResponse | Pending, str]] = (
-            OrderedDict()
-        )
+        self._entries: OrderedDict[str, tuple[float, StoredResponse | Pending, str]] = OrderedDict()
 
     async def claim(self, key: str, fingerprint: str, owner: str, lease_s: float) -> Claim:
         found = self._entries.get(key)
@@ -111,9 +113,7 @@ class MemoryStore:
         self._put(key, found[1], lease_s, owner)
         return True
 
-    async def complete(
-        self, key: str, owner: str, response: StoredResponse, ttl_s: float
-    ) -> None:
+    async def complete(self, key: str, owner: str, response: StoredResponse, ttl_s: float) -> None:
         self._put(key, response, ttl_s, "")
 
     async def release(self, key: str, owner: str) -> None:
@@ -195,9 +195,7 @@ class RedisStore:
             self._failed("renew", exc)
             return False
 
-    async def complete(
-        self, key: str, owner: str, response: StoredResponse, ttl_s: float
-    ) -> None:
+    async def complete(self, key: str, owner: str, response: StoredResponse, ttl_s: float) -> None:
         from redis.exceptions import RedisError
 
         self._owned.pop((key, owner), None)

@@ -41,8 +41,11 @@ class Direct:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.requests = _counter(REQUESTS, registry)
         self.upstream_latency = Histogram(
-            UPSTREAM_LATENCY.name, UPSTREAM_LATENCY.help, UPSTREAM_LATENCY.labels,
-            buckets=LATENCY_BUCKETS, registry=registry,
+            UPSTREAM_LATENCY.name,
+            UPSTREAM_LATENCY.help,
+            UPSTREAM_LATENCY.labels,
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
         )
         self.upstream_calls = _counter(UPSTREAM_CALLS, registry)
         self.upstream_retries = _counter(UPSTREAM_RETRIES, registry)

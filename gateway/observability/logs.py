@@ -293,9 +293,18 @@ def log_request(entry: RequestLog) -> None:
     level = logging.WARNING if entry.status >= 500 else logging.INFO
     if not _access.isEnabledFor(level):
         return
-    _access.log(level, "request", extra={
-        "request_id": entry.request_id, "key_id": entry.key_id, "model": entry.model,
-        "route": entry.route, "status": entry.status, "code": entry.code,
-        "schema_retries": entry.schema_retries, "latency_ms": round(entry.latency_ms, 3),
-        "streamed": entry.streamed,
-    })
+    _access.log(
+        level,
+        "request",
+        extra={
+            "request_id": entry.request_id,
+            "key_id": entry.key_id,
+            "model": entry.model,
+            "route": entry.route,
+            "status": entry.status,
+            "code": entry.code,
+            "schema_retries": entry.schema_retries,
+            "latency_ms": round(entry.latency_ms, 3),
+            "streamed": entry.streamed,
+        },
+    )

@@ -153,49 +153,75 @@ class GatewayMetrics:
         r = CollectorRegistry(auto_describe=False)
         path: RequestPathMetrics = Direct(r)
         m = cls(registry=r, multiprocess_dir=multiprocess_dir, path=path)
-        m.fed_counter("syntic_ratelimit_fail_open_total",
-                      "Rate limit checks decided locally because Redis was unreachable.")
-        m.fed_counter("syntic_ratelimit_redis_trips_total",
-                      "Rate limit check scripts sent to Redis.")
-        m.fed_counter("syntic_ratelimit_reserved_total",
-                      "Requests admitted from slots this process reserved in Redis "
-                      "(no round trip).")
-        m.fed_gauge("syntic_ledger_queue_depth",
-                    "Usage records waiting to be written to the database.")
-        m.fed_gauge("syntic_ledger_held_rows",
-                    "Usage records in memory only: neither the spool nor the database took "
-                    "them yet (past ledger_max_held_rows: 503 ledger_unavailable).")
+        m.fed_counter(
+            "syntic_ratelimit_fail_open_total",
+            "Rate limit checks decided locally because Redis was unreachable.",
+        )
+        m.fed_counter(
+            "syntic_ratelimit_redis_trips_total", "Rate limit check scripts sent to Redis."
+        )
+        m.fed_counter(
+            "syntic_ratelimit_reserved_total",
+            "Requests admitted from slots this process reserved in Redis (no round trip).",
+        )
+        m.fed_gauge(
+            "syntic_ledger_queue_depth", "Usage records waiting to be written to the database."
+        )
+        m.fed_gauge(
+            "syntic_ledger_held_rows",
+            "Usage records in memory only: neither the spool nor the database took "
+            "them yet (past ledger_max_held_rows: 503 ledger_unavailable).",
+        )
         # Counted by the request observer in a plain int: two gauge updates per request
         # cost more than reading it at scrape time.
-        m.fed_gauge("syntic_inflight_requests",
-                    "Requests being served right now by this process.")
-        m.fed_counter("syntic_body_offloaded_total",
-                      "Jobs on large request bodies (and stored conversations) run off the "
-                      "event loop: bounds checked in a child process, parsing, decoding "
-                      "and re-encoding in a worker thread.")
-        m.fed_gauge("syntic_body_workers_busy",
-                    "Body workers running a job now (at most body_offload_workers).")
-        m.fed_gauge("syntic_body_workers_waiting",
-                    "Large bodies waiting for a free body worker now.")
-        m.fed_counter("syntic_schema_cache_hits_total", "Compiled-schema cache hits.",
-                      lambda: stats().hits)
-        m.fed_counter("syntic_schema_cache_misses_total",
-                      "Compiled-schema cache misses (a schema compiled).",
-                      lambda: stats().misses)
-        m.fed_counter("syntic_schema_cache_evictions_total",
-                      "Compiled schemas evicted from the cache.", lambda: stats().evictions)
-        m.fed_gauge("syntic_schema_cache_size",
-                    "Compiled schemas held in this process's cache.", lambda: stats().size)
-        m.fed_gauge("syntic_schema_cache_bytes",
-                    "Canonical JSON bytes of the compiled schemas in this process's cache (its "
-                    "second bound; the compiled forms take ~10-20x this in memory).",
-                    lambda: stats().bytes)
-        m.fed_counter("syntic_lint_cache_hits_total",
-                      "Request-path schema verdicts (lint + compiled schema) found in the "
-                      "gateway's cache: a repeated schema costs one hash.")
-        m.fed_counter("syntic_lint_cache_misses_total",
-                      "Request-path schema verdicts computed (lint, then compile via the "
-                      "compiled-schema cache).")
+        m.fed_gauge("syntic_inflight_requests", "Requests being served right now by this process.")
+        m.fed_counter(
+            "syntic_body_offloaded_total",
+            "Jobs on large request bodies (and stored conversations) run off the "
+            "event loop: bounds checked in a child process, parsing, decoding "
+            "and re-encoding in a worker thread.",
+        )
+        m.fed_gauge(
+            "syntic_body_workers_busy",
+            "Body workers running a job now (at most body_offload_workers).",
+        )
+        m.fed_gauge(
+            "syntic_body_workers_waiting", "Large bodies waiting for a free body worker now."
+        )
+        m.fed_counter(
+            "syntic_schema_cache_hits_total", "Compiled-schema cache hits.", lambda: stats().hits
+        )
+        m.fed_counter(
+            "syntic_schema_cache_misses_total",
+            "Compiled-schema cache misses (a schema compiled).",
+            lambda: stats().misses,
+        )
+        m.fed_counter(
+            "syntic_schema_cache_evictions_total",
+            "Compiled schemas evicted from the cache.",
+            lambda: stats().evictions,
+        )
+        m.fed_gauge(
+            "syntic_schema_cache_size",
+            "Compiled schemas held in this process's cache.",
+            lambda: stats().size,
+        )
+        m.fed_gauge(
+            "syntic_schema_cache_bytes",
+            "Canonical JSON bytes of the compiled schemas in this process's cache (its "
+            "second bound; the compiled forms take ~10-20x this in memory).",
+            lambda: stats().bytes,
+        )
+        m.fed_counter(
+            "syntic_lint_cache_hits_total",
+            "Request-path schema verdicts (lint + compiled schema) found in the "
+            "gateway's cache: a repeated schema costs one hash.",
+        )
+        m.fed_counter(
+            "syntic_lint_cache_misses_total",
+            "Request-path schema verdicts computed (lint, then compile via the "
+            "compiled-schema cache).",
+        )
         return m
 
     # -- values owned elsewhere ---------------------------------------------------------

@@ -25,6 +25,7 @@ from gateway.upstream.base import Upstream
 # Paths probed every few seconds: counted in metrics, but not logged line by line.
 QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
+
 class MeteredLimiter:
     """A ``RateLimiter`` that counts its decisions."""
 
@@ -32,9 +33,7 @@ class MeteredLimiter:
         self.inner = inner
         self.path = metrics.path
 
-    async def check(
-        self, principal: Principal, tokens: int, requests: int = 1
-    ) -> RateDecision:
+    async def check(self, principal: Principal, tokens: int, requests: int = 1) -> RateDecision:
         decision = await self.inner.check(principal, tokens, requests)
         self.path.count_rate_decision(decision.allowed)
         return decision

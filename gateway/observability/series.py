@@ -47,8 +47,7 @@ INFLIGHT_REFUSED = Series(
 )
 SCHEMA_CORRECTIONS = Series(
     "syntic_schema_corrections_total",
-    "Correction calls made because strict tool arguments or JSON output "
-    "did not match the schema.",
+    "Correction calls made because strict tool arguments or JSON output did not match the schema.",
 )
 TOOL_ARGUMENTS_INVALID = Series(
     "syntic_tool_arguments_invalid_total",
@@ -63,7 +62,19 @@ RATELIMIT_DECISIONS = Series(
 
 # Seconds; covers a fast local model (ms) to a slow hosted one (a minute).
 LATENCY_BUCKETS: tuple[float, ...] = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
 )
 
 

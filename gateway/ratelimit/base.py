@@ -20,9 +20,7 @@ class RateDecision:
 
 
 class RateLimiter(Protocol):
-    async def check(
-        self, principal: Principal, tokens: int, requests: int = 1
-    ) -> RateDecision:
+    async def check(self, principal: Principal, tokens: int, requests: int = 1) -> RateDecision:
         """Admit a request costing ``tokens`` (estimated) for this key, or refuse; it counts
         as ``requests`` requests (a chat request with ``n`` choices counts ``n``)."""
         ...

@@ -81,8 +81,18 @@ def default_key_limit(limit: int, configured: int) -> int:
 class InflightGate:
     """Counts the slots admitted requests hold, in all and per key; 0: unbounded."""
 
-    __slots__ = ("_keys", "_model_keys", "_models", "inflight", "key_limit", "key_refused",
-                 "limit", "model_refused", "refused", "share")
+    __slots__ = (
+        "_keys",
+        "_model_keys",
+        "_models",
+        "inflight",
+        "key_limit",
+        "key_refused",
+        "limit",
+        "model_refused",
+        "refused",
+        "share",
+    )
 
     def __init__(self, limit: int, key_limit: int = 0, share: float = 0.5) -> None:
         self.limit = limit
@@ -136,7 +146,11 @@ class InflightGate:
             ctx.key_slots = n
 
     def hold_model(
-        self, ctx: RequestContext, model: str, limit: int, n: int,
+        self,
+        ctx: RequestContext,
+        model: str,
+        limit: int,
+        n: int,
         principal: Principal | None = None,
     ) -> None:
         """Hold ``n`` of ``model``'s ``limit`` upstream slots, at most ``share`` of them the
@@ -149,7 +163,8 @@ class InflightGate:
             raise InvalidRequest(
                 f"n = {n} runs {n} upstream calls at once, more than the {share} one key "
                 f"may run on {model!r} at once: the request could never be admitted.",
-                code="n_above_limit", param="n",
+                code="n_above_limit",
+                param="n",
             )
         extra = n - ctx.model_slots
         if extra <= 0:

@@ -45,9 +45,7 @@ class LocalRateLimiter:
             self._windows[key_id] = slot
         return slot, slot[0] + self.window_s - now
 
-    async def check(
-        self, principal: Principal, tokens: int, requests: int = 1
-    ) -> RateDecision:
+    async def check(self, principal: Principal, tokens: int, requests: int = 1) -> RateDecision:
         """Admit or refuse a request costing ``tokens`` and counting ``requests``."""
         if principal.rpm is None and principal.tpm is None:
             return unlimited()

@@ -261,9 +261,7 @@ class RedisRateLimiter:
             self._down_until = None
             self._backoff = self._base_backoff
 
-    async def check(
-        self, principal: Principal, tokens: int, requests: int = 1
-    ) -> RateDecision:
+    async def check(self, principal: Principal, tokens: int, requests: int = 1) -> RateDecision:
         """Admit or refuse a request costing ``tokens`` and counting ``requests``; never
         raises. One counting several is decided by Redis itself (reservations hold
         single-request slots)."""
@@ -271,9 +269,7 @@ class RedisRateLimiter:
             return unlimited()
         cost = max(0, int(tokens))
         single = requests <= 1
-        lease = (
-            self._leases.get(principal.key_id) if self.lease_max > 1 and single else None
-        )
+        lease = self._leases.get(principal.key_id) if self.lease_max > 1 and single else None
         if lease is not None:
             held = self._from_lease(lease, principal, cost)
             if held is not None:
@@ -399,8 +395,7 @@ class RedisRateLimiter:
         """Forget every key's lease that holds nothing and is not being refilled (the
         dict is bounded by ``max_leases``; amortized over that many new keys)."""
         self._leases = {
-            k: v for k, v in self._leases.items()
-            if v.reqs or v.toks or v.refill is not None
+            k: v for k, v in self._leases.items() if v.reqs or v.toks or v.refill is not None
         }
 
     def _granted(self, lease: _Lease, res: list[Any], sent_at: float) -> None:
@@ -458,7 +453,8 @@ class RedisRateLimiter:
         try:
             async with self._slots:
                 await self._script(
-                    self._refund, keys=[self._key(key_id)],
+                    self._refund,
+                    keys=[self._key(key_id)],
                     args=[reqs, toks, window],
                 )
         except _FAILURES as exc:
@@ -530,8 +526,9 @@ class RedisRateLimiter:
             self._sweep_timer.cancel()
             self._sweep_timer = None
         try:
-            returns = [(k, v.reqs, v.toks, v.window) for k, v in self._leases.items()
-                       if v.reqs or v.toks]
+            returns = [
+                (k, v.reqs, v.toks, v.window) for k, v in self._leases.items() if v.reqs or v.toks
+            ]
             self._leases.clear()
             if returns:
                 await self._refund_all(returns)

@@ -37,9 +37,7 @@ async def readyz(request: Request) -> Response:
     ready = all(r.ok or not r.fatal for r in results)
     body: dict[str, Any] = {
         "status": "ready" if ready else "unavailable",
-        "checks": {
-            r.name: {"ok": r.ok, "ms": round(r.ms, 2), "reason": r.reason} for r in results
-        },
+        "checks": {r.name: {"ok": r.ok, "ms": round(r.ms, 2), "reason": r.reason} for r in results},
         "reasons": [r.reason for r in results if not r.ok and r.fatal],
         "degraded": [r.reason for r in results if not r.ok and not r.fatal],
     }

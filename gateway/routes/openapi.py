@@ -50,7 +50,6 @@ def _errors(*statuses: int) -> dict[str, Any]:
     }
 
 
-
 _RETRIES = {
     "x-syntic-schema-retries": {"$ref": "#/components/headers/SchemaRetries"},
     "x-syntic-strict-refused": {"$ref": "#/components/headers/StrictRefused"},
@@ -92,10 +91,13 @@ def _stored_op(op: str, summary: str, ok: dict[str, Any]) -> dict[str, Any]:
         "operationId": op,
         "summary": summary,
         "security": _BEARER,
-        "parameters": [{"name": "response_id", "in": "path", "required": True,
-                        "schema": {"type": "string"}}],
+        "parameters": [
+            {"name": "response_id", "in": "path", "required": True, "schema": {"type": "string"}}
+        ],
         "responses": {"200": ok, **_errors(401, 404, 503)},
     }
+
+
 _SSE = {"text/event-stream": {"schema": {"type": "string"}}}
 
 

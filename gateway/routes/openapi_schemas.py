@@ -231,12 +231,18 @@ SCHEMAS: dict[str, Any] = {
             "stop_sequence": {"type": ["string", "null"]},
             "usage": {
                 "type": "object",
-                "required": ["input_tokens", "cache_creation_input_tokens",
-                             "cache_read_input_tokens", "output_tokens", "schema_retries"],
+                "required": [
+                    "input_tokens",
+                    "cache_creation_input_tokens",
+                    "cache_read_input_tokens",
+                    "output_tokens",
+                    "schema_retries",
+                ],
                 "properties": {
-                    "input_tokens": {"type": "integer",
-                                     "description": "Input tokens not read from or written "
-                                     "to the cache."},
+                    "input_tokens": {
+                        "type": "integer",
+                        "description": "Input tokens not read from or written to the cache.",
+                    },
                     "cache_creation_input_tokens": {"type": "integer"},
                     "cache_read_input_tokens": {"type": "integer"},
                     "output_tokens": {"type": "integer"},
@@ -258,8 +264,11 @@ SCHEMAS: dict[str, Any] = {
             "name": {"type": "string"},
             "description": {"type": "string"},
             "parameters": ref("JsonSchema"),
-            "strict": {"type": ["boolean", "null"], "default": True,
-                       "description": "Omitted or null: strict (the Responses API's default)."},
+            "strict": {
+                "type": ["boolean", "null"],
+                "default": True,
+                "description": "Omitted or null: strict (the Responses API's default).",
+            },
         },
     },
     "ResponsesRequest": {
@@ -269,9 +278,11 @@ SCHEMAS: dict[str, Any] = {
         "`background`, `conversation`, `prompt` are 400 `unsupported_parameter`.",
         "properties": {
             "model": {"type": "string"},
-            "input": {"type": ["string", "array"], "items": {"type": "object"},
-                      "description": "Messages, `function_call` and `function_call_output` "
-                      "items."},
+            "input": {
+                "type": ["string", "array"],
+                "items": {"type": "object"},
+                "description": "Messages, `function_call` and `function_call_output` items.",
+            },
             "instructions": {"type": ["string", "null"]},
             "tools": {"type": "array", "maxItems": 128, "items": ref("FunctionTool")},
             "tool_choice": {"type": ["string", "object"]},
@@ -294,19 +305,35 @@ SCHEMAS: dict[str, Any] = {
             "max_output_tokens": {"type": ["integer", "null"], "minimum": 1},
             "temperature": {"type": ["number", "null"]},
             "top_p": {"type": ["number", "null"]},
-            "metadata": {"type": ["object", "null"], "maxProperties": 16,
-                         "additionalProperties": {"type": "string", "maxLength": 512}},
+            "metadata": {
+                "type": ["object", "null"],
+                "maxProperties": 16,
+                "additionalProperties": {"type": "string", "maxLength": 512},
+            },
             "stream": {"type": ["boolean", "null"]},
-            "store": {"type": ["boolean", "null"], "default": True,
-                      "description": "Keep the response for `responses_retention_s`."},
+            "store": {
+                "type": ["boolean", "null"],
+                "default": True,
+                "description": "Keep the response for `responses_retention_s`.",
+            },
             "previous_response_id": {"type": ["string", "null"]},
             "include": {"type": ["array", "null"], "items": {"type": "string"}},
         },
     },
     "Response": {
         "type": "object",
-        "required": ["id", "object", "created_at", "status", "model", "output", "usage",
-                     "tools", "tool_choice", "parallel_tool_calls"],
+        "required": [
+            "id",
+            "object",
+            "created_at",
+            "status",
+            "model",
+            "output",
+            "usage",
+            "tools",
+            "tool_choice",
+            "parallel_tool_calls",
+        ],
         "properties": {
             "id": {"type": "string", "pattern": "^resp_"},
             "object": {"const": "response"},
@@ -335,8 +362,14 @@ SCHEMAS: dict[str, Any] = {
             },
             "usage": {
                 "type": ["object", "null"],
-                "required": ["input_tokens", "input_tokens_details", "output_tokens",
-                             "output_tokens_details", "total_tokens", "schema_retries"],
+                "required": [
+                    "input_tokens",
+                    "input_tokens_details",
+                    "output_tokens",
+                    "output_tokens_details",
+                    "total_tokens",
+                    "schema_retries",
+                ],
                 "properties": {
                     "input_tokens": {"type": "integer"},
                     "input_tokens_details": {
@@ -392,7 +425,10 @@ SCHEMAS: dict[str, Any] = {
                         "capabilities": {
                             "type": "object",
                             "required": [
-                                "strict_tools", "constrained", "json_schema_output", "streaming"
+                                "strict_tools",
+                                "constrained",
+                                "json_schema_output",
+                                "streaming",
                             ],
                             "properties": {
                                 "strict_tools": {"type": "boolean"},
@@ -495,13 +531,21 @@ SCHEMAS: dict[str, Any] = {
                     },
                 },
             },
-            "reasons": {"type": "array", "items": {"type": "string"},
-                        "description": "Failed fatal checks (database, models): 503."},
-            "degraded": {"type": "array", "items": {"type": "string"},
-                         "description": "Failed non-fatal checks (Redis): still 200."},
-            "redis": {"enum": ["ok", "degraded"],
-                      "description": "Present when Redis is configured; degraded: "
-                                     "unreachable, limits are per process."},
+            "reasons": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Failed fatal checks (database, models): 503.",
+            },
+            "degraded": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Failed non-fatal checks (Redis): still 200.",
+            },
+            "redis": {
+                "enum": ["ok", "degraded"],
+                "description": "Present when Redis is configured; degraded: "
+                "unreachable, limits are per process.",
+            },
         },
     },
 }

@@ -51,8 +51,7 @@ async def http_exception(request: Request, exc: Exception) -> Response:
         allow = allowed_methods(router.routes if isinstance(router, Router) else (), request.scope)
         headers["allow"] = ", ".join(allow)
         err = GatewayError(
-            f"{request.method} is not allowed on {request.url.path}; "
-            f"allowed: {', '.join(allow)}.",
+            f"{request.method} is not allowed on {request.url.path}; allowed: {', '.join(allow)}.",
             code="method_not_allowed",
         )
         err.status = exc.status_code

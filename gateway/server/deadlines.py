@@ -158,7 +158,8 @@ def body_deadline(
         reader = task if task is not None else asyncio.current_task()
         assert reader is not None and loop is not None
         timer = (
-            deadlines.arm(reader, deadline) if deadlines is not None
+            deadlines.arm(reader, deadline)
+            if deadlines is not None
             else TaskDeadline.timer(loop, reader, deadline)
         )
         try:

@@ -31,10 +31,12 @@ from gateway.settings import Settings
 
 
 def _refusal(status: int, reason: str, code: str, message: str) -> bytes:
-    body = orjson.dumps({
-        "error": {"type": "invalid_request", "code": code, "message": message, "param": None},
-        "request_id": None,
-    })
+    body = orjson.dumps(
+        {
+            "error": {"type": "invalid_request", "code": code, "message": message, "param": None},
+            "request_id": None,
+        }
+    )
     head = (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
@@ -102,7 +104,7 @@ class EdgeProtocol(HttpToolsProtocol):
                     return
                 except httptools.HttpParserUpgrade as upgrade:
                     self.logger.warning("Unsupported upgrade request.")
-                    rest = memoryview(rest)[upgrade.args[0]:]
+                    rest = memoryview(rest)[upgrade.args[0] :]
                     self._reframe()
                     if not rest:
                         return
@@ -201,8 +203,14 @@ class EdgeProtocol(HttpToolsProtocol):
     def _headers_late(self) -> None:
         self.header_timer = None
         if not self.transport.is_closing():
-            self._refuse(_refusal(408, "Request Timeout", "request_timeout",
-                                  "The request headers did not arrive in time."))
+            self._refuse(
+                _refusal(
+                    408,
+                    "Request Timeout",
+                    "request_timeout",
+                    "The request headers did not arrive in time.",
+                )
+            )
 
     def _over_header_cap(self, size: int) -> bool:
         """431 past the cap: httptools takes headers of any size, and uvicorn's cap
@@ -210,8 +218,14 @@ class EdgeProtocol(HttpToolsProtocol):
         (https://github.com/Kludex/uvicorn/issues/157)."""
         if size <= self.header_cap:
             return False
-        self._refuse(_refusal(431, "Request Header Fields Too Large", "headers_too_large",
-                              f"Request line and headers exceed {self.header_cap} bytes."))
+        self._refuse(
+            _refusal(
+                431,
+                "Request Header Fields Too Large",
+                "headers_too_large",
+                f"Request line and headers exceed {self.header_cap} bytes.",
+            )
+        )
         return True
 
     def _refuse(self, raw: bytes) -> None:

@@ -39,9 +39,7 @@ def open_database(url: str) -> Database:
     )
 
 
-def data_dir_for(
-    database_url: str, env: Mapping[str, str], configured: str | None = None
-) -> Path:
+def data_dir_for(database_url: str, env: Mapping[str, str], configured: str | None = None) -> Path:
     """Where local files (the ledger spool) live: ``SYNTIC_DATA_DIR``, else ``configured``
     (``[server] data_dir``), else the SQLite file's directory, else ``./var``."""
     explicit = env.get("SYNTIC_DATA_DIR") or configured

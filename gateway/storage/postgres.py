@@ -76,9 +76,7 @@ class PostgresDatabase:
 
     dialect: Dialect = "postgresql"
 
-    def __init__(
-        self, url: str, *, max_size: int = 10, connect_timeout_s: float = 2.0
-    ) -> None:
+    def __init__(self, url: str, *, max_size: int = 10, connect_timeout_s: float = 2.0) -> None:
         self.url = url
         self._max_size = max_size
         self._connect_timeout_s = connect_timeout_s

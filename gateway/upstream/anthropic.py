@@ -136,7 +136,8 @@ def decode_response(
                     id=str(block.get("id", "")),
                     name=str(block.get("name", "")),
                     raw_arguments=(
-                        next(as_sent) if as_sent is not None
+                        next(as_sent)
+                        if as_sent is not None
                         else orjson.dumps(block.get("input", {})).decode()
                     ),
                     members=call_members(block),
@@ -190,12 +191,13 @@ class _Answer(Protocol):
 COUNT_BODY_BYTES = 64 * 1024  # {"input_tokens": N} is a few bytes
 
 
-def _status_error(
-    response: _Answer, body: bytes, secret: str | None = None
-) -> UpstreamStatusError:
+def _status_error(response: _Answer, body: bytes, secret: str | None = None) -> UpstreamStatusError:
     # status-aware: a 4xx keeps its status, 429/529/502/503 are retried (upstream.retry)
     return status_error(
-        response.status_code, body, secret=secret, wire="anthropic",
+        response.status_code,
+        body,
+        secret=secret,
+        wire="anthropic",
         retry_after_s=parse_retry_after(response.headers.get("retry-after")),
         should_retry=should_retry_header(response.headers.get("x-should-retry")),
     )
@@ -237,8 +239,10 @@ class AnthropicUpstream:
         payload = await self.http.encode(request.body_bytes, _encode, request, model, stream=False)
         target = self._targets.get(model)
         reply = await self.http.post(
-            target.url, payload,
-            target.headers_with(same_wire_headers(request, model)), target.route,
+            target.url,
+            payload,
+            target.headers_with(same_wire_headers(request, model)),
+            target.route,
             timeout_s=model.timeout_s,
             limit=self.max_body_bytes,
         )
@@ -254,8 +258,10 @@ class AnthropicUpstream:
         payload = await self.http.encode(request.body_bytes, _encode, request, model, stream=True)
         target = self._targets.get(model, stream=True)
         async with self.http.stream(
-            target.url, payload,
-            target.headers_with(same_wire_headers(request, model)), target.route,
+            target.url,
+            payload,
+            target.headers_with(same_wire_headers(request, model)),
+            target.route,
             timeout_s=model.timeout_s,
         ) as response:
             if response.status_code >= 400:
@@ -278,8 +284,10 @@ class AnthropicUpstream:
         reply = await self.http.post(
             url,
             await self.http.encode(request.body_bytes, dict, body, model=model.upstream_model),
-            target.headers_with(same_wire_headers(request, model)), target.route,
-            timeout_s=model.timeout_s, limit=COUNT_BODY_BYTES,
+            target.headers_with(same_wire_headers(request, model)),
+            target.route,
+            timeout_s=model.timeout_s,
+            limit=COUNT_BODY_BYTES,
         )
         if reply.status_code >= 400:
             raise _status_error(reply, reply.body, model.api_key(self._env))

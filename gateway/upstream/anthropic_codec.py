@@ -131,8 +131,11 @@ def usage_of(raw: object) -> Usage | None:
 # The usage members the canonical counts read (a set: those members of a nested object);
 # the rest (``server_tool_use``, ``cache_creation``, ``service_tier``, ...) is kept.
 _USAGE_KNOWN: Mapping[str, Any] = {
-    "input_tokens": True, "output_tokens": True, "cache_creation_input_tokens": True,
-    "cache_read_input_tokens": True, "output_tokens_details": frozenset({"thinking_tokens"}),
+    "input_tokens": True,
+    "output_tokens": True,
+    "cache_creation_input_tokens": True,
+    "cache_read_input_tokens": True,
+    "output_tokens_details": frozenset({"thinking_tokens"}),
 }
 
 
@@ -373,8 +376,12 @@ class StreamDecoder:
             self._tools += 1
             self._blocks[index] = ordinal
             out: list[StreamEvent] = [
-                ToolCallStart(ordinal, str(block.get("id", "")), str(block.get("name", "")),
-                              members=call_members(block))
+                ToolCallStart(
+                    ordinal,
+                    str(block.get("id", "")),
+                    str(block.get("name", "")),
+                    members=call_members(block),
+                )
             ]
             if block.get("input"):
                 self._got_input.add(ordinal)

@@ -30,9 +30,7 @@ from gateway.settings import ConfigError, ModelConfig
 __all__ = ["Connections", "Route", "proxy_for"]
 
 # The standard library's NO_PROXY matching (suffixes, "*", host:port), not in its stubs.
-_bypass: Callable[[str, dict[str, str]], bool] = (
-    urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
-)
+_bypass: Callable[[str, dict[str, str]], bool] = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
 
 
 @record
@@ -90,9 +88,7 @@ class Connections:
             )
         return found
 
-    def _context(
-        self, ca_file: str | None, cert: str | None, key: str | None
-    ) -> ssl.SSLContext:
+    def _context(self, ca_file: str | None, cert: str | None, key: str | None) -> ssl.SSLContext:
         found = self._contexts.get((ca_file, cert, key))
         if found is None:
             if ca_file is not None:

@@ -46,8 +46,12 @@ async def _count(http: UpstreamHttp, target: Target, field: str, text: str) -> i
         return 0
     try:
         reply = await http.post(
-            target.url, orjson.dumps({field: text}), target.headers, target.route,
-            timeout_s=_TIMEOUT_S, limit=_REPLY_BYTES,
+            target.url,
+            orjson.dumps({field: text}),
+            target.headers,
+            target.route,
+            timeout_s=_TIMEOUT_S,
+            limit=_REPLY_BYTES,
         )
     except GatewayError:
         return None

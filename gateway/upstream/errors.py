@@ -168,8 +168,7 @@ def _vendor_error(body: bytes) -> tuple[str, Any, Any, Any]:
         if isinstance(data, dict):
             error = data.get("error")
             if isinstance(error, dict) and isinstance(error.get("message"), str):
-                return (error["message"], error.get("type"), error.get("param"),
-                        error.get("code"))
+                return (error["message"], error.get("type"), error.get("param"), error.get("code"))
             if isinstance(error, str):
                 return error, None, None, None
     return text.strip() or "(empty body)", None, None, None
@@ -223,11 +222,7 @@ def status_error(
         if isinstance(vendor_param, str):
             vendor_param = client_indexes(vendor_param, client_messages)
     message = _cap(scrub(message, secret), MAX_MESSAGE_CHARS)
-    kept = (
-        vendor_type
-        if isinstance(vendor_type, str) and _TYPE_RE.fullmatch(vendor_type)
-        else None
-    )
+    kept = vendor_type if isinstance(vendor_type, str) and _TYPE_RE.fullmatch(vendor_type) else None
     upstream_code = _vendor_code(vendor_code, kept)
     extra: dict[str, str] = {}
     if status in _WAIT_STATUSES and retry_after_s is not None:
@@ -239,18 +234,32 @@ def status_error(
             else None
         )
         return UpstreamStatusError(
-            message, upstream_status=status, retry_after_s=retry_after_s, status=status,
-            code="upstream_rejected", param=param, upstream_type=kept,
-            upstream_code=upstream_code, wire=wire, headers=extra, should_retry=should_retry,
+            message,
+            upstream_status=status,
+            retry_after_s=retry_after_s,
+            status=status,
+            code="upstream_rejected",
+            param=param,
+            upstream_type=kept,
+            upstream_code=upstream_code,
+            wire=wire,
+            headers=extra,
+            should_retry=should_retry,
         )
     if status in _CREDENTIAL_STATUSES:
         return UpstreamStatusError(
             f"The upstream refused the gateway's credentials for this model (HTTP {status}): "
             f"{message}",
-            upstream_status=status, code="upstream_credentials_rejected", wire=wire,
+            upstream_status=status,
+            code="upstream_credentials_rejected",
+            wire=wire,
         )
     return UpstreamStatusError(
         f"Upstream returned HTTP {status}: {message}",
-        upstream_status=status, retry_after_s=retry_after_s, wire=wire,
-        upstream_code=upstream_code, headers=extra, should_retry=should_retry,
+        upstream_status=status,
+        retry_after_s=retry_after_s,
+        wire=wire,
+        upstream_code=upstream_code,
+        headers=extra,
+        should_retry=should_retry,
     )

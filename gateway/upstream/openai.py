@@ -99,7 +99,9 @@ def decode_usage(raw: Any) -> Usage | None:
 
 # The usage members the canonical counts read (a set: those members of a nested object).
 _USAGE_KNOWN: Mapping[str, Any] = {
-    "prompt_tokens": True, "completion_tokens": True, "total_tokens": True,
+    "prompt_tokens": True,
+    "completion_tokens": True,
+    "total_tokens": True,
     "prompt_tokens_details": frozenset({"cached_tokens", "cache_write_tokens"}),
     "completion_tokens_details": frozenset({"reasoning_tokens"}),
 }
@@ -171,11 +173,13 @@ def _tool_calls(
             items.append(WireItem("openai", "custom", dict(c), client_call=True))
             continue
         layout.append(("call", len(calls)))
-        calls.append(ToolCall(
-            id=str(c.get("id") or f"call_{i}"),
-            name=str(c["function"]["name"]),
-            raw_arguments=str(c["function"].get("arguments") or ""),
-        ))
+        calls.append(
+            ToolCall(
+                id=str(c.get("id") or f"call_{i}"),
+                name=str(c["function"]["name"]),
+                raw_arguments=str(c["function"].get("arguments") or ""),
+            )
+        )
     return tuple(calls), tuple(items), answer_layout(layout, items)
 
 
@@ -248,7 +252,10 @@ def _error_from_status(
     client_messages: int | None = None,
 ) -> UpstreamError:
     return status_error(
-        status, body, secret=secret, wire="openai",
+        status,
+        body,
+        secret=secret,
+        wire="openai",
         retry_after_s=parse_retry_after(headers.get("retry-after")),
         client_messages=client_messages,
         should_retry=should_retry_header(headers.get("x-should-retry")),
@@ -256,9 +263,7 @@ def _error_from_status(
 
 
 def _answer_text(response: ChatResponse) -> str:
-    return (response.content or "") + "".join(
-        c.name + c.raw_arguments for c in response.tool_calls
-    )
+    return (response.content or "") + "".join(c.name + c.raw_arguments for c in response.tool_calls)
 
 
 class OpenAIUpstream:
@@ -293,13 +298,19 @@ class OpenAIUpstream:
         body = await self.http.encode(request.body_bytes, _encode, request, model, stream=False)
         target = self._targets.get(model)
         reply = await self.http.post(
-            target.url, body, target.headers_with(same_wire_headers(request, model)),
+            target.url,
+            body,
+            target.headers_with(same_wire_headers(request, model)),
             target.route,
-            timeout_s=model.timeout_s, limit=self.max_body_bytes,
+            timeout_s=model.timeout_s,
+            limit=self.max_body_bytes,
         )
         if reply.status_code >= 400:
             raise _error_from_status(
-                reply.status_code, reply.body, reply.headers, model.api_key(self.env),
+                reply.status_code,
+                reply.body,
+                reply.headers,
+                model.api_key(self.env),
                 _client_messages(request, model),
             )
         try:
@@ -323,7 +334,9 @@ class OpenAIUpstream:
         body = await self.http.encode(request.body_bytes, _encode, request, model, stream=True)
         target = self._targets.get(model)
         async with self.http.stream(
-            target.url, body, target.headers_with(same_wire_headers(request, model)),
+            target.url,
+            body,
+            target.headers_with(same_wire_headers(request, model)),
             target.route,
             timeout_s=model.timeout_s,
         ) as resp:
@@ -358,9 +371,7 @@ class OpenAIUpstream:
                 raise UpstreamError("Upstream stream ended before it finished.")
         if counting and not reported:
             # Counted after the stream's connection is back in the pool.
-            counted = await engine_usage(
-                self.http, model, target.headers, request, "".join(answer)
-            )
+            counted = await engine_usage(self.http, model, target.headers, request, "".join(answer))
             if counted is not None:
                 yield UsageReport(counted)
 
@@ -369,9 +380,7 @@ class OpenAIUpstream:
     ) -> TokenCount:
         """OpenAI has no counting endpoint: the model's encoding, an estimate
         (``gateway.upstream.tokens``)."""
-        return TokenCount(
-            await count_openai_tokens(request, model.upstream_model), "estimate"
-        )
+        return TokenCount(await count_openai_tokens(request, model.upstream_model), "estimate")
 
     async def aclose(self) -> None:
         # The HTTP client belongs to the app (shared by every adapter); it closes it.
@@ -395,9 +404,7 @@ class ChunkParser:
         "secret", "started",
     )  # fmt: skip
 
-    def __init__(
-        self, *, max_argument_bytes: int | None = None, secret: str | None = None
-    ) -> None:
+    def __init__(self, *, max_argument_bytes: int | None = None, secret: str | None = None) -> None:
         self.secret = secret
         self.done = False  # saw data: [DONE]
         self.finished = False  # saw a finish_reason
@@ -454,19 +461,27 @@ class ChunkParser:
                 tokens = _tokens(logprobs.get("refusal")) if logprobs else None
                 events.append(RefusalDelta(str(refusal), tokens))
             if delta and not _MESSAGE_KNOWN.issuperset(delta):
-                extra = {k: v for k, v in delta.items()
-                         if k not in _MESSAGE_KNOWN and v is not None}
+                extra = {
+                    k: v for k, v in delta.items() if k not in _MESSAGE_KNOWN and v is not None
+                }
                 if extra:  # reasoning_content, audio, annotations: chat clients only
-                    events.append(WireEvent("openai", "delta", extra,
-                                            citations=citations_of(extra.get("annotations"))))
+                    events.append(
+                        WireEvent(
+                            "openai",
+                            "delta",
+                            extra,
+                            citations=citations_of(extra.get("annotations")),
+                        )
+                    )
             for frag in delta.get("tool_calls") or ():
                 index = int(frag.get("index", 0))
                 if index in self.custom or _custom(frag):
                     # A custom tool's call: a chat client gets its fragments as sent.
                     opened = index not in self.custom
                     self.custom.add(index)
-                    events.append(WireEvent("openai", "delta", {"tool_calls": [frag]},
-                                            client_call=opened))
+                    events.append(
+                        WireEvent("openai", "delta", {"tool_calls": [frag]}, client_call=opened)
+                    )
                     continue
                 fn = frag.get("function") or {}
                 if index not in self.started:

@@ -25,8 +25,13 @@ from gateway.settings import ModelConfig
 from gateway.upstream.carried import carry_over
 
 __all__ = [
-    "constrained_output", "constrains_output", "encode_message", "encode_request",
-    "engine_tool_choice", "plain_output", "tokens_field",
+    "constrained_output",
+    "constrains_output",
+    "encode_message",
+    "encode_request",
+    "engine_tool_choice",
+    "plain_output",
+    "tokens_field",
 ]
 
 
@@ -147,11 +152,10 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     choice = request.tool_choice
     wire_choice: Any = (
         {"type": "function", "function": {"name": choice.name}}
-        if isinstance(choice, ForcedTool) else choice
+        if isinstance(choice, ForcedTool)
+        else choice
     )
-    wire_choice, keep = engine_tool_choice(
-        wire_choice, profile, [t.name for t in request.tools]
-    )
+    wire_choice, keep = engine_tool_choice(wire_choice, profile, [t.name for t in request.tools])
     if request.tools and keep != ():
         tools = []
         for t in request.tools:

@@ -101,8 +101,12 @@ def _content(message: Message, *, assistant: bool) -> str | list[dict[str, Any]]
 
 
 def _call_item(call: ToolCall) -> dict[str, Any]:
-    item = {"type": "function_call", "call_id": call.id, "name": call.name,
-            "arguments": call.raw_arguments}
+    item = {
+        "type": "function_call",
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": call.raw_arguments,
+    }
     if call.namespace is not None:
         item["namespace"] = call.namespace
     return item
@@ -113,15 +117,21 @@ def encode_items(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "tool":
-            items.append({"type": "function_call_output", "call_id": m.tool_call_id or "",
-                          "output": m.text})
+            items.append(
+                {"type": "function_call_output", "call_id": m.tool_call_id or "", "output": m.text}
+            )
             continue
         # Reasoning items first, as sent (id, encrypted_content); another provider's has no
         # place here.
         items.extend(dict(r.raw) for r in m.reasoning if r.wire == "responses")
         if m.content or not (m.tool_calls or m.reasoning):
-            items.append({"type": "message", "role": m.role,
-                          "content": _content(m, assistant=m.role == "assistant")})
+            items.append(
+                {
+                    "type": "message",
+                    "role": m.role,
+                    "content": _content(m, assistant=m.role == "assistant"),
+                }
+            )
         items.extend(_call_item(c) for c in m.tool_calls)
     return items
 
@@ -135,8 +145,13 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     }
     if request.tools:
         body["tools"] = [
-            {"type": "function", "name": t.name, "parameters": t.parameters,
-             "strict": t.strict, **({"description": t.description} if t.description else {})}
+            {
+                "type": "function",
+                "name": t.name,
+                "parameters": t.parameters,
+                "strict": t.strict,
+                **({"description": t.description} if t.description else {}),
+            }
             for t in request.tools
         ]
     choice = request.tool_choice
@@ -146,8 +161,12 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
         body["tool_choice"] = choice
     rf = request.response_format
     if isinstance(rf, JsonSchemaFormat):
-        fmt: dict[str, Any] = {"type": "json_schema", "name": rf.name, "schema": rf.schema,
-                               "strict": rf.strict}
+        fmt: dict[str, Any] = {
+            "type": "json_schema",
+            "name": rf.name,
+            "schema": rf.schema,
+            "strict": rf.strict,
+        }
         if rf.description is not None:
             fmt["description"] = rf.description
         body["text"] = {"format": fmt}
@@ -190,7 +209,9 @@ def decode_usage(raw: Any) -> Usage | None:
 
 # The usage members the canonical counts read (a set: those members of a nested object).
 _USAGE_KNOWN: Mapping[str, Any] = {
-    "input_tokens": True, "output_tokens": True, "total_tokens": True,
+    "input_tokens": True,
+    "output_tokens": True,
+    "total_tokens": True,
     "input_tokens_details": frozenset({"cached_tokens", "cache_write_tokens"}),
     "output_tokens_details": frozenset({"reasoning_tokens"}),
 }
@@ -235,9 +256,7 @@ def response_members(data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in _RESPONSE_OWN and v is not None}
 
 
-def _passthrough(
-    data: Mapping[str, Any], messages: list[dict[str, Any]]
-) -> Passthrough | None:
+def _passthrough(data: Mapping[str, Any], messages: list[dict[str, Any]]) -> Passthrough | None:
     top = response_members(data)
     kept = tuple(messages) if any(messages) else ()
     return Passthrough("responses", top, messages=kept) if top or kept else None
@@ -265,10 +284,13 @@ _CALL_KNOWN = frozenset({"type", "id", "call_id", "name", "arguments", "status",
 def _call(item: Mapping[str, Any]) -> ToolCall:
     namespace = item.get("namespace")
     extra = {k: v for k, v in item.items() if k not in _CALL_KNOWN}
-    return ToolCall(id=str(item["call_id"]), name=str(item["name"]),
-                    raw_arguments=str(item.get("arguments") or ""),
-                    namespace=namespace if isinstance(namespace, str) else None,
-                    members=Members("responses", extra) if extra else None)
+    return ToolCall(
+        id=str(item["call_id"]),
+        name=str(item["name"]),
+        raw_arguments=str(item.get("arguments") or ""),
+        namespace=namespace if isinstance(namespace, str) else None,
+        members=Members("responses", extra) if extra else None,
+    )
 
 
 def citations_of(raw: Any, at: int) -> list[Citation]:
@@ -288,8 +310,9 @@ def citations_of(raw: Any, at: int) -> list[Citation]:
 
 def _client_runs(item: Mapping[str, Any]) -> bool:
     kind = item.get("type")
-    return kind in _CLIENT_CALLS or (kind == "tool_search_call"
-                                     and item.get("execution") == "client")
+    return kind in _CLIENT_CALLS or (
+        kind == "tool_search_call" and item.get("execution") == "client"
+    )
 
 
 def wire_item(item: Mapping[str, Any]) -> WireItem:
@@ -377,9 +400,7 @@ class EventParser:
         "done", "max_argument_bytes",
     )  # fmt: skip
 
-    def __init__(
-        self, *, max_argument_bytes: int | None = None, secret: str | None = None
-    ) -> None:
+    def __init__(self, *, max_argument_bytes: int | None = None, secret: str | None = None) -> None:
         self.max_argument_bytes = max_argument_bytes
         self._secret = secret
         self._calls: dict[int, int] = {}  # output_index -> canonical call index
@@ -429,10 +450,16 @@ class EventParser:
             index = int(event["output_index"])
             opened = index not in self._passing
             self._passing.add(index)
-            done = (reasoning_of(item) if kind == "response.output_item.done"
-                    and item.get("type") == "reasoning" else None)
-            return [WireEvent("responses", "event", event, done,
-                              client_call=opened and _client_runs(item))]
+            done = (
+                reasoning_of(item)
+                if kind == "response.output_item.done" and item.get("type") == "reasoning"
+                else None
+            )
+            return [
+                WireEvent(
+                    "responses", "event", event, done, client_call=opened and _client_runs(item)
+                )
+            ]
         if "output_index" in event and int(event["output_index"]) in self._passing:
             if isinstance(kind, str) and _EVENT_NAME.fullmatch(kind):
                 return [WireEvent("responses", "event", event)]
@@ -442,8 +469,14 @@ class EventParser:
             note = event.get("annotation")
             if not isinstance(note, dict):
                 return []
-            return [WireEvent("responses", "annotation", {"annotation": note},
-                              citations=tuple(citations_of([note], self._part_start)))]
+            return [
+                WireEvent(
+                    "responses",
+                    "annotation",
+                    {"annotation": note},
+                    citations=tuple(citations_of([note], self._part_start)),
+                )
+            ]
         if kind == "response.refusal.delta":
             self._refusals.add(str(event["item_id"]))
             return [RefusalDelta(str(event["delta"]))] if event["delta"] else []
@@ -461,8 +494,9 @@ class EventParser:
             item = event["item"]
             index = self._calls[int(event["output_index"])] = len(self._calls)
             call = _call(item)
-            start: list[StreamEvent] = [ToolCallStart(index, call.id, call.name,
-                                                      call.namespace, call.members)]
+            start: list[StreamEvent] = [
+                ToolCallStart(index, call.id, call.name, call.namespace, call.members)
+            ]
             return start + self._arguments(index, str(item.get("arguments") or ""))
         if kind == "response.function_call_arguments.delta":
             return self._arguments(self._calls[int(event["output_index"])], str(event["delta"]))

@@ -87,9 +87,7 @@ class RetryPolicy:
     max_delay_s: float = 2.0
     margin_s: float = 0.05  # leave at least this much of the deadline for the attempt
 
-    def delay(
-        self, attempt: int, exc: BaseException, left_s: float | None = None
-    ) -> float | None:
+    def delay(self, attempt: int, exc: BaseException, left_s: float | None = None) -> float | None:
         """Seconds to wait before retry number ``attempt + 1``, or None: do not retry.
         ``left_s``: what is left of the request deadline (None: no deadline)."""
         if attempt >= self.retries or not retryable(exc):
@@ -140,9 +138,7 @@ class RetryingUpstream:
             self.retried += 1
             await asyncio.sleep(wait)
 
-    async def stream(
-        self, request: ChatRequest, model: ModelConfig
-    ) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         attempt = 0
         while True:
             events = self.inner.stream(request, model)

@@ -125,11 +125,13 @@ def _tools(body: Body, patch: Callable[[Mapping[str, Any]], Mapping[str, Any]]) 
 
 def _extra(request: ChatRequest, origin: Origin) -> tuple[Message, ...]:
     """The turns the gateway appended (a correction's), after the client's own."""
-    return request.messages[origin.messages:]
+    return request.messages[origin.messages :]
 
 
 def _no_tools(
-    body: Body, request: ChatRequest, extra: tuple[Message, ...],
+    body: Body,
+    request: ChatRequest,
+    extra: tuple[Message, ...],
     gateways: Callable[[Any], bool],
 ) -> None:
     """A correction that asks for the arguments as the reply has no tools: the body's
@@ -226,8 +228,12 @@ def _string_content(messages: list[Any]) -> list[Any]:
     """The client's assistant turns with tool calls and no content, saying ``""``."""
     out = list(messages)
     for i, m in enumerate(out):
-        if (isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls")
-                and m.get("content") is None):
+        if (
+            isinstance(m, dict)
+            and m.get("role") == "assistant"
+            and m.get("tool_calls")
+            and m.get("content") is None
+        ):
             out[i] = {**m, "content": ""}
     return out
 
@@ -240,16 +246,22 @@ def _chat_engine(body: Body, model: ModelConfig) -> None:
         body["messages"] = _string_content(messages)
     if "tool_choice" in body:
         tools = body.get("tools")
-        names = [str((t.get("function") or {}).get("name")) for t in tools
-                 if isinstance(t, dict)] if isinstance(tools, list) else []
+        names = (
+            [str((t.get("function") or {}).get("name")) for t in tools if isinstance(t, dict)]
+            if isinstance(tools, list)
+            else []
+        )
         choice, keep = engine_tool_choice(body["tool_choice"], profile, names)
         if choice is None:
             del body["tool_choice"]
         else:
             body["tool_choice"] = choice
         if keep is not None and isinstance(tools, list):
-            kept = [t for t in tools if isinstance(t, dict)
-                    and (t.get("function") or {}).get("name") in keep]
+            kept = [
+                t
+                for t in tools
+                if isinstance(t, dict) and (t.get("function") or {}).get("name") in keep
+            ]
             if kept:
                 body["tools"] = kept
             else:
@@ -271,7 +283,8 @@ def _chat(request: ChatRequest, origin: Origin, model: ModelConfig, stream: bool
     null_content = model.profile.null_content_with_calls
     if extra:
         body["messages"] = [
-            *body["messages"], *(encode_message(m, null_content=null_content) for m in extra)
+            *body["messages"],
+            *(encode_message(m, null_content=null_content) for m in extra),
         ]
         if request.tool_choice is not None and request.tools:
             body["tool_choice"] = _chat_choice(request.tool_choice)
@@ -280,7 +293,8 @@ def _chat(request: ChatRequest, origin: Origin, model: ModelConfig, stream: bool
     if stream and model.profile.stream_usage:
         options = body.get("stream_options")
         body["stream_options"] = {
-            **(options if isinstance(options, dict) else {}), "include_usage": True
+            **(options if isinstance(options, dict) else {}),
+            "include_usage": True,
         }
     return body
 
@@ -312,7 +326,8 @@ def _responses_tool(
             return tool
         patched = [
             _responses_function(t, specs)
-            if isinstance(t, dict) and t.get("type") == "function" else t
+            if isinstance(t, dict) and t.get("type") == "function"
+            else t
             for t in inner
         ]
         if all(p is t for p, t in zip(patched, inner, strict=True)):
@@ -326,8 +341,12 @@ def _responses_format(body: Body, rf: JsonSchemaFormat) -> None:
     text = body.get("text")
     fmt = text.get("format") if isinstance(text, dict) else None
     if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
-        wanted: Body = {"type": "json_schema", "name": rf.name, "schema": rf.schema,
-                        "strict": rf.strict}
+        wanted: Body = {
+            "type": "json_schema",
+            "name": rf.name,
+            "schema": rf.schema,
+            "strict": rf.strict,
+        }
         body["text"] = {**(text if isinstance(text, dict) else {}), "format": wanted}
         return
     new_fmt = _patched(fmt, {"schema": rf.schema, "strict": rf.strict})
@@ -405,8 +424,11 @@ def _append_turns(turns: list[Any], extra: list[dict[str, Any]]) -> list[Any]:
         last = out[-1] if out else None
         if isinstance(last, dict) and last.get("role") == turn["role"]:
             content = last.get("content")
-            blocks = [{"type": "text", "text": content}] if isinstance(content, str) \
+            blocks = (
+                [{"type": "text", "text": content}]
+                if isinstance(content, str)
                 else list(content or ())
+            )
             out[-1] = {**last, "content": [*blocks, *turn["content"]]}
         else:
             out.append(turn)
@@ -415,7 +437,8 @@ def _append_turns(turns: list[Any], extra: list[dict[str, Any]]) -> list[Any]:
 
 def _messages_choice(choice: ToolChoice, request: ChatRequest) -> Body:
     wire: Body = (
-        {"type": "tool", "name": choice.name} if isinstance(choice, ForcedTool)
+        {"type": "tool", "name": choice.name}
+        if isinstance(choice, ForcedTool)
         else {"type": {"required": "any"}.get(choice, choice)}
     )
     if request.parallel_tool_calls is False:

@@ -50,9 +50,11 @@ def prompt_texts(request: ChatRequest) -> list[str]:
         out.append(message.text)
         out.extend(call.name + call.raw_arguments for call in message.tool_calls)
     for tool in request.tools:
-        out.append(orjson.dumps(
-            {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
-        ).decode())
+        out.append(
+            orjson.dumps(
+                {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+            ).decode()
+        )
     return out
 
 

@@ -205,11 +205,21 @@ async def _read_prefix(content: aiohttp.StreamReader, cap: int) -> bytes:
 class StreamAnswer:
     """A streamed answer held open by ``UpstreamHttp.stream``."""
 
-    __slots__ = ("_max_bytes", "_max_event_bytes", "_resp", "_timeout_s", "_unyielded",
-                 "headers", "status_code")
+    __slots__ = (
+        "_max_bytes",
+        "_max_event_bytes",
+        "_resp",
+        "_timeout_s",
+        "_unyielded",
+        "headers",
+        "status_code",
+    )
 
     def __init__(
-        self, resp: aiohttp.ClientResponse, timeout_s: float, max_event_bytes: int,
+        self,
+        resp: aiohttp.ClientResponse,
+        timeout_s: float,
+        max_event_bytes: int,
         max_bytes: int,
     ) -> None:
         self._resp = resp
@@ -312,8 +322,13 @@ class UpstreamHttp:
         session = self._session or self._open()
         try:
             async with session.post(
-                url, data=body, headers=headers, ssl=route.ssl, proxy=route.proxy,
-                timeout=_whole_timeout(timeout_s), allow_redirects=False,
+                url,
+                data=body,
+                headers=headers,
+                ssl=route.ssl,
+                proxy=route.proxy,
+                timeout=_whole_timeout(timeout_s),
+                allow_redirects=False,
             ) as resp:
                 _refuse_interim(resp)
                 if resp.status >= 400:
@@ -339,8 +354,13 @@ class UpstreamHttp:
         session = self._session or self._open()
         try:
             resp = await session.post(
-                url, data=body, headers=headers, ssl=route.ssl, proxy=route.proxy,
-                timeout=_stream_timeout(timeout_s), allow_redirects=False,
+                url,
+                data=body,
+                headers=headers,
+                ssl=route.ssl,
+                proxy=route.proxy,
+                timeout=_stream_timeout(timeout_s),
+                allow_redirects=False,
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise failure(exc, timeout_s) from exc

@@ -176,11 +176,13 @@ class DbLedger:
         if accepting != self.accepting:
             self.accepting = accepting
             if accepting:
-                log.warning("ledger: %d row(s) held in memory, accepting requests again",
-                            self.held)
+                log.warning("ledger: %d row(s) held in memory, accepting requests again", self.held)
             else:
-                log.error("ledger: %d row(s) held in memory (neither the spool nor the "
-                          "database takes them): refusing new requests", self.held)
+                log.error(
+                    "ledger: %d row(s) held in memory (neither the spool nor the "
+                    "database takes them): refusing new requests",
+                    self.held,
+                )
 
     @property
     def spool_pending(self) -> bool:
@@ -274,8 +276,10 @@ class DbLedger:
             await self._flush_held()
         if self._held:
             self.lost += len(self._held)
-            log.error("ledger: %d row(s) lost at shutdown: neither the spool nor the database "
-                      "took them", len(self._held))
+            log.error(
+                "ledger: %d row(s) lost at shutdown: neither the spool nor the database took them",
+                len(self._held),
+            )
             self._held.clear()
 
     # -- writer -----------------------------------------------------------------
@@ -303,8 +307,12 @@ class DbLedger:
                     self._seal_mark = self._enqueued
                 await self.flush()
                 mark = self._seal_mark
-                if (mark is not None and not self._deferred and self._settled >= mark
-                        and self.spool.drop_sealed()):
+                if (
+                    mark is not None
+                    and not self._deferred
+                    and self._settled >= mark
+                    and self.spool.drop_sealed()
+                ):
                     self._seal_mark = None
                 if time.monotonic() >= rescan_at and not self._db_down:
                     rescan_at = time.monotonic() + self.rescan_interval_s
@@ -400,8 +408,9 @@ class DbLedger:
             self._seal_mark = None
         self._deferred = False
         if self._db_down:
-            log.warning("ledger: database reachable again, %d spooled row(s) replayed",
-                        len(records))
+            log.warning(
+                "ledger: database reachable again, %d spooled row(s) replayed", len(records)
+            )
             self._db_down = False
         await self._replay_orphans()
 
@@ -413,8 +422,7 @@ class DbLedger:
             return
         records, unreadable = await asyncio.to_thread(Spool.claimed_records, claimed)
         if unreadable:
-            log.error("ledger: skipped %d unreadable spool line(s) (torn by a crash?)",
-                      unreadable)
+            log.error("ledger: skipped %d unreadable spool line(s) (torn by a crash?)", unreadable)
         try:
             await self._insert(self._params(records))
         except StorageUnavailable as exc:
@@ -427,10 +435,12 @@ class DbLedger:
             raise
         Spool.release_claimed(claimed, replayed=True)
         self.replayed += len(records)
-        log.info("ledger: replayed %d row(s) from %d spool file(s) of stopped processes",
-                 len(records), len(claimed))
+        log.info(
+            "ledger: replayed %d row(s) from %d spool file(s) of stopped processes",
+            len(records),
+            len(claimed),
+        )
 
 
 def _as_unavailable(exc: StorageError) -> StorageUnavailable:
     return exc if isinstance(exc, StorageUnavailable) else StorageUnavailable(str(exc))
-

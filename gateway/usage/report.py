@@ -97,13 +97,17 @@ TOTALS_SQL = """
        SUM(upstream_calls),
        SUM(cache_read_tokens), SUM(cache_creation_tokens), SUM(reasoning_tokens)"""
 
-_SUMMARY_SQL = """
-SELECT key_id, model,""" + TOTALS_SQL + """
+_SUMMARY_SQL = (
+    """
+SELECT key_id, model,"""
+    + TOTALS_SQL
+    + """
 FROM usage_records
 WHERE started_at >= ? AND started_at < ?{key_filter}
 GROUP BY key_id, model
 ORDER BY key_id, model
 """
+)
 
 
 async def summarize(

@@ -75,7 +75,7 @@ class Segment:
         view = memoryview(data)
         try:
             while view:  # a short write (a full disk, a signal): write the rest
-                view = view[os.write(self.fd, view):]
+                view = view[os.write(self.fd, view) :]
         except OSError:
             if len(view) < len(data):
                 try:
@@ -271,10 +271,12 @@ class Spool:
     def _candidates(self) -> list[Path]:
         if not self.directory.is_dir():
             return []
-        return sorted([
-            *self.directory.glob("usage-spool-*.jsonl"),
-            *self.directory.glob("usage-replay-*.jsonl"),
-        ])
+        return sorted(
+            [
+                *self.directory.glob("usage-spool-*.jsonl"),
+                *self.directory.glob("usage-replay-*.jsonl"),
+            ]
+        )
 
     def claim_orphans(self) -> list[Segment]:
         """Take over every file whose owner is gone: each is renamed and stays locked
@@ -289,9 +291,7 @@ class Spool:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if os.stat(path).st_ino != os.fstat(fd).st_ino:
                     raise FileNotFoundError(path)  # replayed and deleted meanwhile
-                target = path.with_name(
-                    f"usage-replay-{os.getpid()}-{secrets.token_hex(6)}.jsonl"
-                )
+                target = path.with_name(f"usage-replay-{os.getpid()}-{secrets.token_hex(6)}.jsonl")
                 path.rename(target)
             except OSError:  # owned by a live process, or gone
                 os.close(fd)

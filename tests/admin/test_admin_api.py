@@ -42,19 +42,41 @@ ADMIN_CALLS: list[tuple[str, str, dict[str, Any] | None]] = [
 
 
 def call(
-    gw: AdminGateway, method: str, path: str, headers: dict[str, str] | None = None,
-    body: Any = None, **params: Any,
+    gw: AdminGateway,
+    method: str,
+    path: str,
+    headers: dict[str, str] | None = None,
+    body: Any = None,
+    **params: Any,
 ) -> httpx.Response:
-    return httpx.request(method, gw.base_url + path, headers=headers or {}, json=body,
-                         params={k: v for k, v in params.items() if v is not None}, timeout=20)
+    return httpx.request(
+        method,
+        gw.base_url + path,
+        headers=headers or {},
+        json=body,
+        params={k: v for k, v in params.items() if v is not None},
+        timeout=20,
+    )
 
 
-def chat(gw: AdminGateway, key: str, model: str = "admin-model", text: str = "refund it",
-         tools: list[Any] | None = None) -> httpx.Response:
-    body = {"model": model, "messages": [{"role": "user", "content": text}],
-            "tools": [TOOL] if tools is None else tools}
-    return httpx.post(gw.base_url + "/v1/chat/completions", json=body, timeout=20,
-                      headers={"authorization": f"Bearer {key}"})
+def chat(
+    gw: AdminGateway,
+    key: str,
+    model: str = "admin-model",
+    text: str = "refund it",
+    tools: list[Any] | None = None,
+) -> httpx.Response:
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": text}],
+        "tools": [TOOL] if tools is None else tools,
+    }
+    return httpx.post(
+        gw.base_url + "/v1/chat/completions",
+        json=body,
+        timeout=20,
+        headers={"authorization": f"Bearer {key}"},
+    )
 
 
 def create_key(gw: AdminGateway, name: str, **extra: Any) -> dict[str, Any]:
@@ -138,8 +160,9 @@ def test_created_key_works_at_once_and_stops_after_revoke(
 def test_test_keys_and_admin_keys_through_the_api(admin_gw: AdminGateway) -> None:
     created = create_key(admin_gw, "sandbox", test=True)
     assert created["secret"].startswith("sk_test_") and created["key"]["kind"] == "test"
-    admins = [k for k in call(admin_gw, "GET", "/admin/keys", admin_gw.admin).json()["data"]
-              if k["admin"]]
+    admins = [
+        k for k in call(admin_gw, "GET", "/admin/keys", admin_gw.admin).json()["data"] if k["admin"]
+    ]
     assert admins, "the fixture's admin key is listed"
     res = call(admin_gw, "DELETE", f"/admin/keys/{admins[0]['id']}", admin_gw.admin)
     assert (res.status_code, res.json()["error"]["code"]) == (400, "admin_key_not_managed")
@@ -163,16 +186,27 @@ def test_test_keys_and_admin_keys_through_the_api(admin_gw: AdminGateway) -> Non
     ],
 )
 def test_bad_admin_requests_get_an_envelope_naming_the_param(
-    admin_gw: AdminGateway, method: str, path: str, body: Any, params: dict[str, str],
-    status: int, param: str,
+    admin_gw: AdminGateway,
+    method: str,
+    path: str,
+    body: Any,
+    params: dict[str, str],
+    status: int,
+    param: str,
 ) -> None:
     res = call(admin_gw, method, path, admin_gw.admin, body, **params)
     assert res.status_code == status, res.text
     assert res.json()["error"]["param"] == param
 
 
-AGG_FIELDS = ("prompt_tokens", "completion_tokens", "correction_prompt_tokens",
-              "correction_completion_tokens", "schema_retries", "upstream_calls")
+AGG_FIELDS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "correction_prompt_tokens",
+    "correction_completion_tokens",
+    "schema_retries",
+    "upstream_calls",
+)
 
 
 def expected(rows: list[dict[str, Any]]) -> dict[str, int]:
@@ -202,8 +236,9 @@ def test_usage_aggregates_match_the_ledger_rows(
     db_rows = admin_gw.ledger_rows(key_id)
     assert sorted(r["request_id"] for r in rows) == sorted(r["request_id"] for r in db_rows)
 
-    report = call(admin_gw, "GET", "/admin/usage", admin_gw.admin, key_id=key_id,
-                  since="-1h", bucket="5m").json()
+    report = call(
+        admin_gw, "GET", "/admin/usage", admin_gw.admin, key_id=key_id, since="-1h", bucket="5m"
+    ).json()
     want = expected(db_rows)
     assert {k: report["totals"][k] for k in want} == want
     assert (want["requests"], want["unprocessable_422"], want["corrected_requests"]) == (6, 1, 2)
@@ -226,8 +261,15 @@ def test_usage_aggregates_match_the_ledger_rows(
         assert sum(p["correction_tokens"] for p in series) == totals["correction_tokens"]
         assert all(p["t"] % 300 == 0 for p in series)
 
-    only = call(admin_gw, "GET", "/admin/usage", admin_gw.admin, key_id=key_id,
-                model="other-model", since="-1h").json()
+    only = call(
+        admin_gw,
+        "GET",
+        "/admin/usage",
+        admin_gw.admin,
+        key_id=key_id,
+        model="other-model",
+        since="-1h",
+    ).json()
     assert only["totals"]["requests"] == 1 and only["totals"]["prompt_tokens"] == 11
 
 
@@ -250,8 +292,9 @@ def test_requests_list_filters_and_holds_no_prompt(
     usage = call(admin_gw, "GET", "/admin/usage", admin_gw.admin, key_id=key_id)
     for res in (listing, usage):
         assert marker not in res.text and "refund it" not in res.text
-    assert set(rows[0]) == set(openapi_document()["components"]["schemas"]["LedgerRow"]
-                               ["properties"])
+    assert set(rows[0]) == set(
+        openapi_document()["components"]["schemas"]["LedgerRow"]["properties"]
+    )
 
     def ids(**params: Any) -> list[str]:
         res = call(admin_gw, "GET", "/admin/requests", admin_gw.admin, key_id=key_id, **params)
@@ -266,8 +309,15 @@ def test_requests_list_filters_and_holds_no_prompt(
 
 
 def test_admin_schema_check_is_the_v1_check(admin_gw: AdminGateway) -> None:
-    body = {"tools": [TOOL, {"type": "function", "function": {"name": "loose", "strict": True,
-                                                               "parameters": NON_STRICT}}]}
+    body = {
+        "tools": [
+            TOOL,
+            {
+                "type": "function",
+                "function": {"name": "loose", "strict": True, "parameters": NON_STRICT},
+            },
+        ]
+    }
     admin = call(admin_gw, "POST", "/admin/schemas/check", admin_gw.admin, body)
     v1 = call(admin_gw, "POST", "/v1/schemas/check", admin_gw.customer, body)
     assert admin.status_code == v1.status_code == 200

@@ -22,8 +22,10 @@ def test_every_console_file_is_package_data() -> None:
     patterns = config["tool"]["setuptools"]["package-data"]["gateway"]
     for name in FILES:
         rel = f"static/console/{name}"
-        assert any(fnmatch.fnmatch(rel, p) and "/" not in p.replace("static/console/", "", 1)
-                   for p in patterns), rel
+        assert any(
+            fnmatch.fnmatch(rel, p) and "/" not in p.replace("static/console/", "", 1)
+            for p in patterns
+        ), rel
 
 
 def test_assets_served_are_the_shipped_files() -> None:
@@ -44,6 +46,14 @@ def test_index_references_only_shipped_files_and_nothing_inline() -> None:
 @pytest.mark.parametrize("name", [n for n in FILES if n.endswith(".js")])
 def test_scripts_never_render_data_as_markup(name: str) -> None:
     source = (CONSOLE / name).read_text()
-    for banned in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(",
-                   "new Function", "localStorage", "setAttribute(\"style\""):
+    for banned in (
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "new Function",
+        "localStorage",
+        'setAttribute("style"',
+    ):
         assert banned not in source, f"{name} uses {banned}"

@@ -30,8 +30,7 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 
 if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
     if os.environ.get("SYNTIC_REQUIRE_BROWSER") == "1":  # CI must not skip these
-        pytest.fail("SYNTIC_REQUIRE_BROWSER=1 but chromium/chromedriver are missing",
-                    pytrace=False)
+        pytest.fail("SYNTIC_REQUIRE_BROWSER=1 but chromium/chromedriver are missing", pytrace=False)
     pytest.skip(
         "headless browser tests need Debian's chromium and chromium-driver "
         "(apt-get install -y chromium chromium-driver)",
@@ -90,10 +89,18 @@ def gw(
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1400,1500",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,1500",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
         options.add_argument(flag)
     # An explicit driver path: Selenium Manager never runs, so nothing is downloaded.
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
@@ -157,8 +164,9 @@ def test_console_end_to_end(
     d.find_element(By.ID, "key-copy").click()
     wait(d).until(lambda _: text_of(d, "#key-copied") != "")
     xpath = "//tr[td[2]='browser-key']"
-    key_id, row_text = wait(d).until(lambda _: (
-        (row := d.find_element(By.XPATH, xpath)).get_attribute("data-key-id"), row.text))
+    key_id, row_text = wait(d).until(
+        lambda _: ((row := d.find_element(By.XPATH, xpath)).get_attribute("data-key-id"), row.text)
+    )
     assert key_id and "120" in row_text and "active" in row_text
     shot(d, "keys")
 
@@ -170,15 +178,22 @@ def test_console_end_to_end(
     res = httpx.post(
         proc.base_url + "/v1/chat/completions",
         headers={"authorization": f"Bearer {secret}"},
-        json={"model": "console-model", "messages": [{"role": "user", "content": "hi"}],
-              "tools": [TOOL]},
+        json={
+            "model": "console-model",
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": [TOOL],
+        },
         timeout=20,
     )
     assert res.status_code == 200 and res.headers["x-syntic-schema-retries"] == "1"
     request_id = res.headers["x-request-id"]
     deadline = time.monotonic() + 10
-    while not httpx.get(proc.base_url + "/admin/requests", params={"key_id": key_id},
-                        headers={"authorization": f"Bearer {admin_key}"}, timeout=5).json()["data"]:
+    while not httpx.get(
+        proc.base_url + "/admin/requests",
+        params={"key_id": key_id},
+        headers={"authorization": f"Bearer {admin_key}"},
+        timeout=5,
+    ).json()["data"]:
         assert time.monotonic() < deadline, f"no ledger row for {key_id}:\n{proc.log()[-2000:]}"
         time.sleep(0.1)
 
@@ -234,12 +249,22 @@ def test_console_end_to_end(
     wait(d).until(lambda _: "Confirm" in d.find_element(By.CSS_SELECTOR, revoke_css).text)
     d.find_element(By.CSS_SELECTOR, revoke_css).click()
     wait(d).until(
-        lambda _: "revoked" in (d.find_element(By.CSS_SELECTOR, f"tr[data-key-id='{key_id}']")
-                                .get_attribute("class") or "")
+        lambda _: (
+            "revoked"
+            in (
+                d.find_element(By.CSS_SELECTOR, f"tr[data-key-id='{key_id}']").get_attribute(
+                    "class"
+                )
+                or ""
+            )
+        )
     )
-    refused = httpx.post(proc.base_url + "/v1/chat/completions",
-                         headers={"authorization": f"Bearer {secret}"},
-                         json={"model": "console-model", "messages": []}, timeout=10)
+    refused = httpx.post(
+        proc.base_url + "/v1/chat/completions",
+        headers={"authorization": f"Bearer {secret}"},
+        json={"model": "console-model", "messages": []},
+        timeout=10,
+    )
     assert refused.status_code == 401
     assert secret not in d.page_source or d.find_element(By.ID, "key-secret").is_displayed()
     logs = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]

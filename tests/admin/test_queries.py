@@ -27,10 +27,22 @@ BASE = 472222 * HOUR  # a whole hour (2023-11-14T22:00Z)
 
 def rec(n: int, at: float, **kw: Any) -> UsageRecord:
     fields: dict[str, Any] = dict(
-        request_id=f"req_{n}", key_id="key_a", model="m1", endpoint="/v1/chat/completions",
-        status=200, error_code=None, streamed=False, prompt_tokens=10, completion_tokens=5,
-        correction_prompt_tokens=0, correction_completion_tokens=0, schema_retries=0,
-        upstream_calls=1, latency_ms=12.5, started_at=at, finished_at=at + 0.1,
+        request_id=f"req_{n}",
+        key_id="key_a",
+        model="m1",
+        endpoint="/v1/chat/completions",
+        status=200,
+        error_code=None,
+        streamed=False,
+        prompt_tokens=10,
+        completion_tokens=5,
+        correction_prompt_tokens=0,
+        correction_completion_tokens=0,
+        schema_retries=0,
+        upstream_calls=1,
+        latency_ms=12.5,
+        started_at=at,
+        finished_at=at + 0.1,
     )
     fields.update(kw)
     return UsageRecord(**fields)
@@ -38,13 +50,38 @@ def rec(n: int, at: float, **kw: Any) -> UsageRecord:
 
 ROWS = [
     rec(1, BASE + 10),
-    rec(2, BASE + HOUR - 0.1, model="m2", schema_retries=1, upstream_calls=2,
-        correction_prompt_tokens=20, correction_completion_tokens=3),  # last instant of hour 0
-    rec(3, BASE + HOUR, key_id="key_b", status=422, error_code="tool_arguments_invalid",
-        schema_retries=1, upstream_calls=2, correction_prompt_tokens=7,
-        correction_completion_tokens=2, streamed=True),
-    rec(4, BASE + 2 * HOUR - 1, key_id=None, model=None, status=401,
-        error_code="invalid_api_key", prompt_tokens=0, completion_tokens=0, upstream_calls=0),
+    rec(
+        2,
+        BASE + HOUR - 0.1,
+        model="m2",
+        schema_retries=1,
+        upstream_calls=2,
+        correction_prompt_tokens=20,
+        correction_completion_tokens=3,
+    ),  # last instant of hour 0
+    rec(
+        3,
+        BASE + HOUR,
+        key_id="key_b",
+        status=422,
+        error_code="tool_arguments_invalid",
+        schema_retries=1,
+        upstream_calls=2,
+        correction_prompt_tokens=7,
+        correction_completion_tokens=2,
+        streamed=True,
+    ),
+    rec(
+        4,
+        BASE + 2 * HOUR - 1,
+        key_id=None,
+        model=None,
+        status=401,
+        error_code="invalid_api_key",
+        prompt_tokens=0,
+        completion_tokens=0,
+        upstream_calls=0,
+    ),
     rec(5, BASE + 2 * HOUR),  # == until: outside the window
     rec(6, BASE - 0.5),  # before since: outside
 ]
@@ -95,8 +132,12 @@ async def test_hour_buckets_floor_at_the_edges(ledger_url: str) -> None:
         assert series[(float(BASE),)].requests == 2  # BASE+3599.9 stays in the first hour
         assert series[(float(BASE + HOUR),)].requests == 2
         per_model = by(await aggregate(db, WINDOW, group_by="model", bucket_s=HOUR))
-        assert set(per_model) == {(BASE, "m1"), (BASE, "m2"), (BASE + HOUR, "m1"),
-                                  (BASE + HOUR, None)}
+        assert set(per_model) == {
+            (BASE, "m1"),
+            (BASE, "m2"),
+            (BASE + HOUR, "m1"),
+            (BASE + HOUR, None),
+        }
         assert per_model[(BASE, "m2")].correction_tokens == 23
     finally:
         await db.aclose()
@@ -126,10 +167,12 @@ async def test_group_by_each_column(ledger_url: str, column: Any, want: dict[Any
 async def test_recent_requests_newest_first_with_filters(ledger_url: str) -> None:
     db = open_database(ledger_url)
     try:
+
         async def ids(**kw: Any) -> list[str]:
             limit = kw.pop("limit", 100)
-            return [r["request_id"] for r in
-                    await recent_requests(db, RequestFilter(**kw), limit=limit)]
+            return [
+                r["request_id"] for r in await recent_requests(db, RequestFilter(**kw), limit=limit)
+            ]
 
         assert await ids() == ["req_5", "req_4", "req_3", "req_2", "req_1", "req_6"]
         assert await ids(key_id="key_b") == ["req_3"]

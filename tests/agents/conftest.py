@@ -47,20 +47,35 @@ def model_name(wire: Wire, *, strict: bool, on_invalid: str = "error") -> str:
 
 def _models(base_url: str) -> list[dict[str, Any]]:
     wire_keys: dict[Wire, dict[str, Any]] = {
-        "chat": {}, "responses": {"api": "responses"}, "messages": {"provider": "anthropic"},
+        "chat": {},
+        "responses": {"api": "responses"},
+        "messages": {"provider": "anthropic"},
     }
-    tables = [model_table(model_name(w, strict=s), base_url, strictify=s, **wire_keys[w])
-              for w in WIRES for s in (False, True)]
-    tables += [model_table(model_name(w, strict=True, on_invalid="tool_error"), base_url,
-                           strictify=True, on_invalid="tool_error", **wire_keys[w])
-               for w in WIRES]
+    tables = [
+        model_table(model_name(w, strict=s), base_url, strictify=s, **wire_keys[w])
+        for w in WIRES
+        for s in (False, True)
+    ]
+    tables += [
+        model_table(
+            model_name(w, strict=True, on_invalid="tool_error"),
+            base_url,
+            strictify=True,
+            on_invalid="tool_error",
+            **wire_keys[w],
+        )
+        for w in WIRES
+    ]
     return tables
 
 
 @pytest.fixture(scope="session")
 def agent_upstream() -> Iterator[ScriptedUpstream]:
-    renderers = {**OPENAI_RENDERERS, "/responses": ResponsesRenderer(),
-                 "/messages": AnthropicRenderer()}
+    renderers = {
+        **OPENAI_RENDERERS,
+        "/responses": ResponsesRenderer(),
+        "/messages": AnthropicRenderer(),
+    }
     with ScriptedUpstream(renderers=renderers) as server:
         yield server
 
@@ -93,8 +108,12 @@ class Turns:
 
     def __call__(self, request: RecordedRequest) -> Step:
         if not self._turns:
-            return HttpError(500, body={"error": {"message": "scripted upstream: no more turns",
-                                                  "type": "server_error"}})
+            return HttpError(
+                500,
+                body={
+                    "error": {"message": "scripted upstream: no more turns", "type": "server_error"}
+                },
+            )
         turn = self._turns.pop(0)
         return turn(request) if callable(turn) else turn
 
@@ -111,8 +130,10 @@ class AgentRun:
 
     def explain(self) -> str:
         paths = [f"{r.method} {r.path}" for r in self.requests]
-        return (f"{self.agent.name}: {self.finished.tail()}\nupstream requests: {paths}\n"
-                f"gateway log (tail):\n{self.gateway_log[-3000:]}")
+        return (
+            f"{self.agent.name}: {self.finished.tail()}\nupstream requests: {paths}\n"
+            f"gateway log (tail):\n{self.gateway_log[-3000:]}"
+        )
 
 
 Script = Callable[[Scratch], tuple[Turn, ...]]  # the scratch repository -> the turns
@@ -126,7 +147,9 @@ class Runner(Protocol):
 
 @pytest.fixture
 def run(
-    agent_upstream: ScriptedUpstream, agent_gateway: GatewayProcess, strace: str,
+    agent_upstream: ScriptedUpstream,
+    agent_gateway: GatewayProcess,
+    strace: str,
     tmp_path: Path,
 ) -> Iterator[Runner]:
     """``run(agent, strict, script)``: the agent's doc setup and command against the
@@ -139,12 +162,18 @@ def run(
         log_from = len(agent_gateway.log())
         agent_upstream.reset()
         agent_upstream.responder = Turns(*script(scratch))
-        finished = run_agent(pin, pin.binary(os.environ), scratch, agent_gateway.base_url,
-                             model_name(agent.wire, strict=strict, on_invalid=on_invalid),
-                             agent_gateway.api_key,
-                             strace)
-        return AgentRun(agent, scratch, finished, list(agent_upstream.requests),
-                        agent_gateway.log()[log_from:])
+        finished = run_agent(
+            pin,
+            pin.binary(os.environ),
+            scratch,
+            agent_gateway.base_url,
+            model_name(agent.wire, strict=strict, on_invalid=on_invalid),
+            agent_gateway.api_key,
+            strace,
+        )
+        return AgentRun(
+            agent, scratch, finished, list(agent_upstream.requests), agent_gateway.log()[log_from:]
+        )
 
     yield go
     agent_upstream.reset()

@@ -31,8 +31,10 @@ class Pin:
     def missing(self, env: Mapping[str, str]) -> str | None:
         """Why this agent cannot run here, or None."""
         if not (self.directory(env) / ".installed").is_file() or not self.binary(env).exists():
-            return (f"{self.name} {self.version} is not installed at {self.directory(env)} "
-                    f"(run scripts/install-agents {self.name})")
+            return (
+                f"{self.name} {self.version} is not installed at {self.directory(env)} "
+                f"(run scripts/install-agents {self.name})"
+            )
         return None
 
 

@@ -37,8 +37,11 @@ class Scratch:
         secret = "kestrel-" + secrets.token_hex(4)
         (repo / PROMPT_FILE).write_text(f"The secret word is {secret}.\n")
         git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-        for args in (["init", "-q", "-b", "main"], ["add", PROMPT_FILE],
-                     ["commit", "-q", "-m", "notes"]):
+        for args in (
+            ["init", "-q", "-b", "main"],
+            ["add", PROMPT_FILE],
+            ["commit", "-q", "-m", "notes"],
+        ):
             subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True)
         return cls(repo, home, secret)
 
@@ -54,34 +57,75 @@ class Finished:
         return self.stdout + self.stderr
 
     def tail(self, chars: int = 3000) -> str:
-        return f"exit {self.returncode}\nstdout:\n{self.stdout[-chars:]}\nstderr:\n" \
-               f"{self.stderr[-chars:]}"
+        return (
+            f"exit {self.returncode}\nstdout:\n{self.stdout[-chars:]}\nstderr:\n"
+            f"{self.stderr[-chars:]}"
+        )
 
 
-def run_agent(pin: Pin, binary: Path, scratch: Scratch, gateway_url: str, model: str,
-              api_key: str, strace: str) -> Finished:
+def run_agent(
+    pin: Pin,
+    binary: Path,
+    scratch: Scratch,
+    gateway_url: str,
+    model: str,
+    api_key: str,
+    strace: str,
+) -> Finished:
     for block in setup_doc.files(pin.name):
         path = setup_doc.target(block, scratch.home, scratch.repo)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(block.text(gateway_url, model))
     node = shutil.which("node")
-    path_dirs = [str(binary.parent), *([str(Path(node).parent)] if node else []),
-                 "/usr/local/bin", "/usr/bin", "/bin"]
+    path_dirs = [
+        str(binary.parent),
+        *([str(Path(node).parent)] if node else []),
+        "/usr/local/bin",
+        "/usr/bin",
+        "/bin",
+    ]
     # A user's clean shell: none of the test process's variables (proxies, tokens).
-    base = {"PATH": os.pathsep.join(path_dirs), "HOME": str(scratch.home),
-            "LANG": "C.UTF-8", "TERM": "dumb", "NO_COLOR": "1", "SYNTIC_API_KEY": api_key}
+    base = {
+        "PATH": os.pathsep.join(path_dirs),
+        "HOME": str(scratch.home),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+        "SYNTIC_API_KEY": api_key,
+    }
     script = setup_doc.run_block(pin.name).text(gateway_url, model)
     *setup, main = setup_doc.commands(script, base)
     for command in setup:
-        done = subprocess.run(_program(command.argv, pin, binary), env=dict(command.env),
-                              cwd=scratch.repo, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=RUN_TIMEOUT_S)
+        done = subprocess.run(
+            _program(command.argv, pin, binary),
+            env=dict(command.env),
+            cwd=scratch.repo,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=RUN_TIMEOUT_S,
+        )
         assert done.returncode == 0, f"{' '.join(command.argv)}: {done.stderr[-2000:]}"
     trace = scratch.home.parent / "connect.trace"
-    argv = [strace, "-f", "-qq", "-e", "trace=connect", "-o", str(trace),
-            *_program(main.argv, pin, binary)]
-    done = subprocess.run(argv, env=dict(main.env), cwd=scratch.repo, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=RUN_TIMEOUT_S)
+    argv = [
+        strace,
+        "-f",
+        "-qq",
+        "-e",
+        "trace=connect",
+        "-o",
+        str(trace),
+        *_program(main.argv, pin, binary),
+    ]
+    done = subprocess.run(
+        argv,
+        env=dict(main.env),
+        cwd=scratch.repo,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=RUN_TIMEOUT_S,
+    )
     return Finished(done.returncode, done.stdout, done.stderr, off_loopback(trace.read_text()))
 
 

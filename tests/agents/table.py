@@ -29,22 +29,30 @@ class Agent:
 
 AGENTS = (
     Agent(
-        "codex", "responses", "exec_command",
+        "codex",
+        "responses",
+        "exec_command",
         reads=lambda repo: {"cmd": "cat notes.txt"},
         invalid=lambda repo: {"cmd": ["bash", "-lc", "cat notes.txt"]},
     ),
     Agent(
-        "claude", "messages", "Read",
+        "claude",
+        "messages",
+        "Read",
         reads=lambda repo: {"file_path": str(repo / "notes.txt")},
         invalid=lambda repo: {"file_path": str(repo / "notes.txt"), "limit": "all"},
     ),
     Agent(
-        "opencode", "chat", "read",
+        "opencode",
+        "chat",
+        "read",
         reads=lambda repo: {"filePath": str(repo / "notes.txt")},
         invalid=lambda repo: {"filePath": str(repo / "notes.txt"), "offset": "1"},
     ),
     Agent(
-        "llm", "chat", "read_file",
+        "llm",
+        "chat",
+        "read_file",
         reads=lambda repo: {"path": "notes.txt"},
         invalid=lambda repo: {"path": ["notes.txt"]},
     ),

@@ -22,8 +22,9 @@ from tests.support.scripted_upstream import Call, RecordedRequest, Reply, Step
 CORRECTION = "did not match the JSON schema"  # the gateway's correction turn says so
 
 PARAMS = [
-    pytest.param(a, id=a.name,
-                 marks=[pytest.mark.xfail(reason=a.refused, strict=True)] if a.refused else [])
+    pytest.param(
+        a, id=a.name, marks=[pytest.mark.xfail(reason=a.refused, strict=True)] if a.refused else []
+    )
     for a in AGENTS
 ]
 
@@ -48,8 +49,9 @@ def strict_model(agent: Agent, arguments: dict[str, Any]) -> Turn:
 
 
 def assert_stayed_local(run: AgentRun) -> None:
-    assert not run.finished.off_loopback, \
+    assert not run.finished.off_loopback, (
         f"{run.agent.name} connected off loopback: {run.finished.off_loopback}"
+    )
 
 
 def assert_read_the_file(run: AgentRun) -> None:
@@ -74,11 +76,15 @@ def test_agent_reads_a_file_through_the_gateway(agent: Agent, run: Runner) -> No
 def test_strictify_corrects_an_invalid_call_before_the_agent_sees_it(
     agent: Agent, run: Runner
 ) -> None:
-    done = run(agent, True, lambda s: (
-        call(agent, agent.invalid(s.repo)),
-        strict_model(agent, agent.reads(s.repo)),
-        final(s),
-    ))
+    done = run(
+        agent,
+        True,
+        lambda s: (
+            call(agent, agent.invalid(s.repo)),
+            strict_model(agent, agent.reads(s.repo)),
+            final(s),
+        ),
+    )
     assert len(done.requests) == 3, done.explain()
     assert CORRECTION in done.requests[1].raw.decode(), done.explain()
     assert_read_the_file(done)
@@ -92,14 +98,21 @@ def test_strictify_corrects_an_invalid_call_before_the_agent_sees_it(
 def test_a_call_still_invalid_costs_two_upstream_calls_and_the_agent_stops(
     agent: Agent, run: Runner
 ) -> None:
-    done = run(agent, True, lambda s: (
-        call(agent, agent.invalid(s.repo)),
-        call(agent, agent.invalid(s.repo)),
-        final(s),  # only if the agent tried again
-    ))
+    done = run(
+        agent,
+        True,
+        lambda s: (
+            call(agent, agent.invalid(s.repo)),
+            call(agent, agent.invalid(s.repo)),
+            final(s),  # only if the agent tried again
+        ),
+    )
     assert CORRECTION in done.requests[1].raw.decode(), done.explain()
-    lines = [json.loads(line) for line in done.gateway_log.splitlines()
-             if line.startswith("{") and '"syntic.access"' in line]
+    lines = [
+        json.loads(line)
+        for line in done.gateway_log.splitlines()
+        if line.startswith("{") and '"syntic.access"' in line
+    ]
     first = lines[0] if lines else {}
     if agent.name == "opencode" and len(done.requests) == 3:
         # opencode (its AI SDK) was seen, once under heavy load, to send the refused turn
@@ -109,8 +122,9 @@ def test_a_call_still_invalid_costs_two_upstream_calls_and_the_agent_stops(
         return
     assert len(done.requests) == 2, done.explain()
     assert done.finished.returncode != 0, done.explain()
-    assert f"Arguments for {agent.tool} did not match the schema" in done.finished.output(), \
+    assert f"Arguments for {agent.tool} did not match the schema" in done.finished.output(), (
         done.explain()
+    )
     assert_stayed_local(done)
 
 
@@ -118,11 +132,16 @@ def test_a_call_still_invalid_costs_two_upstream_calls_and_the_agent_stops(
 def test_tool_error_mode_a_call_still_invalid_is_an_answer_the_agent_shows(
     agent: Agent, run: Runner
 ) -> None:
-    done = run(agent, True, lambda s: (
-        call(agent, agent.invalid(s.repo)),
-        call(agent, agent.invalid(s.repo)),
-        final(s),  # only if the agent tried again
-    ), on_invalid="tool_error")
+    done = run(
+        agent,
+        True,
+        lambda s: (
+            call(agent, agent.invalid(s.repo)),
+            call(agent, agent.invalid(s.repo)),
+            final(s),  # only if the agent tried again
+        ),
+        on_invalid="tool_error",
+    )
     assert CORRECTION in done.requests[1].raw.decode(), done.explain()
     assert len(done.requests) == 2, done.explain()  # the agent did not retry the turn
     # a 200 text turn: the agent prints it and exits 0, as after any answer

@@ -50,25 +50,41 @@ def test_the_strictify_example_loads(tmp_path: Path) -> None:
 
 
 def test_exports_and_assignments_reach_the_command_only_as_written() -> None:
-    script = ('export A=1 B="$A-x"\n# a comment\nC=3 tool --k "$B" ~/f  # trailing\n'
-              "tool \\\n  --second\n")
+    script = (
+        'export A=1 B="$A-x"\n# a comment\nC=3 tool --k "$B" ~/f  # trailing\ntool \\\n  --second\n'
+    )
     first, second = setup_doc.commands(script, {"HOME": "/h"})
     assert first.argv == ("tool", "--k", "1-x", "/h/f")
     assert first.env == {"HOME": "/h", "A": "1", "B": "1-x", "C": "3"}
     assert second.argv == ("tool", "--second") and "C" not in second.env
 
 
-@pytest.mark.parametrize(("line", "off"), [
-    ('12 connect(7, {sa_family=AF_INET, sin_port=htons(53), '
-     'sin_addr=inet_addr("10.255.255.53")}, 16) = 0', True),
-    ('12 connect(7, {sa_family=AF_INET, sin_port=htons(8080), '
-     'sin_addr=inet_addr("127.0.0.1")}, 16) = -1 EINPROGRESS', False),
-    ('9 connect(3, {sa_family=AF_INET6, sin6_port=htons(443), sin6_flowinfo=htonl(0), '
-     'inet_pton(AF_INET6, "2606:4700::1", &sin6_addr), sin6_scope_id=0}, 28 <unfinished ...>',
-     True),
-    ('9 connect(3, {sa_family=AF_INET6, sin6_port=htons(80), sin6_flowinfo=htonl(0), '
-     'inet_pton(AF_INET6, "::1", &sin6_addr), sin6_scope_id=0}, 28) = 0', False),
-    ('5 connect(3, {sa_family=AF_UNIX, sun_path="/var/run/nscd/socket"}, 110) = -1', False),
-])
+@pytest.mark.parametrize(
+    ("line", "off"),
+    [
+        (
+            "12 connect(7, {sa_family=AF_INET, sin_port=htons(53), "
+            'sin_addr=inet_addr("10.255.255.53")}, 16) = 0',
+            True,
+        ),
+        (
+            "12 connect(7, {sa_family=AF_INET, sin_port=htons(8080), "
+            'sin_addr=inet_addr("127.0.0.1")}, 16) = -1 EINPROGRESS',
+            False,
+        ),
+        (
+            "9 connect(3, {sa_family=AF_INET6, sin6_port=htons(443), sin6_flowinfo=htonl(0), "
+            'inet_pton(AF_INET6, "2606:4700::1", &sin6_addr), sin6_scope_id=0}, 28 '
+            "<unfinished ...>",
+            True,
+        ),
+        (
+            "9 connect(3, {sa_family=AF_INET6, sin6_port=htons(80), sin6_flowinfo=htonl(0), "
+            'inet_pton(AF_INET6, "::1", &sin6_addr), sin6_scope_id=0}, 28) = 0',
+            False,
+        ),
+        ('5 connect(3, {sa_family=AF_UNIX, sun_path="/var/run/nscd/socket"}, 110) = -1', False),
+    ],
+)
 def test_traffic_off_loopback_is_found(line: str, off: bool) -> None:
     assert off_loopback(line) == ([line] if off else [])

@@ -68,6 +68,7 @@ class ScriptScenario:
 def _rows(*sets: str) -> Callable[[Plan, Options], None]:
     def apply(plan: Plan, _o: Options) -> None:
         plan.rows += tuple(s for s in sets if s not in plan.rows)
+
     return apply
 
 
@@ -76,6 +77,7 @@ def _peers(*workloads: str) -> Callable[[Plan, Options], None]:
         plan.peers += tuple(w for w in workloads if w not in plan.peers)
         plan.peer_rounds = o.rounds
         plan.light_baseline = o.light_baseline
+
     return apply
 
 
@@ -102,8 +104,12 @@ def _litellm(plan: Plan, o: Options) -> None:
 
 
 def _all(plan: Plan, o: Options) -> None:
-    for part in (_rows("json", "sse", "tls", "agent", "sse-text", "miss", "fix"), _ttfb,
-                 _stall, _low_rate):
+    for part in (
+        _rows("json", "sse", "tls", "agent", "sse-text", "miss", "fix"),
+        _ttfb,
+        _stall,
+        _low_rate,
+    ):
         part(plan, o)
 
 
@@ -117,78 +123,118 @@ def _none(_o: Options) -> list[str]:
 
 
 GATEWAY: dict[str, GatewayScenario] = {
-    "json": GatewayScenario("a strict tool call, the full feature path, c1 and c32 "
-                            "(and the mock alone)", _rows("json")),
+    "json": GatewayScenario(
+        "a strict tool call, the full feature path, c1 and c32 (and the mock alone)", _rows("json")
+    ),
     "sse": GatewayScenario("the same call streamed, c1 and c32", _rows("sse")),
-    "sse-text": GatewayScenario("10 and 100 text deltas: CPU per extra SSE event",
-                                _rows("sse-text")),
+    "sse-text": GatewayScenario(
+        "10 and 100 text deltas: CPU per extra SSE event", _rows("sse-text")
+    ),
     "tls": GatewayScenario("json with the upstream over HTTPS, c1 and c32", _rows("tls")),
-    "agent-sized": GatewayScenario("the agent-sized request (~85 kB, 28 tools, 40 messages)"
-                                   ", c1 and c32", _rows("agent")),
+    "agent-sized": GatewayScenario(
+        "the agent-sized request (~85 kB, 28 tools, 40 messages), c1 and c32", _rows("agent")
+    ),
     "miss": GatewayScenario("a new schema on every request (lint + compile)", _rows("miss")),
     "fix": GatewayScenario("one correction call per request", _rows("fix")),
-    "ttfb": GatewayScenario("time to first byte, mock vs gateway, 300 sequential requests",
-                            _ttfb),
+    "ttfb": GatewayScenario("time to first byte, mock vs gateway, 300 sequential requests", _ttfb),
     "stall": GatewayScenario("hot requests while ~400-property schemas arrive", _stall),
-    "low-rate": GatewayScenario("one request every --low-rate-interval s over TLS: added "
-                                "latency, upstream connection reuse", _low_rate),
-    "litellm": GatewayScenario("LiteLLM's json/sse rows and the throughput ratio over "
-                               "--rounds pairs", _litellm),
-    "peers": GatewayScenario("CPU per request against the pass-through with a durable "
-                             "record, Portkey and LiteLLM, small and agent-sized requests, "
-                             "--rounds alternating rounds", _peers(*PEER_WORKLOADS)),
-    "peers-small": GatewayScenario("the peer comparison on the small request only",
-                                   _peers("small")),
-    "peers-agent": GatewayScenario("the peer comparison on the agent-sized request only",
-                                   _peers("agent")),
-    "peers-local": GatewayScenario("the peer comparison against the pass-through only, "
-                                   "with and without its record (nothing to install)",
-                                   _local_peers),
+    "low-rate": GatewayScenario(
+        "one request every --low-rate-interval s over TLS: added "
+        "latency, upstream connection reuse",
+        _low_rate,
+    ),
+    "litellm": GatewayScenario(
+        "LiteLLM's json/sse rows and the throughput ratio over --rounds pairs", _litellm
+    ),
+    "peers": GatewayScenario(
+        "CPU per request against the pass-through with a durable "
+        "record, Portkey and LiteLLM, small and agent-sized requests, "
+        "--rounds alternating rounds",
+        _peers(*PEER_WORKLOADS),
+    ),
+    "peers-small": GatewayScenario(
+        "the peer comparison on the small request only", _peers("small")
+    ),
+    "peers-agent": GatewayScenario(
+        "the peer comparison on the agent-sized request only", _peers("agent")
+    ),
+    "peers-local": GatewayScenario(
+        "the peer comparison against the pass-through only, "
+        "with and without its record (nothing to install)",
+        _local_peers,
+    ),
     "quick": GatewayScenario("json, tls and low-rate (gateway_bench.py --quick)", _quick),
-    "gateway": GatewayScenario("every gateway row, ttfb, stall, low-rate "
-                               "(gateway_bench.py without peers)", _all),
+    "gateway": GatewayScenario(
+        "every gateway row, ttfb, stall, low-rate (gateway_bench.py without peers)", _all
+    ),
 }
 
 SCRIPTS: dict[str, ScriptScenario] = {
-    "validator": ScriptScenario("validate and compile, against jsonschema",
-                                "validator_bench.py", _none),
-    "validator-peers": ScriptScenario("validator vs jsonschema-rs, fastjsonschema and jsonschema"
-                                      " over the tests' schema corpus, interleaved",
-                                      "validator_peers.py", _none),
-    "validate-json": ScriptScenario("what the duplicate-key check adds to validate_json",
-                                    "validate_json_bench.py", _none),
-    "hostile": ScriptScenario("hostile strings against the validator", "hostile_input_bench.py",
-                              _none),
-    "holdback": ScriptScenario("streaming hold-back: a strict call's first fragment",
-                               "stream_bench.py", _none),
-    "schema-rss": ScriptScenario("gateway RSS under many distinct large schemas",
-                                 "schema_cache_rss.py", _none),
-    "ledger-insert": ScriptScenario("ledger inserts, random vs time-ordered ids",
-                                    "ledger_insert_bench.py", _none),
-    "instructions": ScriptScenario("instructions per request under callgrind, gateway",
-                                   "instructions.py", lambda o: ["--no-limits"]),
+    "validator": ScriptScenario(
+        "validate and compile, against jsonschema", "validator_bench.py", _none
+    ),
+    "validator-peers": ScriptScenario(
+        "validator vs jsonschema-rs, fastjsonschema and jsonschema"
+        " over the tests' schema corpus, interleaved",
+        "validator_peers.py",
+        _none,
+    ),
+    "validate-json": ScriptScenario(
+        "what the duplicate-key check adds to validate_json", "validate_json_bench.py", _none
+    ),
+    "hostile": ScriptScenario(
+        "hostile strings against the validator", "hostile_input_bench.py", _none
+    ),
+    "holdback": ScriptScenario(
+        "streaming hold-back: a strict call's first fragment", "stream_bench.py", _none
+    ),
+    "schema-rss": ScriptScenario(
+        "gateway RSS under many distinct large schemas", "schema_cache_rss.py", _none
+    ),
+    "ledger-insert": ScriptScenario(
+        "ledger inserts, random vs time-ordered ids", "ledger_insert_bench.py", _none
+    ),
+    "instructions": ScriptScenario(
+        "instructions per request under callgrind, gateway",
+        "instructions.py",
+        lambda o: ["--no-limits"],
+    ),
     "instructions-baseline": ScriptScenario(
-        "instructions per request under callgrind, the pass-through", "instructions.py",
-        lambda o: ["--target", "baseline"]),
-    "threads": ScriptScenario("CPU per request by thread, gateway vs pass-through",
-                              "thread_cpu.py",
-                              lambda o: ["--rounds", str(o.rounds), "--duration",
-                                         f"{o.duration:g}"]),
-    "opcodes": ScriptScenario("bytecodes per request by module, in process",
-                              "profile_gateway.py",
-                              lambda o: ["--opcodes", "--no-limits", "--duration",
-                                         f"{o.duration:g}", "--conns", "8"]),
-    "profile": ScriptScenario("cProfile of the request path, in process", "profile_gateway.py",
-                              lambda o: ["--duration", f"{o.duration:g}", "--top", "40"]),
-    "fair-share": ScriptScenario("a tenant flooding a model vs another tenant's p50 on it, "
-                                 "with and without the model's max_concurrent",
-                                 "tenants_bench.py",
-                                 lambda o: ["fair-share", "--duration", f"{o.duration:g}"]),
-    "large-bodies": ScriptScenario("~3 MB bodies of 100k tiny items (and a key getting 429s) "
-                                   "vs another client's p99", "tenants_bench.py",
-                                   lambda o: ["large-bodies", "--duration", f"{o.duration:g}"]),
-    "local-model": ScriptScenario("the local model: valid, corrected, refused",
-                                  "local_model_bench.py", lambda o: ["--per-case", "--all"]),
+        "instructions per request under callgrind, the pass-through",
+        "instructions.py",
+        lambda o: ["--target", "baseline"],
+    ),
+    "threads": ScriptScenario(
+        "CPU per request by thread, gateway vs pass-through",
+        "thread_cpu.py",
+        lambda o: ["--rounds", str(o.rounds), "--duration", f"{o.duration:g}"],
+    ),
+    "opcodes": ScriptScenario(
+        "bytecodes per request by module, in process",
+        "profile_gateway.py",
+        lambda o: ["--opcodes", "--no-limits", "--duration", f"{o.duration:g}", "--conns", "8"],
+    ),
+    "profile": ScriptScenario(
+        "cProfile of the request path, in process",
+        "profile_gateway.py",
+        lambda o: ["--duration", f"{o.duration:g}", "--top", "40"],
+    ),
+    "fair-share": ScriptScenario(
+        "a tenant flooding a model vs another tenant's p50 on it, "
+        "with and without the model's max_concurrent",
+        "tenants_bench.py",
+        lambda o: ["fair-share", "--duration", f"{o.duration:g}"],
+    ),
+    "large-bodies": ScriptScenario(
+        "~3 MB bodies of 100k tiny items (and a key getting 429s) vs another client's p99",
+        "tenants_bench.py",
+        lambda o: ["large-bodies", "--duration", f"{o.duration:g}"],
+    ),
+    "local-model": ScriptScenario(
+        "the local model: valid, corrected, refused",
+        "local_model_bench.py",
+        lambda o: ["--per-case", "--all"],
+    ),
 }
 
 
@@ -197,8 +243,9 @@ def _list() -> str:
     lines = ["gateway scenarios (one shared run):"]
     lines += [f"  {name:<{width}}  {s.help}" for name, s in GATEWAY.items()]
     lines.append("component scripts (each run alone, with its defaults):")
-    lines += [f"  {name:<{width}}  {s.help} (tests/bench/{s.script})"
-              for name, s in SCRIPTS.items()]
+    lines += [
+        f"  {name:<{width}}  {s.help} (tests/bench/{s.script})" for name, s in SCRIPTS.items()
+    ]
     return "\n".join(lines)
 
 
@@ -215,10 +262,14 @@ def _finite(value: Any) -> Any:
 
 def _git() -> dict[str, Any]:
     def out(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
-                              check=False).stdout.strip()
-    return {"commit": out("rev-parse", "HEAD") or None,
-            "dirty": bool(out("status", "--porcelain", "--untracked-files=no"))}
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+
+    return {
+        "commit": out("rev-parse", "HEAD") or None,
+        "dirty": bool(out("status", "--porcelain", "--untracked-files=no")),
+    }
 
 
 def _host() -> dict[str, Any]:
@@ -230,37 +281,63 @@ def _host() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    return {"cpus": os.cpu_count(), "cpu_model": model, "platform": platform.platform(),
-            "python": platform.python_version(), "load_avg": list(os.getloadavg())}
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_avg": list(os.getloadavg()),
+    }
 
 
 def _run_script(name: str, scenario: ScriptScenario, o: Options) -> dict[str, Any]:
     cmd = [sys.executable, str(ROOT / "tests/bench" / scenario.script), *scenario.args(o)]
     print(f"{name}: {' '.join(cmd[1:])}", file=sys.stderr)
     started = time.monotonic()
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     sys.stderr.write(out.stderr)
     print(out.stdout, end="")
-    return {"command": cmd[1:], "exit_code": out.returncode,
-            "seconds": time.monotonic() - started, "stdout": out.stdout,
-            "stderr_tail": out.stderr[-4000:]}
+    return {
+        "command": cmd[1:],
+        "exit_code": out.returncode,
+        "seconds": time.monotonic() - started,
+        "stdout": out.stdout,
+        "stderr_tail": out.stderr[-4000:],
+    }
 
 
-def run_scenarios(names: list[str], o: Options, json_path: Path,
-                  fail_on_miss: bool) -> int:
+def run_scenarios(names: list[str], o: Options, json_path: Path, fail_on_miss: bool) -> int:
     started = datetime.datetime.now(datetime.UTC)
     result: dict[str, Any] = {
-        "format": FORMAT, "command": ["python", "-m", "tests.bench", *sys.argv[1:]],
-        "scenarios": names, "started_at": started.isoformat(timespec="seconds"),
-        "duration_s": o.duration, "host": _host(), "git": _git(),
-        "gateway": None, "components": {}, "error": None,
+        "format": FORMAT,
+        "command": ["python", "-m", "tests.bench", *sys.argv[1:]],
+        "scenarios": names,
+        "started_at": started.isoformat(timespec="seconds"),
+        "duration_s": o.duration,
+        "host": _host(),
+        "git": _git(),
+        "gateway": None,
+        "components": {},
+        "error": None,
     }
     status = 0
     gateway_names = [n for n in names if n in GATEWAY]
     if gateway_names:
-        plan = Plan(duration=o.duration, rows=(), ttfb=False, stall=False,
-                    low_rate_requests=0, redis_db=o.redis_db)
+        plan = Plan(
+            duration=o.duration,
+            rows=(),
+            ttfb=False,
+            stall=False,
+            low_rate_requests=0,
+            redis_db=o.redis_db,
+        )
         for name in gateway_names:
             GATEWAY[name].apply(plan, o)
         if {"peers", "peers-small", "peers-agent"} & set(gateway_names):
@@ -300,15 +377,27 @@ def _write(path: Path, result: dict[str, Any], started: datetime.datetime) -> No
 
 
 # What each scenario leaves in a result file: the gateway's row, the peer workloads.
-_EXPECTED_ROWS = {"json": "json", "sse": "sse", "tls": "json-tls", "agent-sized": "agent",
-                  "sse-text": "sse-text10", "miss": "miss", "fix": "fix"}
-_EXPECTED_PEERS = {"peers": tuple(PEER_WORKLOADS), "peers-local": tuple(PEER_WORKLOADS),
-                   "peers-small": ("small",), "peers-agent": ("agent",)}
+_EXPECTED_ROWS = {
+    "json": "json",
+    "sse": "sse",
+    "tls": "json-tls",
+    "agent-sized": "agent",
+    "sse-text": "sse-text10",
+    "miss": "miss",
+    "fix": "fix",
+}
+_EXPECTED_PEERS = {
+    "peers": tuple(PEER_WORKLOADS),
+    "peers-local": tuple(PEER_WORKLOADS),
+    "peers-small": ("small",),
+    "peers-agent": ("agent",),
+}
 
 
 def check(path: Path) -> list[str]:
     """What is wrong with a result file (empty: it is complete): strict JSON, the format,
     every gateway row with requests and no errors, each asked-for scenario's figures."""
+
     def no_constant(name: str) -> Any:
         raise ValueError(f"{name} is not JSON")
 
@@ -334,8 +423,9 @@ def check(path: Path) -> list[str]:
             if not isinstance(row.get("cpu_us_per_req"), int | float):
                 problems.append(f"{where}: no CPU per request")
         scenarios = data.get("scenarios", [])
-        have_rows = {r.get("scenario") for r in gateway.get("rows", [])
-                     if r.get("target") == "syntic"}
+        have_rows = {
+            r.get("scenario") for r in gateway.get("rows", []) if r.get("target") == "syntic"
+        }
         have_peers = {c.get("workload") for c in gateway.get("peers", [])}
         for name in scenarios:
             if name in _EXPECTED_ROWS and _EXPECTED_ROWS[name] not in have_rows:
@@ -352,8 +442,12 @@ def check(path: Path) -> list[str]:
                     problems.append(f"{where}: {c['errors']} errors")
                 if not isinstance(c.get("median_cpu_us_per_req"), int | float):
                     problems.append(f"{where}: no CPU per request")
-        if not gateway.get("rows") and not gateway.get("peers") \
-                and gateway.get("low_rate") is None and not gateway.get("figures"):
+        if (
+            not gateway.get("rows")
+            and not gateway.get("peers")
+            and gateway.get("low_rate") is None
+            and not gateway.get("figures")
+        ):
             problems.append("the gateway run measured nothing")
     for name, part in (data.get("components") or {}).items():
         if part.get("exit_code") != 0:
@@ -364,25 +458,38 @@ def check(path: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.bench", description=__doc__.splitlines()[0]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="the scenarios")
     runner = sub.add_parser("run", help="run scenarios, write one JSON result file")
-    runner.add_argument("scenarios", nargs="+", metavar="scenario",
-                        choices=[*GATEWAY, *SCRIPTS])
-    runner.add_argument("--json", type=Path, default=None, metavar="PATH",
-                        help="the result file (default: test-artifacts/bench/<UTC>.json)")
+    runner.add_argument("scenarios", nargs="+", metavar="scenario", choices=[*GATEWAY, *SCRIPTS])
+    runner.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="the result file (default: test-artifacts/bench/<UTC>.json)",
+    )
     runner.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
-    runner.add_argument("--rounds", type=int, default=3,
-                        help="peers: alternating rounds; litellm: ratio pairs; threads")
-    runner.add_argument("--light-baseline", action="store_true",
-                        help="peers: also the pass-through without a durable record")
+    runner.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="peers: alternating rounds; litellm: ratio pairs; threads",
+    )
+    runner.add_argument(
+        "--light-baseline",
+        action="store_true",
+        help="peers: also the pass-through without a durable record",
+    )
     runner.add_argument("--low-rate-requests", type=int, default=10)
     runner.add_argument("--low-rate-interval", type=float, default=3.0)
     runner.add_argument("--redis-db", type=int, default=0)
-    runner.add_argument("--fail-on-miss", action="store_true",
-                        help="exit 1 if a measured target was missed")
+    runner.add_argument(
+        "--fail-on-miss", action="store_true", help="exit 1 if a measured target was missed"
+    )
     checker = sub.add_parser("check", help="is a result file complete and valid")
     checker.add_argument("path", type=Path)
     ns = parser.parse_args(argv)
@@ -395,8 +502,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if problems else 0
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     path = ns.json or ROOT / "test-artifacts" / "bench" / f"{stamp}.json"
-    options = Options(ns.duration, ns.rounds, ns.low_rate_requests, ns.low_rate_interval,
-                      ns.light_baseline, ns.redis_db)
+    options = Options(
+        ns.duration,
+        ns.rounds,
+        ns.low_rate_requests,
+        ns.low_rate_interval,
+        ns.light_baseline,
+        ns.redis_db,
+    )
     return run_scenarios(list(dict.fromkeys(ns.scenarios)), options, path, ns.fail_on_miss)
 
 

@@ -51,16 +51,26 @@ import validator
 
 _JSON = "application/json"
 FLUSH_INTERVAL_S = 0.2  # the gateway's default ledger_flush_interval_s
-FIELDS = ("request_id", "model", "status", "prompt_tokens", "completion_tokens",
-          "latency_ms", "started_at", "finished_at")
+FIELDS = (
+    "request_id",
+    "model",
+    "status",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_ms",
+    "started_at",
+    "finished_at",
+)
 _CREATE = (
     "CREATE TABLE IF NOT EXISTS records (request_id TEXT PRIMARY KEY, model TEXT,"
     " status INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL,"
     " completion_tokens INTEGER NOT NULL, latency_ms REAL NOT NULL,"
     " started_at REAL NOT NULL, finished_at REAL NOT NULL)"
 )
-_INSERT = (f"INSERT INTO records ({', '.join(FIELDS)}) VALUES ({', '.join('?' for _ in FIELDS)})"
-           " ON CONFLICT (request_id) DO NOTHING")
+_INSERT = (
+    f"INSERT INTO records ({', '.join(FIELDS)}) VALUES ({', '.join('?' for _ in FIELDS)})"
+    " ON CONFLICT (request_id) DO NOTHING"
+)
 
 Row = tuple[str, str | None, int, int, int, float, float, float]
 
@@ -73,8 +83,11 @@ class DurableRecord:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.interval_s = interval_s
-        self.fd = os.open(directory / f"spool-{os.getpid()}.jsonl",
-                          os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.fd = os.open(
+            directory / f"spool-{os.getpid()}.jsonl",
+            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+            0o600,
+        )
         self.queue: collections.deque[Row] = collections.deque()  # append/popleft: GIL-safe
         self.inserted = 0
         self._stop = threading.Event()
@@ -83,11 +96,10 @@ class DurableRecord:
 
     def add(self, row: Row) -> None:
         """Spool the row (written when this returns), then queue it for the database."""
-        line = orjson.dumps(dict(zip(FIELDS, row, strict=True)),
-                            option=orjson.OPT_APPEND_NEWLINE)
+        line = orjson.dumps(dict(zip(FIELDS, row, strict=True)), option=orjson.OPT_APPEND_NEWLINE)
         view = memoryview(line)
         while view:  # a short write (a signal, a full disk): write the rest
-            view = view[os.write(self.fd, view):]
+            view = view[os.write(self.fd, view) :]
         self.queue.append(row)
 
     def _run(self) -> None:
@@ -163,8 +175,10 @@ def _usage(answer: Any) -> tuple[int, int]:
     if not isinstance(usage, dict):
         return 0, 0
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return (prompt if isinstance(prompt, int) else 0,
-            completion if isinstance(completion, int) else 0)
+    return (
+        prompt if isinstance(prompt, int) else 0,
+        completion if isinstance(completion, int) else 0,
+    )
 
 
 def create_app(upstream: str, record_dir: Path | None = None) -> Starlette:
@@ -185,15 +199,25 @@ def create_app(upstream: str, record_dir: Path | None = None) -> Starlette:
             for record in records:
                 record.close()
 
-    def answer(status: int, body: bytes, started: float, payload: Any = None,
-               parsed: Any = None) -> Response:
+    def answer(
+        status: int, body: bytes, started: float, payload: Any = None, parsed: Any = None
+    ) -> Response:
         if records:  # the durable record: spooled before the answer leaves
             model = payload.get("model") if isinstance(payload, dict) else None
             prompt, completion = _usage(parsed)
             finished = time.time()
-            records[0].add((_request_id(), model if isinstance(model, str) else None, status,
-                            prompt, completion, (finished - started) * 1000, started,
-                            finished))
+            records[0].add(
+                (
+                    _request_id(),
+                    model if isinstance(model, str) else None,
+                    status,
+                    prompt,
+                    completion,
+                    (finished - started) * 1000,
+                    started,
+                    finished,
+                )
+            )
         return Response(body, status, media_type=_JSON)
 
     async def chat_completions(request: Request) -> Response:
@@ -221,12 +245,15 @@ def create_app(upstream: str, record_dir: Path | None = None) -> Starlette:
             try:
                 parsed = orjson.loads(body)
             except orjson.JSONDecodeError:
-                return answer(502, _error("the upstream's answer is not JSON"), started,
-                              payload)
+                return answer(502, _error("the upstream's answer is not JSON"), started, payload)
             problems = invalid_calls(parsed, schemas)
             if problems:
-                return answer(502, _error("invalid strict tool call: " + "; ".join(problems)),
-                              started, payload)
+                return answer(
+                    502,
+                    _error("invalid strict tool call: " + "; ".join(problems)),
+                    started,
+                    payload,
+                )
         return answer(status, body, started, payload, parsed)
 
     return Starlette(
@@ -241,15 +268,29 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True, help="base URL, e.g. http://127.0.0.1:8200/v1")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--record-dir", type=Path, default=None,
-                      help="where the spool and the SQLite file go (default: a new temp dir)")
-    mode.add_argument("--light", action="store_true",
-                      help="no durable record: the pass-through before the 1.5x target")
+    mode.add_argument(
+        "--record-dir",
+        type=Path,
+        default=None,
+        help="where the spool and the SQLite file go (default: a new temp dir)",
+    )
+    mode.add_argument(
+        "--light",
+        action="store_true",
+        help="no durable record: the pass-through before the 1.5x target",
+    )
     ns = parser.parse_args()
-    record_dir = None if ns.light else (
-        ns.record_dir or Path(tempfile.mkdtemp(prefix="baseline-record-")))
-    uvicorn.run(create_app(ns.upstream, record_dir), host=ns.host, port=ns.port, workers=1,
-                access_log=False, log_level="warning")
+    record_dir = (
+        None if ns.light else (ns.record_dir or Path(tempfile.mkdtemp(prefix="baseline-record-")))
+    )
+    uvicorn.run(
+        create_app(ns.upstream, record_dir),
+        host=ns.host,
+        port=ns.port,
+        workers=1,
+        access_log=False,
+        log_level="warning",
+    )
 
 
 if __name__ == "__main__":

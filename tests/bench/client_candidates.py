@@ -63,8 +63,15 @@ LIBRARIES = ("aiohttp", "httpx", "pyreqwest", "httpr", "rnet")
 SCENARIOS = ("json", "sse", "tls-json")
 CAP = 16 << 20  # decompressed bytes read before a behaviour case stops
 MODES = (
-    "interim-103", "switch-101", "gzip-bomb", "trickle",
-    "endless-line", "endless-line:lines", "invalid-utf8", "invalid-utf8:lines", "cancel-wait",
+    "interim-103",
+    "switch-101",
+    "gzip-bomb",
+    "trickle",
+    "endless-line",
+    "endless-line:lines",
+    "invalid-utf8",
+    "invalid-utf8:lines",
+    "cancel-wait",
 )
 HEADERS = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
 SSE_EVENTS = 20  # mock model "...-text17": role, 17 deltas, finish, usage (then [DONE])
@@ -74,10 +81,12 @@ def request_body(stream: bool, text_events: int = 0) -> bytes:
     """An OpenAI chat request of ~1 KB (its user text is echoed by the hostile upstream)."""
     model = f"bench-text{text_events}" if text_events else "bench"
     body = {
-        "model": model, "stream": stream,
-        "messages": [{"role": "system", "content": "You are terse. " * 20},
-                     {"role": "user", "content": "Refund order 582131, it arrived damaged. "
-                      * 16}],
+        "model": model,
+        "stream": stream,
+        "messages": [
+            {"role": "system", "content": "You are terse. " * 20},
+            {"role": "user", "content": "Refund order 582131, it arrived damaged. " * 16},
+        ],
     }
     return json.dumps(body, separators=(",", ":")).encode()
 
@@ -105,13 +114,15 @@ class Candidate:
         """POST and read the whole answer with the library's own whole-body read."""
         raise NotImplementedError
 
-    def chunks(self, url: str, body: bytes) -> contextlib.AbstractAsyncContextManager[
-            tuple[int, AsyncIterator[bytes]]]:
+    def chunks(
+        self, url: str, body: bytes
+    ) -> contextlib.AbstractAsyncContextManager[tuple[int, AsyncIterator[bytes]]]:
         """POST and hold the answer open: its status and decompressed body chunks."""
         raise NotImplementedError
 
-    def lines(self, url: str, body: bytes) -> contextlib.AbstractAsyncContextManager[
-            tuple[int, AsyncIterator[bytes | str]]] | None:
+    def lines(
+        self, url: str, body: bytes
+    ) -> contextlib.AbstractAsyncContextManager[tuple[int, AsyncIterator[bytes | str]]] | None:
         """The library's own line reader, or None if it has none."""
         return None
 
@@ -129,11 +140,17 @@ class AiohttpCandidate(Candidate):
         import aiohttp
 
         connector = aiohttp.TCPConnector(
-            limit=512, limit_per_host=0, keepalive_timeout=90,
-            ssl=_ssl_context(self.ca_file) if self.ca_file else True)
+            limit=512,
+            limit_per_host=0,
+            keepalive_timeout=90,
+            ssl=_ssl_context(self.ca_file) if self.ca_file else True,
+        )
         self.session = aiohttp.ClientSession(
-            connector=connector, cookie_jar=aiohttp.DummyCookieJar(), trust_env=False,
-            timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+            connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            trust_env=False,
+            timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+        )
 
     async def aclose(self) -> None:
         await self.session.close()
@@ -143,14 +160,16 @@ class AiohttpCandidate(Candidate):
             return resp.status, await resp.read()
 
     @contextlib.asynccontextmanager
-    async def chunks(self, url: str, body: bytes) -> AsyncIterator[
-            tuple[int, AsyncIterator[bytes]]]:
+    async def chunks(
+        self, url: str, body: bytes
+    ) -> AsyncIterator[tuple[int, AsyncIterator[bytes]]]:
         async with self.session.post(url, data=body, headers=HEADERS) as resp:
             yield resp.status, resp.content.iter_any()
 
     @contextlib.asynccontextmanager
-    async def _lines(self, url: str, body: bytes) -> AsyncIterator[
-            tuple[int, AsyncIterator[bytes | str]]]:
+    async def _lines(
+        self, url: str, body: bytes
+    ) -> AsyncIterator[tuple[int, AsyncIterator[bytes | str]]]:
         async def each() -> AsyncIterator[bytes | str]:
             async for line in resp.content:  # StreamReader.readline
                 yield line
@@ -158,8 +177,9 @@ class AiohttpCandidate(Candidate):
         async with self.session.post(url, data=body, headers=HEADERS) as resp:
             yield resp.status, each()
 
-    def lines(self, url: str, body: bytes) -> contextlib.AbstractAsyncContextManager[
-            tuple[int, AsyncIterator[bytes | str]]] | None:
+    def lines(
+        self, url: str, body: bytes
+    ) -> contextlib.AbstractAsyncContextManager[tuple[int, AsyncIterator[bytes | str]]] | None:
         return self._lines(url, body)
 
 
@@ -172,10 +192,13 @@ class HttpxCandidate(Candidate):
         import httpx
 
         self.client = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=512, max_keepalive_connections=512,
-                                keepalive_expiry=90),
-            timeout=httpx.Timeout(self.timeout_s), trust_env=False,
-            verify=_ssl_context(self.ca_file) if self.ca_file else True)
+            limits=httpx.Limits(
+                max_connections=512, max_keepalive_connections=512, keepalive_expiry=90
+            ),
+            timeout=httpx.Timeout(self.timeout_s),
+            trust_env=False,
+            verify=_ssl_context(self.ca_file) if self.ca_file else True,
+        )
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -185,14 +208,16 @@ class HttpxCandidate(Candidate):
         return resp.status_code, resp.content
 
     @contextlib.asynccontextmanager
-    async def chunks(self, url: str, body: bytes) -> AsyncIterator[
-            tuple[int, AsyncIterator[bytes]]]:
+    async def chunks(
+        self, url: str, body: bytes
+    ) -> AsyncIterator[tuple[int, AsyncIterator[bytes]]]:
         async with self.client.stream("POST", url, content=body, headers=HEADERS) as resp:
             yield resp.status_code, resp.aiter_bytes()
 
     @contextlib.asynccontextmanager
-    async def _lines(self, url: str, body: bytes) -> AsyncIterator[
-            tuple[int, AsyncIterator[bytes | str]]]:
+    async def _lines(
+        self, url: str, body: bytes
+    ) -> AsyncIterator[tuple[int, AsyncIterator[bytes | str]]]:
         async def each() -> AsyncIterator[bytes | str]:
             async for line in resp.aiter_lines():
                 yield line
@@ -200,8 +225,9 @@ class HttpxCandidate(Candidate):
         async with self.client.stream("POST", url, content=body, headers=HEADERS) as resp:
             yield resp.status_code, each()
 
-    def lines(self, url: str, body: bytes) -> contextlib.AbstractAsyncContextManager[
-            tuple[int, AsyncIterator[bytes | str]]] | None:
+    def lines(
+        self, url: str, body: bytes
+    ) -> contextlib.AbstractAsyncContextManager[tuple[int, AsyncIterator[bytes | str]]] | None:
         return self._lines(url, body)
 
 
@@ -226,8 +252,9 @@ class PyreqwestCandidate(Candidate):
         return int(resp.status), bytes(await resp.bytes())
 
     @contextlib.asynccontextmanager
-    async def chunks(self, url: str, body: bytes) -> AsyncIterator[
-            tuple[int, AsyncIterator[bytes]]]:
+    async def chunks(
+        self, url: str, body: bytes
+    ) -> AsyncIterator[tuple[int, AsyncIterator[bytes]]]:
         async def each() -> AsyncIterator[bytes]:
             while (chunk := await resp.body_reader.read_chunk()) is not None:
                 yield bytes(chunk)
@@ -246,8 +273,11 @@ class HttprCandidate(Candidate):
         import httpr  # type: ignore[import-not-found,unused-ignore]
 
         self.client = httpr.AsyncClient(
-            timeout=self.timeout_s, ca_cert_file=self.ca_file, cookie_store=False,
-            follow_redirects=False)
+            timeout=self.timeout_s,
+            ca_cert_file=self.ca_file,
+            cookie_store=False,
+            follow_redirects=False,
+        )
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -257,19 +287,22 @@ class HttprCandidate(Candidate):
         return int(resp.status_code), bytes(resp.content)
 
     @contextlib.asynccontextmanager
-    async def chunks(self, url: str, body: bytes) -> AsyncIterator[
-            tuple[int, AsyncIterator[bytes]]]:
+    async def chunks(
+        self, url: str, body: bytes
+    ) -> AsyncIterator[tuple[int, AsyncIterator[bytes]]]:
         async with self.client.stream("POST", url, content=body, headers=HEADERS) as resp:
             yield int(resp.status_code), resp.aiter_bytes()
 
     @contextlib.asynccontextmanager
-    async def _lines(self, url: str, body: bytes) -> AsyncIterator[
-            tuple[int, AsyncIterator[bytes | str]]]:
+    async def _lines(
+        self, url: str, body: bytes
+    ) -> AsyncIterator[tuple[int, AsyncIterator[bytes | str]]]:
         async with self.client.stream("POST", url, content=body, headers=HEADERS) as resp:
             yield int(resp.status_code), resp.aiter_lines()
 
-    def lines(self, url: str, body: bytes) -> contextlib.AbstractAsyncContextManager[
-            tuple[int, AsyncIterator[bytes | str]]] | None:
+    def lines(
+        self, url: str, body: bytes
+    ) -> contextlib.AbstractAsyncContextManager[tuple[int, AsyncIterator[bytes | str]]] | None:
         return self._lines(url, body)
 
 
@@ -282,9 +315,13 @@ class RnetCandidate(Candidate):
         import rnet  # type: ignore[import-not-found,unused-ignore]
 
         self.client = rnet.Client(
-            timeout=max(1, round(self.timeout_s)), no_proxy=True, gzip=True,
-            pool_max_size=512, pool_idle_timeout=90,
-            verify=Path(self.ca_file) if self.ca_file else True)
+            timeout=max(1, round(self.timeout_s)),
+            no_proxy=True,
+            gzip=True,
+            pool_max_size=512,
+            pool_idle_timeout=90,
+            verify=Path(self.ca_file) if self.ca_file else True,
+        )
 
     async def aclose(self) -> None:
         return None  # the client has no close; its pool goes with the object
@@ -294,8 +331,9 @@ class RnetCandidate(Candidate):
         return int(resp.status), bytes(await resp.bytes())
 
     @contextlib.asynccontextmanager
-    async def chunks(self, url: str, body: bytes) -> AsyncIterator[
-            tuple[int, AsyncIterator[bytes]]]:
+    async def chunks(
+        self, url: str, body: bytes
+    ) -> AsyncIterator[tuple[int, AsyncIterator[bytes]]]:
         resp = await self.client.post(url, body=body, headers=HEADERS)
 
         async def each() -> AsyncIterator[bytes]:
@@ -309,8 +347,8 @@ class RnetCandidate(Candidate):
 
 
 CANDIDATES: dict[str, type[Candidate]] = {
-    c.name: c for c in (AiohttpCandidate, HttpxCandidate, PyreqwestCandidate, HttprCandidate,
-                        RnetCandidate)
+    c.name: c
+    for c in (AiohttpCandidate, HttpxCandidate, PyreqwestCandidate, HttprCandidate, RnetCandidate)
 }
 
 
@@ -340,8 +378,9 @@ def install_uvloop() -> None:
 # -- child: CPU per call ---------------------------------------------------------------------
 
 
-async def cpu_case(lib: str, scenario: str, url: str, calls: int, concurrency: int,
-                   ca_file: str | None) -> dict[str, Any]:
+async def cpu_case(
+    lib: str, scenario: str, url: str, calls: int, concurrency: int, ca_file: str | None
+) -> dict[str, Any]:
     cand = CANDIDATES[lib](ca_file, 60.0)
     await cand.open()
     stream = scenario == "sse"
@@ -392,8 +431,7 @@ def _status_kib() -> tuple[int, int]:
 def _describe(exc: BaseException) -> str:
     text = getattr(exc, "message", None)  # pyreqwest's str() is its args tuple
     message = " ".join((text if isinstance(text, str) else str(exc)).split())[:90]
-    return f"{type(exc).__module__}.{type(exc).__qualname__}" + (f": {message}" if message
-                                                                  else "")
+    return f"{type(exc).__module__}.{type(exc).__qualname__}" + (f": {message}" if message else "")
 
 
 def _reset_peak_rss() -> int:
@@ -436,20 +474,28 @@ async def read_case(cand: Candidate, mode: str, url: str) -> str:
             async for line in reader:
                 total += len(line)
                 if len(line) >= CAP:
-                    return (f"HTTP {status}: one line of {len(line) >> 20} MiB, held whole "
-                            "until the body ended")
+                    return (
+                        f"HTTP {status}: one line of {len(line) >> 20} MiB, held whole "
+                        "until the body ended"
+                    )
                 if len(seen) < 8:
                     seen.append(line)
                 if total >= CAP:
                     return f"HTTP {status}: cap hit after {total >> 20} MiB of lines"
-        bad = [s for s in seen if (b"\xff" in s if isinstance(s, bytes) else
-                                   "\ufffd" in s or "\udcff" in s)]
+        bad = [
+            s
+            for s in seen
+            if (b"\xff" in s if isinstance(s, bytes) else "\ufffd" in s or "\udcff" in s)
+        ]
         unit = "B in bytes" if seen and isinstance(seen[0], bytes) else "chars in str"
         shown = "none"
         if bad:  # the two bytes after '"content":"' (\xff\xfe as sent)
             line = bad[0]
-            shown = (repr(line[line.find(b'"content":"') + 11:][:2]) if isinstance(line, bytes)
-                     else repr(line[line.find('"content":"') + 11:][:2]))
+            shown = (
+                repr(line[line.find(b'"content":"') + 11 :][:2])
+                if isinstance(line, bytes)
+                else repr(line[line.find('"content":"') + 11 :][:2])
+            )
         return f"HTTP {status}: {total} {unit} lines; the bad bytes came as {shown}"
     total = count = 0
     splitter = LineSplitter()
@@ -461,12 +507,16 @@ async def read_case(cand: Candidate, mode: str, url: str) -> str:
             if stream:
                 lines.extend(splitter.feed(chunk)[:8])
             if total >= CAP:
-                return (f"HTTP {status}: cap hit at {total >> 20} MiB read, chunks of "
-                        f"{total // count >> 10} KiB on average")
+                return (
+                    f"HTTP {status}: cap hit at {total >> 20} MiB read, chunks of "
+                    f"{total // count >> 10} KiB on average"
+                )
     if stream:
         bad = [line for line in lines if b"\xff" in line]
-        return (f"HTTP {status}: {total} B, {len(lines)} lines; raw bytes kept: "
-                f"{'yes' if bad else 'no'}")
+        return (
+            f"HTTP {status}: {total} B, {len(lines)} lines; raw bytes kept: "
+            f"{'yes' if bad else 'no'}"
+        )
     return f"HTTP {status}: {total} B read"
 
 
@@ -483,7 +533,8 @@ async def cancel_case(cand: Candidate) -> str:
     server = await asyncio.start_server(silent, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     call = asyncio.ensure_future(
-        cand.post_whole(f"http://127.0.0.1:{port}/v1/chat/completions", request_body(False)))
+        cand.post_whole(f"http://127.0.0.1:{port}/v1/chat/completions", request_body(False))
+    )
     await asyncio.sleep(0.5)  # the request is out, the head awaited
     call.cancel()
     with contextlib.suppress(BaseException):
@@ -491,8 +542,9 @@ async def cancel_case(cand: Candidate) -> str:
     cancelled = time.perf_counter()
     try:
         await asyncio.wait_for(closed.wait(), 3.0)
-        outcome = (f"connection closed {1000 * (time.perf_counter() - cancelled):.0f} ms "
-                   "after the cancel")
+        outcome = (
+            f"connection closed {1000 * (time.perf_counter() - cancelled):.0f} ms after the cancel"
+        )
     except TimeoutError:
         outcome = "connection still open 3 s after the cancel (the upstream keeps generating)"
     server.close()
@@ -516,25 +568,31 @@ async def behaviour_case(lib: str, mode: str, url: str) -> dict[str, Any]:
 
     def report(outcome: str) -> dict[str, Any]:
         _, hwm = _status_kib()
-        return {"outcome": outcome, "rss_mib": (hwm - rss0) / 1024,
-                "stall_ms": probe.worst_now() * 1000,
-                "seconds": time.perf_counter() - started}
+        return {
+            "outcome": outcome,
+            "rss_mib": (hwm - rss0) / 1024,
+            "stall_ms": probe.worst_now() * 1000,
+            "seconds": time.perf_counter() - started,
+        }
 
     def watchdog() -> None:  # the loop may be blocked: report from a thread, then end
         if not done.wait(timeout_s + 12):
-            print(json.dumps(report("hung: no end 12 s past its timeout (watchdog)")),
-                  flush=True)
+            print(json.dumps(report("hung: no end 12 s past its timeout (watchdog)")), flush=True)
             os._exit(0)
 
     done = threading.Event()
     threading.Thread(target=watchdog, daemon=True).start()
     try:
         async with asyncio.timeout(timeout_s + 4):
-            outcome = await (cancel_case(cand) if mode == "cancel-wait"
-                             else read_case(cand, mode, url))
+            outcome = await (
+                cancel_case(cand) if mode == "cancel-wait" else read_case(cand, mode, url)
+            )
     except TimeoutError as exc:
-        outcome = (f"no end and no library timeout: asyncio guard at {timeout_s + 4:g} s"
-                   if time.perf_counter() - started >= timeout_s + 3.9 else _describe(exc))
+        outcome = (
+            f"no end and no library timeout: asyncio guard at {timeout_s + 4:g} s"
+            if time.perf_counter() - started >= timeout_s + 3.9
+            else _describe(exc)
+        )
     except Exception as exc:
         outcome = _describe(exc)
     result = report(outcome)
@@ -568,8 +626,9 @@ def serve_hostile(tls_dir: str | None) -> None:
 
 
 def _spawn_server(args: list[str]) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen([sys.executable, *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.strip().isdigit():
@@ -618,10 +677,13 @@ def machine_line(command: str) -> str:
     with contextlib.suppress(OSError):
         found = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
         cpu = found[1].strip() if found else "?"
-    versions = ", ".join(f"{name} {metadata.version(name)}" for name in
-                         (*LIBRARIES, "httpcore", "uvloop"))
-    return (f"nproc {os.cpu_count()}, CPU {cpu}, Python {platform.python_version()}, "
-            f"{versions}; command: `{command}`")
+    versions = ", ".join(
+        f"{name} {metadata.version(name)}" for name in (*LIBRARIES, "httpcore", "uvloop")
+    )
+    return (
+        f"nproc {os.cpu_count()}, CPU {cpu}, Python {platform.python_version()}, "
+        f"{versions}; command: `{command}`"
+    )
 
 
 def run_cpu(calls: int, rounds: int, concurrency: int, libs: list[str]) -> str:
@@ -629,30 +691,45 @@ def run_cpu(calls: int, rounds: int, concurrency: int, libs: list[str]) -> str:
         ca_file = _make_tls(Path(tmp))
         mock, mock_port = _spawn_server([str(MOCK), "--port", "0"])
         tls, tls_port = _spawn_server([__file__, "--serve-hostile", "--tls-dir", tmp])
-        urls = {"json": f"http://127.0.0.1:{mock_port}/v1/chat/completions",
-                "sse": f"http://127.0.0.1:{mock_port}/v1/chat/completions",
-                "tls-json": f"https://127.0.0.1:{tls_port}/ok/v1/chat/completions"}
+        urls = {
+            "json": f"http://127.0.0.1:{mock_port}/v1/chat/completions",
+            "sse": f"http://127.0.0.1:{mock_port}/v1/chat/completions",
+            "tls-json": f"https://127.0.0.1:{tls_port}/ok/v1/chat/completions",
+        }
         figures: dict[tuple[str, str], list[float]] = {}
         try:
             for r in range(rounds):
-                order = libs[r % len(libs):] + libs[:r % len(libs)]
+                order = libs[r % len(libs) :] + libs[: r % len(libs)]
                 for scenario in SCENARIOS:
                     for lib in order:
-                        args = ["--cpu-case", lib, scenario, urls[scenario], str(calls),
-                                str(concurrency)]
+                        args = [
+                            "--cpu-case",
+                            lib,
+                            scenario,
+                            urls[scenario],
+                            str(calls),
+                            str(concurrency),
+                        ]
                         if scenario == "tls-json":
                             args += ["--ca", str(ca_file)]
                         got = _child(args, 180)
                         if "cpu_us" not in got:
                             raise RuntimeError(f"{lib} {scenario}: {got}")
                         figures.setdefault((lib, scenario), []).append(got["cpu_us"])
-                        print(f"round {r + 1} {scenario:8} {lib:9} {got['cpu_us']:7.1f} us/call"
-                              f" ({got['wall_s']:.2f} s wall)", file=sys.stderr, flush=True)
+                        print(
+                            f"round {r + 1} {scenario:8} {lib:9} {got['cpu_us']:7.1f} us/call"
+                            f" ({got['wall_s']:.2f} s wall)",
+                            file=sys.stderr,
+                            flush=True,
+                        )
         finally:
             _stop(mock)
             _stop(tls)
-    head = "| library | " + " | ".join(
-        f"{s}: CPU µs/call (runs) | vs aiohttp" for s in SCENARIOS) + " |"
+    head = (
+        "| library | "
+        + " | ".join(f"{s}: CPU µs/call (runs) | vs aiohttp" for s in SCENARIOS)
+        + " |"
+    )
     rows = [head, "|---" * (1 + 2 * len(SCENARIOS)) + "|"]
     for lib in libs:
         cells = [lib]
@@ -671,18 +748,19 @@ def run_behaviour(libs: list[str], modes: list[str], runs: int) -> str:
     found: dict[tuple[str, str], list[dict[str, Any]]] = {}
     try:
         for r in range(runs):
-            order = libs[r % len(libs):] + libs[:r % len(libs)]
+            order = libs[r % len(libs) :] + libs[: r % len(libs)]
             for mode in modes:
                 for lib in order:
-                    url = (f"http://127.0.0.1:{port}/{mode.partition(':')[0]}"
-                           "/v1/chat/completions")
+                    url = f"http://127.0.0.1:{port}/{mode.partition(':')[0]}/v1/chat/completions"
                     one = _child(["--behaviour-case", lib, mode, url], 60)
                     found.setdefault((lib, mode), []).append(one)
                     print(f"run {r + 1} {lib} {mode}: {one}", file=sys.stderr, flush=True)
     finally:
         _stop(hostile)
-    rows = ["| library | mode | what the library did | peak RSS growth, MiB | worst loop "
-            "stall, ms |", "|---|---|---|---|---|"]
+    rows = [
+        "| library | mode | what the library did | peak RSS growth, MiB | worst loop stall, ms |",
+        "|---|---|---|---|---|",
+    ]
 
     def figures(got: list[dict[str, Any]], key: str) -> str:
         values = [g[key] for g in got if key in g]
@@ -701,8 +779,10 @@ def run_behaviour(libs: list[str], modes: list[str], runs: int) -> str:
             if seconds:
                 outcome += f" ({statistics.median(seconds):.1f} s)"
             outcome = outcome.replace("|", "\\|")
-            rows.append(f"| {lib} | {mode} | {outcome} | {figures(got, 'rss_mib')} | "
-                        f"{figures(got, 'stall_ms')} |")
+            rows.append(
+                f"| {lib} | {mode} | {outcome} | {figures(got, 'rss_mib')} | "
+                f"{figures(got, 'stall_ms')} |"
+            )
     return "\n".join(rows)
 
 
@@ -735,17 +815,20 @@ def main() -> None:
             job = lambda: behaviour_case(lib, mode, url)  # noqa: E731
         print(json.dumps(asyncio.run(job())), flush=True)
         os._exit(0)  # a library's leftover threads must not keep the case alive
-    command = shlex.join([sys.executable,
-                          os.path.relpath(__file__, REPO), *sys.argv[1:]])
+    command = shlex.join([sys.executable, os.path.relpath(__file__, REPO), *sys.argv[1:]])
     libs = ns.libs.split(",")
     print(machine_line(command) + "\n")
     if ns.only != "behaviour":
-        print(f"CPU per call ({ns.calls} calls x {ns.rounds} rounds, {ns.concurrency} "
-              "concurrent callers, keep-alive; median, the runs in brackets):\n")
+        print(
+            f"CPU per call ({ns.calls} calls x {ns.rounds} rounds, {ns.concurrency} "
+            "concurrent callers, keep-alive; median, the runs in brackets):\n"
+        )
         print(run_cpu(ns.calls, ns.rounds, ns.concurrency, libs) + "\n", flush=True)
     if ns.only != "cpu":
-        print(f"Behaviour against HostileUpstream (cap {CAP >> 20} MiB decompressed, "
-              f"{ns.runs} runs; median, the runs in brackets):\n")
+        print(
+            f"Behaviour against HostileUpstream (cap {CAP >> 20} MiB decompressed, "
+            f"{ns.runs} runs; median, the runs in brackets):\n"
+        )
         print(run_behaviour(libs, ns.modes.split(","), ns.runs), flush=True)
 
 

@@ -131,13 +131,20 @@ MARK = 987654321  # replaced by a per-request counter in the cache-miss scenario
 
 
 def refund_tool(schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"type": "function", "function": {
-        "name": "create_refund", "description": "Refund part or all of an order.",
-        "strict": True, "parameters": schema or REFUND_SCHEMA}}
+    return {
+        "type": "function",
+        "function": {
+            "name": "create_refund",
+            "description": "Refund part or all of an order.",
+            "strict": True,
+            "parameters": schema or REFUND_SCHEMA,
+        },
+    }
 
 
-def body(model: str, *, stream: bool = False, tools: bool = True,
-         schema: dict[str, Any] | None = None) -> str:
+def body(
+    model: str, *, stream: bool = False, tools: bool = True, schema: dict[str, Any] | None = None
+) -> str:
     payload: dict[str, Any] = {"model": model, "messages": MESSAGES}
     if tools:
         payload["tools"] = [refund_tool(schema)]
@@ -165,10 +172,17 @@ def large_schema(seed: int, n: int = 400) -> dict[str, Any]:
             props[f"n{seed}_{i}"] = {"type": ["integer", "null"], "minimum": 0}
         else:
             props[f"o{seed}_{i}"] = {
-                "type": "object", "additionalProperties": False, "required": ["a", "b"],
-                "properties": {"a": {"type": "string"}, "b": {"type": "number"}}}
-    return {"type": "object", "properties": props, "required": list(props),
-            "additionalProperties": False}
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["a", "b"],
+                "properties": {"a": {"type": "string"}, "b": {"type": "number"}},
+            }
+    return {
+        "type": "object",
+        "properties": props,
+        "required": list(props),
+        "additionalProperties": False,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,11 +195,20 @@ class Row:
 
     def to_json(self) -> dict[str, Any]:
         w = self.m.wrk
-        return {"target": self.target, "scenario": self.scenario, "conns": self.conns,
-                "requests": w.requests, "rps": w.rps, "p50_ms": w.p50_us / 1000,
-                "p99_ms": w.p99_us / 1000, "max_ms": w.max_us / 1000,
-                "added_p50_ms": self.added_ms, "cpu_us_per_req": self.m.cpu_us_per_req,
-                "rss_mb": self.m.rss_mb, "errors": w.errors}
+        return {
+            "target": self.target,
+            "scenario": self.scenario,
+            "conns": self.conns,
+            "requests": w.requests,
+            "rps": w.rps,
+            "p50_ms": w.p50_us / 1000,
+            "p99_ms": w.p99_us / 1000,
+            "max_ms": w.max_us / 1000,
+            "added_p50_ms": self.added_ms,
+            "cpu_us_per_req": self.m.cpu_us_per_req,
+            "rss_mb": self.m.rss_mb,
+            "errors": w.errors,
+        }
 
 
 class Mock:
@@ -195,9 +218,18 @@ class Mock:
     def __init__(self, tls: TlsFiles | None = None) -> None:
         extra = [] if tls is None else ["--tls-cert", str(tls.server)]
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests/bench/mock_upstream.py"), "--port", "0",
-             "--cpu", str(LOAD_CPU), *extra],
-            stdout=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                str(ROOT / "tests/bench/mock_upstream.py"),
+                "--port",
+                "0",
+                "--cpu",
+                str(LOAD_CPU),
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline())
         self.scheme = "http" if tls is None else "https"
@@ -241,9 +273,14 @@ def _headers(key: str | None) -> dict[str, str]:
 
 
 def run_target(
-    target: str, pid: int, url: str, headers: dict[str, str],
-    scenarios: list[tuple[str, int, str]], duration: float,
-    floor: dict[tuple[str, int], float], rows: list[Row],
+    target: str,
+    pid: int,
+    url: str,
+    headers: dict[str, str],
+    scenarios: list[tuple[str, int, str]],
+    duration: float,
+    floor: dict[tuple[str, int], float],
+    rows: list[Row],
 ) -> None:
     for scenario, conns, payload in scenarios:
         vary = None
@@ -251,16 +288,25 @@ def run_target(
             head, tail = payload.split(str(MARK))
             vary = (head, tail)
         script = wrk_script(headers, payload, vary=vary)
-        m = measure(pid, url + "/v1/chat/completions", script, connections=conns,
-                    duration_s=duration, cpu=LOAD_CPU)
+        m = measure(
+            pid,
+            url + "/v1/chat/completions",
+            script,
+            connections=conns,
+            duration_s=duration,
+            cpu=LOAD_CPU,
+        )
         base = floor.get((_floor_of(scenario), conns))
         added = (m.wrk.p50_us - base) / 1000 if base is not None and target != "mock" else None
         if target == "mock":
             floor[(scenario, conns)] = m.wrk.p50_us
         rows.append(Row(target, scenario, conns, m, added))
-        print(f"  {target:8} {scenario:12} c{conns:<3} {m.wrk.rps:8.0f} req/s "
-              f"p50 {m.wrk.p50_us / 1000:.2f} ms  cpu {m.cpu_us_per_req:.0f} us/req"
-              f"  err {m.wrk.errors}", file=sys.stderr)
+        print(
+            f"  {target:8} {scenario:12} c{conns:<3} {m.wrk.rps:8.0f} req/s "
+            f"p50 {m.wrk.p50_us / 1000:.2f} ms  cpu {m.cpu_us_per_req:.0f} us/req"
+            f"  err {m.wrk.errors}",
+            file=sys.stderr,
+        )
 
 
 def _floor_of(scenario: str) -> str:
@@ -302,8 +348,11 @@ def first_bytes(mock_url: str, gw_url: str, key: str, n: int = 300) -> tuple[str
     path = "/v1/chat/completions"
     cases = [
         ("strict tool call, SSE", body("mock-good", stream=True), body("bench", stream=True)),
-        ("text, SSE", body("mock-text10", stream=True, tools=False),
-         body("bench-text10", stream=True, tools=False)),
+        (
+            "text, SSE",
+            body("mock-text10", stream=True, tools=False),
+            body("bench-text10", stream=True, tools=False),
+        ),
         ("strict tool call, JSON", body("mock-good"), body("bench")),
     ]
     lines = [f"time to first byte (median of {n}, 1 connection):"]
@@ -312,21 +361,27 @@ def first_bytes(mock_url: str, gw_url: str, key: str, n: int = 300) -> tuple[str
         floor = ttfb(mock_url + path, _headers(None), direct, n=n, cpu=LOAD_CPU)
         ours = ttfb(gw_url + path, _headers(key), through, n=n, cpu=LOAD_CPU)
         added.append((ours - floor) * 1000)
-        lines.append(f"  {name}: mock {floor * 1000:.2f} ms, syntic {ours * 1000:.2f} ms "
-                     f"(added {added[-1]:+.2f} ms)")
+        lines.append(
+            f"  {name}: mock {floor * 1000:.2f} ms, syntic {ours * 1000:.2f} ms "
+            f"(added {added[-1]:+.2f} ms)"
+        )
     return "\n" + "\n".join(lines), added[0]
 
 
 def table(rows: list[Row]) -> str:
-    out = ["| target | scenario | conns | req/s | p50 ms | p99 ms | added p50 ms "
-           "| CPU us/req | RSS MB | errors |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| target | scenario | conns | req/s | p50 ms | p99 ms | added p50 ms "
+        "| CPU us/req | RSS MB | errors |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         w = r.m.wrk
         added = "" if r.added_ms is None else f"{r.added_ms:+.2f}"
-        out.append(f"| {r.target} | {r.scenario} | {r.conns} | {w.rps:,.0f} | "
-                   f"{w.p50_us / 1000:.2f} | {w.p99_us / 1000:.2f} | {added} | "
-                   f"{r.m.cpu_us_per_req:,.0f} | {r.m.rss_mb:.0f} | {w.errors} |")
+        out.append(
+            f"| {r.target} | {r.scenario} | {r.conns} | {w.rps:,.0f} | "
+            f"{w.p50_us / 1000:.2f} | {w.p99_us / 1000:.2f} | {added} | "
+            f"{r.m.cpu_us_per_req:,.0f} | {r.m.rss_mb:.0f} | {w.errors} |"
+        )
     return "\n".join(out)
 
 
@@ -371,10 +426,14 @@ class Result:
 
     def report(self) -> str:
         lines, _ = verdict_lines(self.verdicts)
-        return (f"machine: {self.machine_ms:.0f} ms for the pure-Python calibration loop on "
-                f"core {SERVER_CPU} (10M additions; lower is a faster machine)"
-                + ("\n" + table(self.rows) if self.rows else "") + self.text + "\n"
-                + "\n".join(lines))
+        return (
+            f"machine: {self.machine_ms:.0f} ms for the pure-Python calibration loop on "
+            f"core {SERVER_CPU} (10M additions; lower is a faster machine)"
+            + ("\n" + table(self.rows) if self.rows else "")
+            + self.text
+            + "\n"
+            + "\n".join(lines)
+        )
 
     @property
     def missed(self) -> int:
@@ -387,18 +446,25 @@ class Result:
             "rows": [r.to_json() for r in self.rows],
             "figures": self.figures,
             "peers": [c.to_json() for c in self.comparisons],
-            "low_rate": None if low is None else {
-                "requests": low.requests, "interval_s": low.interval_s,
-                "mock_ms": low.mock_ms, "gateway_ms": low.gateway_ms,
-                "added_p50_ms": low.added_p50_ms, "added_max_ms": low.added_max_ms,
-                "new_upstream_connections": low.handshakes},
+            "low_rate": None
+            if low is None
+            else {
+                "requests": low.requests,
+                "interval_s": low.interval_s,
+                "mock_ms": low.mock_ms,
+                "gateway_ms": low.gateway_ms,
+                "added_p50_ms": low.added_p50_ms,
+                "added_max_ms": low.added_max_ms,
+                "new_upstream_connections": low.handshakes,
+            },
             "targets": [v.to_json() for v in self.verdicts[0]],
             "peer_targets": [v.to_json() for v in self.verdicts[1]],
         }
 
 
-def _row_plan(sets: tuple[str, ...], tls_json: str) -> tuple[
-        list[tuple[str, int, str]], list[tuple[str, int, str]], list[tuple[str, int, str]]]:
+def _row_plan(
+    sets: tuple[str, ...], tls_json: str
+) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, str]], list[tuple[str, int, str]]]:
     """(the mock's rows over HTTP, over HTTPS, the gateway's rows) for the row sets."""
     json_body, sse_body = body("bench"), body("bench", stream=True)
     mock, mock_tls, gw = [], [], []
@@ -419,8 +485,10 @@ def _row_plan(sets: tuple[str, ...], tls_json: str) -> tuple[
             mock.append((f"sse-text{n}", 32, body(f"mock-text{n}", stream=True, tools=False)))
             gw.append((f"sse-text{n}", 32, body(f"bench-text{n}", stream=True, tools=False)))
     if "miss" in sets:
-        gw += [("miss", 1, body("bench", schema=miss_schema())),
-               ("miss", 32, body("bench", schema=miss_schema()))]
+        gw += [
+            ("miss", 1, body("bench", schema=miss_schema())),
+            ("miss", 32, body("bench", schema=miss_schema())),
+        ]
     if "fix" in sets:
         gw += [("fix", 1, body("bench-fix")), ("fix", 32, body("bench-fix"))]
     return mock, mock_tls, gw
@@ -428,11 +496,15 @@ def _row_plan(sets: tuple[str, ...], tls_json: str) -> tuple[
 
 def _workloads(names: tuple[str, ...]) -> list[Workload]:
     known = {
-        "small": Workload("small", "small request (create_refund, 660 B, 1 strict tool)",
-                          lambda p: body(p.model)),
-        "agent": Workload("agent", f"agent-sized request ({len(agent_body('m')) / 1000:.0f} "
-                          f"kB, {len(agent_tools())} tools, {len(agent_messages())} messages)",
-                          lambda p: agent_body(p.agent_model)),
+        "small": Workload(
+            "small", "small request (create_refund, 660 B, 1 strict tool)", lambda p: body(p.model)
+        ),
+        "agent": Workload(
+            "agent",
+            f"agent-sized request ({len(agent_body('m')) / 1000:.0f} "
+            f"kB, {len(agent_tools())} tools, {len(agent_messages())} messages)",
+            lambda p: agent_body(p.agent_model),
+        ),
     }
     return [known[n] for n in names]
 
@@ -463,11 +535,17 @@ def run(plan: Plan) -> Result:
         if mock_rows or tls_rows:
             print("mock upstream alone:", file=sys.stderr)
         run_target("mock", mock.proc.pid, mock.url, _headers(None), mock_rows, d, floor, rows)
-        run_target("mock", mock_tls.proc.pid, mock_tls.url, _headers(None), tls_rows, d,
-                   floor, rows)
-        gw = start_gateway(workdir, _models(mock.url, mock_tls.url),
-                           env={"SYNTIC_REDIS_URL": f"redis://127.0.0.1:6379/{plan.redis_db}",
-                                "SSL_CERT_FILE": str(tls.ca)})
+        run_target(
+            "mock", mock_tls.proc.pid, mock_tls.url, _headers(None), tls_rows, d, floor, rows
+        )
+        gw = start_gateway(
+            workdir,
+            _models(mock.url, mock_tls.url),
+            env={
+                "SYNTIC_REDIS_URL": f"redis://127.0.0.1:6379/{plan.redis_db}",
+                "SSL_CERT_FILE": str(tls.ca),
+            },
+        )
         key = gw.create_key("bench", "--rpm", "1000000000", "--tpm", "2000000000")
         pin(gw.proc.pid, SERVER_CPU)
         _check_path(gw.base_url, key, mock_tls)
@@ -477,11 +555,22 @@ def run(plan: Plan) -> Result:
             print("syntic gateway:", file=sys.stderr)
         run_target("syntic", gw.proc.pid, gw.base_url, ours.headers, gw_rows, d, floor, rows)
         if plan.low_rate_requests > 0:
-            print(f"low rate: {plan.low_rate_requests} requests every "
-                  f"{plan.low_rate_interval:g} s...", file=sys.stderr)
-            slow = low_rate(mock_tls.url, tls.ca, gw.base_url, ours.headers, body("bench"),
-                            tls_json, requests=plan.low_rate_requests,
-                            interval_s=plan.low_rate_interval, cpu=LOAD_CPU)
+            print(
+                f"low rate: {plan.low_rate_requests} requests every "
+                f"{plan.low_rate_interval:g} s...",
+                file=sys.stderr,
+            )
+            slow = low_rate(
+                mock_tls.url,
+                tls.ca,
+                gw.base_url,
+                ours.headers,
+                body("bench"),
+                tls_json,
+                requests=plan.low_rate_requests,
+                interval_s=plan.low_rate_interval,
+                cpu=LOAD_CPU,
+            )
             extra += "\n" + slow.line()
         if plan.ttfb:
             text, figures["ttfb"] = first_bytes(mock.url, gw.base_url, key)
@@ -490,7 +579,8 @@ def run(plan: Plan) -> Result:
         if ("sse-text10", 32) in syntic_rows:
             per_event = figures["sse_event"] = (
                 syntic_rows["sse-text100", 32].m.cpu_us_per_req
-                - syntic_rows["sse-text10", 32].m.cpu_us_per_req) / 90
+                - syntic_rows["sse-text10", 32].m.cpu_us_per_req
+            ) / 90
             extra += f"\nCPU per extra SSE event (text100 - text10) / 90: {per_event:.1f} us"
         if plan.stall:
             quiet, busy, slowest = stall(gw.proc.pid, gw.base_url, key, d)
@@ -498,7 +588,8 @@ def run(plan: Plan) -> Result:
             extra += (
                 f"\nstall: hot p99/max {quiet.wrk.p99_us / 1000:.2f}/{quiet.wrk.max_us / 1000:.2f}"
                 f" ms alone, {busy.wrk.p99_us / 1000:.2f}/{busy.wrk.max_us / 1000:.2f} ms while"
-                f" 400-property schemas arrive (slowest miss request {slowest * 1000:.0f} ms)")
+                f" 400-property schemas arrive (slowest miss request {slowest * 1000:.0f} ms)"
+            )
         if gw_rows:
             extra += f"\nsyntic RSS idle {rss_idle:.0f} MB"
         with contextlib.ExitStack() as peers:
@@ -509,8 +600,9 @@ def run(plan: Plan) -> Result:
                     pin(lite.pid, SERVER_CPU)
             if plan.litellm and lite is not None:
                 base = [s for s in gw_rows if s[0] in ("json", "sse")]
-                extra += compare_litellm(ours, lite, base, d, plan.ratio_rounds, floor, rows,
-                                         figures)
+                extra += compare_litellm(
+                    ours, lite, base, d, plan.ratio_rounds, floor, rows, figures
+                )
             if plan.peers:
                 workloads = _workloads(plan.peers)
                 contenders = [ours]
@@ -530,8 +622,7 @@ def run(plan: Plan) -> Result:
                     contenders.append(lite)
                 for peer in contenders[1:]:
                     _check_peer(peer, mock, agent="agent" in plan.peers)
-                comparisons = peer_rounds(contenders, workloads, d, plan.peer_rounds,
-                                          cpu=LOAD_CPU)
+                comparisons = peer_rounds(contenders, workloads, d, plan.peer_rounds, cpu=LOAD_CPU)
                 for comparison in comparisons:
                     extra += comparison.report()
                     figures.update(comparison.figures())
@@ -560,42 +651,82 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="Syntic gateway benchmark")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per run")
     parser.add_argument("--compare-litellm", action="store_true")
-    parser.add_argument("--litellm-budget", type=float, default=900.0,
-                        help="seconds allowed to install + start LiteLLM")
+    parser.add_argument(
+        "--litellm-budget",
+        type=float,
+        default=900.0,
+        help="seconds allowed to install + start LiteLLM",
+    )
     parser.add_argument("--redis-db", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="json and json-tls rows only")
-    parser.add_argument("--ratio-rounds", type=int, default=3,
-                        help="with --compare-litellm: extra alternating json c32 runs of "
-                             "syntic and LiteLLM for the throughput ratio (0: none)")
-    parser.add_argument("--compare-peers", action="store_true",
-                        help="CPU per request against the pass-through with a durable "
-                             "record, Portkey and LiteLLM, over alternating c32 rounds")
-    parser.add_argument("--peer-requests", default="small,agent",
-                        help="with --compare-peers: the requests compared (small, agent)")
-    parser.add_argument("--peer-rounds", type=int, default=3,
-                        help="with --compare-peers: rounds (each runs every contender once "
-                             "per request)")
-    parser.add_argument("--light-baseline", action="store_true",
-                        help="with --compare-peers: also the pass-through without a durable "
-                             "record (reported, not judged)")
-    parser.add_argument("--portkey-budget", type=float, default=600.0,
-                        help="seconds allowed to install + start Portkey's gateway")
-    parser.add_argument("--low-rate-interval", type=float, default=3.0,
-                        help="seconds between the low-rate row's requests")
-    parser.add_argument("--low-rate-requests", type=int, default=10,
-                        help="requests in the low-rate row (0: skip it)")
+    parser.add_argument(
+        "--ratio-rounds",
+        type=int,
+        default=3,
+        help="with --compare-litellm: extra alternating json c32 runs of "
+        "syntic and LiteLLM for the throughput ratio (0: none)",
+    )
+    parser.add_argument(
+        "--compare-peers",
+        action="store_true",
+        help="CPU per request against the pass-through with a durable "
+        "record, Portkey and LiteLLM, over alternating c32 rounds",
+    )
+    parser.add_argument(
+        "--peer-requests",
+        default="small,agent",
+        help="with --compare-peers: the requests compared (small, agent)",
+    )
+    parser.add_argument(
+        "--peer-rounds",
+        type=int,
+        default=3,
+        help="with --compare-peers: rounds (each runs every contender once per request)",
+    )
+    parser.add_argument(
+        "--light-baseline",
+        action="store_true",
+        help="with --compare-peers: also the pass-through without a durable "
+        "record (reported, not judged)",
+    )
+    parser.add_argument(
+        "--portkey-budget",
+        type=float,
+        default=600.0,
+        help="seconds allowed to install + start Portkey's gateway",
+    )
+    parser.add_argument(
+        "--low-rate-interval",
+        type=float,
+        default=3.0,
+        help="seconds between the low-rate row's requests",
+    )
+    parser.add_argument(
+        "--low-rate-requests",
+        type=int,
+        default=10,
+        help="requests in the low-rate row (0: skip it)",
+    )
     ns = parser.parse_args()
     workloads = tuple(w for w in ns.peer_requests.split(",") if w)
     if set(workloads) - set(PEER_WORKLOADS):
         parser.error(f"--peer-requests: one of {', '.join(PEER_WORKLOADS)}")
     plan = Plan(
-        duration=ns.duration, rows=("json", "tls") if ns.quick else ROW_SETS,
-        ttfb=not ns.quick, stall=not ns.quick, low_rate_requests=ns.low_rate_requests,
-        low_rate_interval=ns.low_rate_interval, litellm=ns.compare_litellm,
-        ratio_rounds=ns.ratio_rounds, peers=workloads if ns.compare_peers else (),
-        peer_rounds=ns.peer_rounds, light_baseline=ns.light_baseline,
-        litellm_budget=ns.litellm_budget, portkey_budget=ns.portkey_budget,
-        redis_db=ns.redis_db)
+        duration=ns.duration,
+        rows=("json", "tls") if ns.quick else ROW_SETS,
+        ttfb=not ns.quick,
+        stall=not ns.quick,
+        low_rate_requests=ns.low_rate_requests,
+        low_rate_interval=ns.low_rate_interval,
+        litellm=ns.compare_litellm,
+        ratio_rounds=ns.ratio_rounds,
+        peers=workloads if ns.compare_peers else (),
+        peer_rounds=ns.peer_rounds,
+        light_baseline=ns.light_baseline,
+        litellm_budget=ns.litellm_budget,
+        portkey_budget=ns.portkey_budget,
+        redis_db=ns.redis_db,
+    )
     try:
         result = run(plan)
     except ToolMissing as exc:
@@ -606,29 +737,40 @@ def main() -> int:
 
 
 def compare_litellm(
-    ours: Peer, lite: Peer, scenarios: list[tuple[str, int, str]], duration: float,
-    rounds: int, floor: dict[tuple[str, int], float], rows: list[Row],
+    ours: Peer,
+    lite: Peer,
+    scenarios: list[tuple[str, int, str]],
+    duration: float,
+    rounds: int,
+    floor: dict[tuple[str, int], float],
+    rows: list[Row],
     figures: dict[str, float],
 ) -> str:
     """LiteLLM's rows in the table, then the throughput ratio over alternating rounds."""
     print("litellm proxy:", file=sys.stderr)
     # LiteLLM's model is named like ours ("bench"): the same bodies.
     run_target("litellm", lite.pid, lite.url, lite.headers, scenarios, duration, floor, rows)
-    mine = next(r for r in rows if r.target == "syntic" and r.scenario == "json"
-                and r.conns == 32)
-    theirs = next(r for r in rows if r.target == "litellm" and r.scenario == "json"
-                  and r.conns == 32)
+    mine = next(r for r in rows if r.target == "syntic" and r.scenario == "json" and r.conns == 32)
+    theirs = next(
+        r for r in rows if r.target == "litellm" and r.scenario == "json" and r.conns == 32
+    )
     ratio = figures["litellm"] = mine.m.wrk.rps / max(theirs.m.wrk.rps, 1e-9)
     text = f"\nthroughput vs LiteLLM (json, 32 conns): {ratio:.0f}x"
     if rounds > 0:
         more, figures["litellm"] = ratio_rounds(
-            ours, lite, duration, rounds, first=(mine.m.wrk.rps, theirs.m.wrk.rps))
+            ours, lite, duration, rounds, first=(mine.m.wrk.rps, theirs.m.wrk.rps)
+        )
         text += more
     return text
 
 
 def ratio_rounds(
-    ours: Peer, theirs: Peer, duration: float, rounds: int, *, first: tuple[float, float],
+    ours: Peer,
+    theirs: Peer,
+    duration: float,
+    rounds: int,
+    *,
+    first: tuple[float, float],
 ) -> tuple[str, float]:
     """The LiteLLM ratio again over ``rounds`` alternating json c32 runs of each (the host's
     speed drifts between runs on a shared machine; alternating puts both under the same
@@ -640,33 +782,51 @@ def ratio_rounds(
     cpu_ratios: list[float] = []
     for i in range(rounds):
         steal_before = steal_counters()
-        a = measure(ours.pid, ours.url + PATH, script_ours, connections=32,
-                    duration_s=duration, cpu=LOAD_CPU)
-        b = measure(theirs.pid, theirs.url + PATH, script_theirs, connections=32,
-                    duration_s=duration, cpu=LOAD_CPU)
+        a = measure(
+            ours.pid,
+            ours.url + PATH,
+            script_ours,
+            connections=32,
+            duration_s=duration,
+            cpu=LOAD_CPU,
+        )
+        b = measure(
+            theirs.pid,
+            theirs.url + PATH,
+            script_theirs,
+            connections=32,
+            duration_s=duration,
+            cpu=LOAD_CPU,
+        )
         steal = steal_share(steal_before)
         pairs.append((a.wrk.rps, b.wrk.rps))
         cpu_ratios.append(b.cpu_us_per_req / max(a.cpu_us_per_req, 1e-9))
-        print(f"  ratio round {i + 1}: syntic {a.wrk.rps:.0f} req/s "
-              f"({a.cpu_us_per_req:.0f} us/req), litellm {b.wrk.rps:.0f} req/s "
-              f"({b.cpu_us_per_req:.0f} us/req): {a.wrk.rps / max(b.wrk.rps, 1e-9):.1f}x; "
-              f"CPU per request {cpu_ratios[-1]:.1f}x; host steal {steal:.1f}%",
-              file=sys.stderr)
+        print(
+            f"  ratio round {i + 1}: syntic {a.wrk.rps:.0f} req/s "
+            f"({a.cpu_us_per_req:.0f} us/req), litellm {b.wrk.rps:.0f} req/s "
+            f"({b.cpu_us_per_req:.0f} us/req): {a.wrk.rps / max(b.wrk.rps, 1e-9):.1f}x; "
+            f"CPU per request {cpu_ratios[-1]:.1f}x; host steal {steal:.1f}%",
+            file=sys.stderr,
+        )
     each = ", ".join(f"{a / max(b, 1e-9):.0f}x" for a, b in pairs)
     median = statistics.median(a for a, _ in pairs) / max(
-        statistics.median(b for _, b in pairs), 1e-9)
-    return (f"\nthroughput vs LiteLLM over {len(pairs)} alternating json c32 pairs: {each}; "
-            f"ratio of medians {median:.0f}x"
-            f"\nCPU per request, LiteLLM / syntic, over the {len(cpu_ratios)} rounds: "
-            + ", ".join(f"{r:.0f}x" for r in cpu_ratios)
-            + f"; median {statistics.median(cpu_ratios):.0f}x (the throughput one core could"
-            " give each, whatever the host's stalls)"), median
+        statistics.median(b for _, b in pairs), 1e-9
+    )
+    return (
+        f"\nthroughput vs LiteLLM over {len(pairs)} alternating json c32 pairs: {each}; "
+        f"ratio of medians {median:.0f}x"
+        f"\nCPU per request, LiteLLM / syntic, over the {len(cpu_ratios)} rounds: "
+        + ", ".join(f"{r:.0f}x" for r in cpu_ratios)
+        + f"; median {statistics.median(cpu_ratios):.0f}x (the throughput one core could"
+        " give each, whatever the host's stalls)"
+    ), median
 
 
 def _agent_call_ok(answer: Any) -> bool:
     call = answer["choices"][0]["message"]["tool_calls"][0]["function"]
-    return bool(call["name"] == AGENT_TOOL
-                and orjson.loads(call["arguments"]) == orjson.loads(AGENT_ARGS))
+    return bool(
+        call["name"] == AGENT_TOOL and orjson.loads(call["arguments"]) == orjson.loads(AGENT_ARGS)
+    )
 
 
 def _check_path(base_url: str, key: str, mock_tls: Mock) -> None:
@@ -698,14 +858,15 @@ def _check_peer(peer: Peer, mock: Mock, *, agent: bool) -> None:
     answer = r.json()
     call = answer["choices"][0]["message"]["tool_calls"][0]
     if answer.get("id") != "chatcmpl-mock" or orjson.loads(
-            call["function"]["arguments"]) != orjson.loads(GOOD_ARGS):
+        call["function"]["arguments"]
+    ) != orjson.loads(GOOD_ARGS):
         raise RuntimeError(f"{peer.name} did not return the mock's answer: {r.text[:500]}")
     if agent:
-        r = httpx.post(peer.url + PATH, content=agent_body(peer.agent_model),
-                       headers=peer.headers, timeout=30)
+        r = httpx.post(
+            peer.url + PATH, content=agent_body(peer.agent_model), headers=peer.headers, timeout=30
+        )
         if r.status_code != 200 or not _agent_call_ok(r.json()):
-            raise RuntimeError(f"{peer.name}, agent-sized request: {r.status_code} "
-                               f"{r.text[:500]}")
+            raise RuntimeError(f"{peer.name}, agent-sized request: {r.status_code} {r.text[:500]}")
     if mock.requests() != before + 1 + agent:
         raise RuntimeError(f"{peer.name}'s answer did not come from the mock")
 

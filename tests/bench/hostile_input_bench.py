@@ -54,18 +54,17 @@ def main() -> None:
     results = []
     for pattern, text in ADVERSARIAL:
         compiled = validator.compile({"type": "string", "pattern": pattern})
-        results.append(row(f"pattern {pattern}", best_of_3(compiled.validate, text),
-                           target))
+        results.append(row(f"pattern {pattern}", best_of_3(compiled.validate, text), target))
     fast_text = "a" * (1 << 20) + "!"
     for pattern in FAST_PATH:
         search = searcher(pattern)
-        results.append(row(f"fast path {pattern}", best_of_3(search, fast_text),
-                           target))
+        results.append(row(f"fast path {pattern}", best_of_3(search, fast_text), target))
     for fmt in FORMATS:
         compiled = validator.compile({"type": "string", "format": fmt})
         for label, text in FORMAT_TEXTS.items():
-            results.append(row(f"format {fmt} on {label}",
-                               best_of_3(compiled.is_valid, text), target))
+            results.append(
+                row(f"format {fmt} on {label}", best_of_3(compiled.is_valid, text), target)
+            )
     print(f"{sum(results)}/{len(results)} within {target:g} ms")
 
 

@@ -138,9 +138,19 @@ def _start_baseline(
     port = free_port()
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [*wrap, sys.executable, str(ROOT / "tests/bench/baseline_passthrough.py"),
-             "--port", str(port), "--upstream", upstream],
-            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+            [
+                *wrap,
+                sys.executable,
+                str(ROOT / "tests/bench/baseline_passthrough.py"),
+                "--port",
+                str(port),
+                "--upstream",
+                upstream,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -170,14 +180,23 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--scenario", action="append", choices=sorted(BODIES))
     parser.add_argument("--redis-db", type=int, default=0)
-    parser.add_argument("--sdk-headers", action="store_true",
-                        help="send the headers the openai SDK sends (17 instead of 8)")
-    parser.add_argument("--no-limits", action="store_true",
-                        help="a key without rpm/tpm: no rate-limit check, and no run-to-run "
-                             "variance from reservation refills (for A/B of other code)")
-    parser.add_argument("--target", choices=("syntic", "baseline"), default="syntic",
-                        help="baseline: tests/bench/baseline_passthrough.py (json and agent "
-                             "only)")
+    parser.add_argument(
+        "--sdk-headers",
+        action="store_true",
+        help="send the headers the openai SDK sends (17 instead of 8)",
+    )
+    parser.add_argument(
+        "--no-limits",
+        action="store_true",
+        help="a key without rpm/tpm: no rate-limit check, and no run-to-run "
+        "variance from reservation refills (for A/B of other code)",
+    )
+    parser.add_argument(
+        "--target",
+        choices=("syntic", "baseline"),
+        default="syntic",
+        help="baseline: tests/bench/baseline_passthrough.py (json and agent only)",
+    )
     ns = parser.parse_args()
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
@@ -195,8 +214,12 @@ def main() -> int:
     mock = Mock()
     gw = None
     baseline: subprocess.Popen[bytes] | None = None
-    wrap = ("valgrind", "--tool=callgrind", "--instr-atstart=no",
-            f"--callgrind-out-file={out_dir}/callgrind.out")
+    wrap = (
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        f"--callgrind-out-file={out_dir}/callgrind.out",
+    )
     try:
         print(f"starting {ns.target} under callgrind (~30 s)...", file=sys.stderr)
         if ns.target == "baseline":
@@ -204,9 +227,11 @@ def main() -> int:
             key, pid = "sk-mock", str(baseline.pid)
         else:
             gw = start_gateway(
-                workdir / "gw", _models(mock.url),
+                workdir / "gw",
+                _models(mock.url),
                 env={"SYNTIC_REDIS_URL": f"redis://127.0.0.1:6379/{ns.redis_db}"},
-                wrap=wrap, ready_timeout=300,
+                wrap=wrap,
+                ready_timeout=300,
             )
             limits = () if ns.no_limits else ("--rpm", "1000000000", "--tpm", "2000000000")
             key = gw.create_key("instr", *limits)
@@ -226,14 +251,21 @@ def main() -> int:
             total = _total(out_dir, before)
             trips = _trips(base_url) - trips if gw is not None else 0.0
             results.append((scenario, total / ns.requests, trips))
-            print(f"  {scenario}: {total:,} instructions / {ns.requests} requests, "
-                  f"{trips:.0f} Redis trips", file=sys.stderr)
+            print(
+                f"  {scenario}: {total:,} instructions / {ns.requests} requests, "
+                f"{trips:.0f} Redis trips",
+                file=sys.stderr,
+            )
         what = "syntic serve" if gw is not None else "baseline_passthrough.py"
-        print(f"instructions per request ({what} under callgrind, {ns.conns} "
-              f"connections, {ns.requests} requests each, after {ns.warmup} warm-up):")
+        print(
+            f"instructions per request ({what} under callgrind, {ns.conns} "
+            f"connections, {ns.requests} requests each, after {ns.warmup} warm-up):"
+        )
         for scenario, per, trips in results:
-            print(f"  {scenario:5} {per / 1000:8.0f} k   ({trips:.0f} rate-limit trips to Redis: "
-                  "reservations refill by timing, which valgrind's slowness moves)")
+            print(
+                f"  {scenario:5} {per / 1000:8.0f} k   ({trips:.0f} rate-limit trips to Redis: "
+                "reservations refill by timing, which valgrind's slowness moves)"
+            )
     finally:
         if gw is not None:
             gw.stop(timeout=120)

@@ -48,14 +48,26 @@ async def _run(url: str, label: str, make_id: Callable[[], str], rows: int, batc
         while written < rows:
             now = time.time()
             params = [
-                record_params(UsageRecord(
-                    request_id=make_id(), key_id=key_id, model="bench",
-                    endpoint="/v1/chat/completions", status=200, error_code=None,
-                    streamed=False, prompt_tokens=10, completion_tokens=5,
-                    correction_prompt_tokens=0, correction_completion_tokens=0,
-                    schema_retries=0, upstream_calls=1, latency_ms=1.2, started_at=now,
-                    finished_at=now + 0.001,
-                ))
+                record_params(
+                    UsageRecord(
+                        request_id=make_id(),
+                        key_id=key_id,
+                        model="bench",
+                        endpoint="/v1/chat/completions",
+                        status=200,
+                        error_code=None,
+                        streamed=False,
+                        prompt_tokens=10,
+                        completion_tokens=5,
+                        correction_prompt_tokens=0,
+                        correction_completion_tokens=0,
+                        schema_retries=0,
+                        upstream_calls=1,
+                        latency_ms=1.2,
+                        started_at=now,
+                        finished_at=now + 0.001,
+                    )
+                )
                 for _ in range(min(batch, rows - written))
             ]
             start = time.perf_counter()

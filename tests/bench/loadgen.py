@@ -94,8 +94,16 @@ def run_wrk(
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(script)
         path = f.name
-    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(duration_s))}s",
-           f"--timeout={timeout_s:g}s", "-s", path, url]
+    cmd = [
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{max(1, round(duration_s))}s",
+        f"--timeout={timeout_s:g}s",
+        "-s",
+        path,
+        url,
+    ]
     if cpu is not None and shutil.which("taskset"):
         cmd = ["taskset", "-c", str(cpu), *cmd]
     try:
@@ -256,8 +264,10 @@ def ttfb(url: str, headers: dict[str, str], body: str, *, n: int, cpu: int | Non
         parts = urlsplit(url)
         payload = body.encode()
         head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        request = (f"POST {parts.path} HTTP/1.1\r\nhost: {parts.netloc}\r\n{head}"
-                   f"content-length: {len(payload)}\r\n\r\n").encode() + payload
+        request = (
+            f"POST {parts.path} HTTP/1.1\r\nhost: {parts.netloc}\r\n{head}"
+            f"content-length: {len(payload)}\r\n\r\n"
+        ).encode() + payload
         firsts = []
         with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -290,11 +300,17 @@ def steal_share(since: tuple[int, int]) -> float:
 def calibrate(cpu: int) -> float:
     """Milliseconds a fixed pure-Python loop takes on ``cpu``: how fast this host runs
     Python, to compare figures taken on different machines."""
-    code = ("import time\nt = time.perf_counter()\ns = 0\nfor i in range(10_000_000):\n"
-            "    s += i\nprint((time.perf_counter() - t) * 1000)")
+    code = (
+        "import time\nt = time.perf_counter()\ns = 0\nfor i in range(10_000_000):\n"
+        "    s += i\nprint((time.perf_counter() - t) * 1000)"
+    )
     best = float("inf")
     for _ in range(3):
-        out = subprocess.run(["taskset", "-c", str(cpu), sys.executable, "-c", code],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            ["taskset", "-c", str(cpu), sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         best = min(best, float(out.stdout))
     return best

@@ -50,8 +50,16 @@ OUTCOMES = ("first_try", "corrected", "refused_422", "no_call", "leaked", "error
 LABELS = {FREE: "free", CONSTRAINED: "constrained", FREE_FIX: "free + grammar fix"}
 # Order numbers with the wrong digit count, dashes or letters, amounts in pounds, free-text
 # reasons, durations not in the enum, meeting times in words.
-BENCH_IDS = ("refund-pounds", "refund-hash", "refund-words", "refund-reason", "refund-letters",
-             "meeting-relative", "meeting-pm", "meeting-nobody")
+BENCH_IDS = (
+    "refund-pounds",
+    "refund-hash",
+    "refund-words",
+    "refund-reason",
+    "refund-letters",
+    "meeting-relative",
+    "meeting-pm",
+    "meeting-nobody",
+)
 BENCH_CASES = tuple(c for c in CASES if c.id in BENCH_IDS)
 
 
@@ -80,8 +88,9 @@ def run_case(client: openai.OpenAI, model: str, case: Case, temperature: float) 
         latency = time.perf_counter() - started
         body = exc.response.json()["error"]
         retries = int(exc.response.headers.get("x-syntic-schema-retries", "-1"))
-        return Result(case.id, model, "refused_422", retries, latency,
-                      f"{body['code']} {body['param']}")
+        return Result(
+            case.id, model, "refused_422", retries, latency, f"{body['code']} {body['param']}"
+        )
     except openai.APIError as exc:
         return Result(case.id, model, "error", -1, time.perf_counter() - started, str(exc)[:80])
     latency = time.perf_counter() - started
@@ -173,16 +182,21 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="syntic-bench-") as tmp:
         gw = start_gateway(Path(tmp), local_models_tables(), env=passthrough_env())
         try:
-            client = openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key,
-                                   max_retries=0, timeout=300)
+            client = openai.OpenAI(
+                base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0, timeout=300
+            )
             # Load the model once before timing anything.
             run_case(client, FREE, CASES[0], args.temperature)
             for mode in MODES:
                 for case in cases:
                     result = run_case(client, mode, case, args.temperature)
                     results.append(result)
-                    print(f"{LABELS[mode]:<20} {case.id:<18} {result.outcome:<12} "
-                          f"{result.latency_s:6.2f}s", file=sys.stderr, flush=True)
+                    print(
+                        f"{LABELS[mode]:<20} {case.id:<18} {result.outcome:<12} "
+                        f"{result.latency_s:6.2f}s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             client.close()
         finally:
             gw.stop()

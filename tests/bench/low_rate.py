@@ -39,15 +39,18 @@ class LowRate:
         return max(self.gateway_ms) - max(self.mock_ms)
 
     def line(self) -> str:
-        reused = ("reused (no new upstream connection)" if self.handshakes == 0 else
-                  f"NOT reused: {self.handshakes} new TLS connections for {self.requests} "
-                  "requests")
+        reused = (
+            "reused (no new upstream connection)"
+            if self.handshakes == 0
+            else f"NOT reused: {self.handshakes} new TLS connections for {self.requests} requests"
+        )
         return (
             f"low rate, TLS upstream, {self.requests} requests every {self.interval_s:g} s: "
             f"mock p50/max {statistics.median(self.mock_ms):.2f}/{max(self.mock_ms):.2f} ms, "
             f"syntic {statistics.median(self.gateway_ms):.2f}/{max(self.gateway_ms):.2f} ms "
             f"(added p50 {self.added_p50_ms:+.2f} ms, max {self.added_max_ms:+.2f} ms); "
-            f"upstream connection {reused}")
+            f"upstream connection {reused}"
+        )
 
 
 def _connections(client: httpx.Client, mock_url: str) -> int:
@@ -56,8 +59,16 @@ def _connections(client: httpx.Client, mock_url: str) -> int:
 
 
 def low_rate(
-    mock_url: str, ca: Path, gateway_url: str, headers: dict[str, str], mock_body: str,
-    gateway_body: str, *, requests: int, interval_s: float, cpu: int | None,
+    mock_url: str,
+    ca: Path,
+    gateway_url: str,
+    headers: dict[str, str],
+    mock_body: str,
+    gateway_body: str,
+    *,
+    requests: int,
+    interval_s: float,
+    cpu: int | None,
 ) -> LowRate:
     """Run the row (``requests`` ticks ``interval_s`` apart, after one warm-up tick);
     the client runs in this process, pinned to ``cpu``."""
@@ -73,9 +84,11 @@ def low_rate(
     mock_ms: list[float] = []
     gw_ms: list[float] = []
     try:
-        with httpx.Client(verify=tls, limits=keep, timeout=30) as direct, \
-                httpx.Client(limits=keep, timeout=30, headers=headers) as through, \
-                httpx.Client(verify=tls, timeout=10) as stats:
+        with (
+            httpx.Client(verify=tls, limits=keep, timeout=30) as direct,
+            httpx.Client(limits=keep, timeout=30, headers=headers) as through,
+            httpx.Client(verify=tls, timeout=10) as stats,
+        ):
             start = 0
             for i in range(requests + 1):
                 if i == 1:

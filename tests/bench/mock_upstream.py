@@ -40,13 +40,16 @@ GOOD_ARGS = '{"order_number":"582131","amount_pence":1250,"reason":"damaged","no
 BAD_ARGS = '{"order_number":"582131","amount_pence":"12.50","reason":"damaged","note":null}'
 
 AGENT_TOOL = "edit_file"
-AGENT_ARGS = ('{"path":"gateway/part_5/limits.py","old_string":"    return len(value) < limit\\n"'
-              ',"new_string":"    # the limit is inclusive, as documented\\n'
-              '    return len(value) <= limit\\n","replace_all":false}')
+AGENT_ARGS = (
+    '{"path":"gateway/part_5/limits.py","old_string":"    return len(value) < limit\\n"'
+    ',"new_string":"    # the limit is inclusive, as documented\\n'
+    '    return len(value) <= limit\\n","replace_all":false}'
+)
 
 
-def _completion(args: str, name: str = "create_refund",
-                usage: tuple[int, int] = (120, 30)) -> bytes:
+def _completion(
+    args: str, name: str = "create_refund", usage: tuple[int, int] = (120, 30)
+) -> bytes:
     escaped = args.replace("\\", "\\\\").replace('"', '\\"')
     return (
         '{"id":"chatcmpl-mock","object":"chat.completion","created":1764460800,'
@@ -73,9 +76,11 @@ def _sse_tool(fragments: int = 6) -> bytes:
         head = '"id":"call_1","type":"function",' if i == 0 else ""
         name = '"name":"create_refund",' if i == 0 else ""
         esc = piece.replace('"', '\\"')
-        parts.append(_chunk(
-            f'{{"tool_calls":[{{"index":0,{head}"function":{{{name}"arguments":"{esc}"}}}}]}}'
-        ))
+        parts.append(
+            _chunk(
+                f'{{"tool_calls":[{{"index":0,{head}"function":{{{name}"arguments":"{esc}"}}}}]}}'
+            )
+        )
     parts.append(_chunk("{}", '"tool_calls"'))
     parts.append(_usage_chunk())
     parts.append("data: [DONE]\n\n")
@@ -197,7 +202,9 @@ def _install_uvloop() -> None:
 
 
 def serve(
-    port: int, ready: Callable[[int], None], cpu: int | None = None,
+    port: int,
+    ready: Callable[[int], None],
+    cpu: int | None = None,
     tls_cert: str | None = None,
 ) -> None:
     """Serve on 127.0.0.1:``port`` (0: any free port) forever; ``ready(port)`` once bound.

@@ -92,14 +92,28 @@ def baseline_passthrough(mock_url: str, *, durable: bool = True) -> Iterator[Pee
     mode = ["--record-dir", str(workdir / "record")] if durable else ["--light"]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests/bench/baseline_passthrough.py"), "--port",
-             str(port), "--upstream", mock_url + "/v1", *mode],
-            stdout=log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                str(ROOT / "tests/bench/baseline_passthrough.py"),
+                "--port",
+                str(port),
+                "--upstream",
+                mock_url + "/v1",
+                *mode,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         if _wait(lambda: _listening(port), proc, time.monotonic() + 30):
-            yield Peer("baseline" if durable else "baseline-light", proc.pid,
-                       f"http://127.0.0.1:{port}", {"Content-Type": "application/json"},
-                       "mock-good", "mock-agent")
+            yield Peer(
+                "baseline" if durable else "baseline-light",
+                proc.pid,
+                f"http://127.0.0.1:{port}",
+                {"Content-Type": "application/json"},
+                "mock-good",
+                "mock-agent",
+            )
         else:
             print(f"baseline pass-through did not start; see {log_path}", file=sys.stderr)
             yield None
@@ -124,14 +138,15 @@ def portkey_gateway(mock_url: str, budget_s: float) -> Iterator[Peer | None]:
     package = home / "node_modules/@portkey-ai/gateway"
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        print("Portkey skipped: node and npm are needed (Debian: apt-get install -y nodejs "
-              "npm)", file=sys.stderr)
+        print(
+            "Portkey skipped: node and npm are needed (Debian: apt-get install -y nodejs npm)",
+            file=sys.stderr,
+        )
         yield None
         return
     deadline = time.monotonic() + budget_s
     if _installed_npm_version(package / "package.json") != PORTKEY_VERSION:
-        print(f"installing @portkey-ai/gateway@{PORTKEY_VERSION} into {home}...",
-              file=sys.stderr)
+        print(f"installing @portkey-ai/gateway@{PORTKEY_VERSION} into {home}...", file=sys.stderr)
         home.mkdir(parents=True, exist_ok=True)
         if not (home / "package.json").exists():
             (home / "package.json").write_text('{"private": true}\n')
@@ -139,9 +154,19 @@ def portkey_gateway(mock_url: str, budget_s: float) -> Iterator[Peer | None]:
             # Its only install script runs patch-package, which has no patches in the
             # published package.
             subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--ignore-scripts", "--save-exact",
-                 f"@portkey-ai/gateway@{PORTKEY_VERSION}"],
-                cwd=home, check=True, timeout=max(10.0, deadline - time.monotonic()))
+                [
+                    npm,
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--ignore-scripts",
+                    "--save-exact",
+                    f"@portkey-ai/gateway@{PORTKEY_VERSION}",
+                ],
+                cwd=home,
+                check=True,
+                timeout=max(10.0, deadline - time.monotonic()),
+            )
         except (subprocess.SubprocessError, OSError) as exc:
             print(f"Portkey unavailable, skipped: {exc!r}", file=sys.stderr)
             yield None
@@ -151,18 +176,31 @@ def portkey_gateway(mock_url: str, budget_s: float) -> Iterator[Peer | None]:
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [node, str(package / "build/start-server.js"), f"--port={port}", "--headless"],
-            cwd=home, stdout=log, stderr=subprocess.STDOUT,
-            env={**os.environ, "NODE_ENV": "production"})
+            cwd=home,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "NODE_ENV": "production"},
+        )
     url = f"http://127.0.0.1:{port}"
     try:
-        if _wait(lambda: httpx.get(url + "/", timeout=1).status_code == 200, proc,
-                 max(deadline, time.monotonic() + 60)):
-            yield Peer("portkey", proc.pid, url, {
-                "Content-Type": "application/json",
-                "Authorization": "Bearer sk-mock",
-                "x-portkey-provider": "openai",
-                "x-portkey-custom-host": mock_url + "/v1",
-            }, "mock-good", "mock-agent")
+        if _wait(
+            lambda: httpx.get(url + "/", timeout=1).status_code == 200,
+            proc,
+            max(deadline, time.monotonic() + 60),
+        ):
+            yield Peer(
+                "portkey",
+                proc.pid,
+                url,
+                {
+                    "Content-Type": "application/json",
+                    "Authorization": "Bearer sk-mock",
+                    "x-portkey-provider": "openai",
+                    "x-portkey-custom-host": mock_url + "/v1",
+                },
+                "mock-good",
+                "mock-agent",
+            )
         else:
             print(f"Portkey did not start; see {log_path}", file=sys.stderr)
             yield None
@@ -180,13 +218,18 @@ def litellm_proxy(mock_url: str, budget_s: float) -> Iterator[Peer | None]:
     try:
         installed = stamp.read_text().strip() if stamp.exists() else None
         if not exe.exists() or installed != LITELLM_VERSION:
-            print(f"installing litellm[proxy]=={LITELLM_VERSION} into {venv} (budget "
-                  f"{budget_s:.0f}s)...", file=sys.stderr)
+            print(
+                f"installing litellm[proxy]=={LITELLM_VERSION} into {venv} (budget "
+                f"{budget_s:.0f}s)...",
+                file=sys.stderr,
+            )
             CACHE.mkdir(parents=True, exist_ok=True)
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-            subprocess.run([str(venv / "bin/pip"), "install", "-q",
-                            f"litellm[proxy]=={LITELLM_VERSION}"],
-                           check=True, timeout=max(10.0, deadline - time.monotonic()))
+            subprocess.run(
+                [str(venv / "bin/pip"), "install", "-q", f"litellm[proxy]=={LITELLM_VERSION}"],
+                check=True,
+                timeout=max(10.0, deadline - time.monotonic()),
+            )
             stamp.write_text(LITELLM_VERSION + "\n")
     except (subprocess.SubprocessError, OSError) as exc:
         print(f"LiteLLM unavailable, skipped: {exc!r}", file=sys.stderr)
@@ -217,15 +260,37 @@ def litellm_proxy(mock_url: str, budget_s: float) -> Iterator[Peer | None]:
     url = f"http://127.0.0.1:{port}"
     with (workdir / "litellm.log").open("wb") as log:
         proc = subprocess.Popen(
-            [str(exe), "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
-             "--num_workers", "1"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+            [
+                str(exe),
+                "--config",
+                str(config),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--num_workers",
+                "1",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+        )
     try:
-        ready = _wait(lambda: httpx.get(url + "/health/liveliness", timeout=1).status_code == 200,
-                      proc, max(deadline, time.monotonic()) + 120)
+        ready = _wait(
+            lambda: httpx.get(url + "/health/liveliness", timeout=1).status_code == 200,
+            proc,
+            max(deadline, time.monotonic()) + 120,
+        )
         if ready:
-            yield Peer("litellm", proc.pid, url, {
-                "Content-Type": "application/json", "Authorization": f"Bearer {master}"},
-                "bench", "bench-agent")
+            yield Peer(
+                "litellm",
+                proc.pid,
+                url,
+                {"Content-Type": "application/json", "Authorization": f"Bearer {master}"},
+                "bench",
+                "bench-agent",
+            )
         else:
             print(f"LiteLLM did not start; see {workdir / 'litellm.log'}", file=sys.stderr)
             yield None
@@ -243,12 +308,16 @@ class Workload:
 
 
 # (figure key, numerator, denominator) of the CPU-per-request ratios of the medians
-RATIOS = (("vs_baseline", "syntic", "baseline"),
-          ("vs_baseline_light", "syntic", "baseline-light"),
-          ("vs_portkey", "portkey", "syntic"),
-          ("vs_litellm", "litellm", "syntic"))
-VERSIONS = {"portkey": f"@portkey-ai/gateway {PORTKEY_VERSION}",
-            "litellm": f"litellm {LITELLM_VERSION}"}
+RATIOS = (
+    ("vs_baseline", "syntic", "baseline"),
+    ("vs_baseline_light", "syntic", "baseline-light"),
+    ("vs_portkey", "portkey", "syntic"),
+    ("vs_litellm", "litellm", "syntic"),
+)
+VERSIONS = {
+    "portkey": f"@portkey-ai/gateway {PORTKEY_VERSION}",
+    "litellm": f"litellm {LITELLM_VERSION}",
+}
 
 
 @dataclass(slots=True)
@@ -266,19 +335,22 @@ class Comparison:
     def median(self, name: str) -> float:
         """The median CPU per request; NaN if a round completed no request."""
         values = self.cpu_us[name]
-        return float("nan") if any(math.isnan(v) for v in values) else \
-            statistics.median(values)
+        return float("nan") if any(math.isnan(v) for v in values) else statistics.median(values)
 
     def ratios(self) -> dict[str, tuple[float, list[float]]]:
         """Each ratio of ``RATIOS`` whose two sides ran and completed requests in every
         round: (of the medians, per round)."""
         out: dict[str, tuple[float, list[float]]] = {}
         for key, over, under in RATIOS:
-            if (self.cpu_us.get(over) and self.cpu_us.get(under)
-                    and not math.isnan(self.median(over) + self.median(under))):
-                out[key] = (self.median(over) / self.median(under),
-                            [a / b for a, b in zip(self.cpu_us[over], self.cpu_us[under],
-                                                   strict=True)])
+            if (
+                self.cpu_us.get(over)
+                and self.cpu_us.get(under)
+                and not math.isnan(self.median(over) + self.median(under))
+            ):
+                out[key] = (
+                    self.median(over) / self.median(under),
+                    [a / b for a, b in zip(self.cpu_us[over], self.cpu_us[under], strict=True)],
+                )
         return out
 
     def figures(self) -> dict[str, float]:
@@ -287,21 +359,29 @@ class Comparison:
 
     def report(self) -> str:
         rounds = len(self.steal)
-        lines = [f"\npeers, {self.workload.title}, c32, {rounds} alternating rounds of "
-                 f"{self.duration:g} s (server CPU per request, all the peer's processes; "
-                 "median req/s; host steal per round "
-                 + ", ".join(f"{x:.1f}%" for x in self.steal) + "):"]
+        lines = [
+            f"\npeers, {self.workload.title}, c32, {rounds} alternating rounds of "
+            f"{self.duration:g} s (server CPU per request, all the peer's processes; "
+            "median req/s; host steal per round "
+            + ", ".join(f"{x:.1f}%" for x in self.steal)
+            + "):"
+        ]
         for name in self.contenders:
             if not self.cpu_us[name]:
                 continue
             each = ", ".join(f"{c:,.0f}" for c in self.cpu_us[name])
-            lines.append(f"  {name}: {each} us/req, median {self.median(name):,.0f} us/req, "
-                         f"{statistics.median(self.rps[name]):,.0f} req/s"
-                         + (f", {self.errors[name]} errors" if self.errors[name] else ""))
+            lines.append(
+                f"  {name}: {each} us/req, median {self.median(name):,.0f} us/req, "
+                f"{statistics.median(self.rps[name]):,.0f} req/s"
+                + (f", {self.errors[name]} errors" if self.errors[name] else "")
+            )
         for key, (value, per_round) in self.ratios().items():
             over, under = next((o, u) for k, o, u in RATIOS if k == key)
-            lines.append(f"  {over} / {under}: ratio of medians {value:.2f}x (per round: "
-                         + ", ".join(f"{r:.2f}" for r in per_round) + ")")
+            lines.append(
+                f"  {over} / {under}: ratio of medians {value:.2f}x (per round: "
+                + ", ".join(f"{r:.2f}" for r in per_round)
+                + ")"
+            )
         shown = [VERSIONS[n] for n in self.contenders if n in VERSIONS]
         if shown:
             lines.append("  versions: " + ", ".join(shown))
@@ -311,37 +391,60 @@ class Comparison:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "workload": self.workload.name, "title": self.workload.title,
-            "duration_s": self.duration, "rounds": len(self.steal), "steal_pct": self.steal,
-            "contenders": {n: {"cpu_us_per_req": self.cpu_us[n],
-                               "median_cpu_us_per_req": self.median(n),
-                               "rps": self.rps[n],
-                               "median_rps": statistics.median(self.rps[n]),
-                               "errors": self.errors[n],
-                               **({"version": VERSIONS[n]} if n in VERSIONS else {})}
-                           for n in self.contenders if self.cpu_us[n]},
-            "ratios": {k: {"of_medians": v, "per_round": r}
-                       for k, (v, r) in self.ratios().items()},
+            "workload": self.workload.name,
+            "title": self.workload.title,
+            "duration_s": self.duration,
+            "rounds": len(self.steal),
+            "steal_pct": self.steal,
+            "contenders": {
+                n: {
+                    "cpu_us_per_req": self.cpu_us[n],
+                    "median_cpu_us_per_req": self.median(n),
+                    "rps": self.rps[n],
+                    "median_rps": statistics.median(self.rps[n]),
+                    "errors": self.errors[n],
+                    **({"version": VERSIONS[n]} if n in VERSIONS else {}),
+                }
+                for n in self.contenders
+                if self.cpu_us[n]
+            },
+            "ratios": {k: {"of_medians": v, "per_round": r} for k, (v, r) in self.ratios().items()},
         }
 
 
 def peer_rounds(
-    contenders: list[Peer], workloads: list[Workload], duration: float, rounds: int,
-    *, cpu: int | None,
+    contenders: list[Peer],
+    workloads: list[Workload],
+    duration: float,
+    rounds: int,
+    *,
+    cpu: int | None,
 ) -> list[Comparison]:
     """32-connection runs of every contender on every workload (wrk pinned to ``cpu``),
     ``rounds`` times; in each round the workloads follow each other and each starts one
     contender later in the list than the round before (the host drifts between runs; every
     contender sees every slot). One ``Comparison`` per workload."""
-    scripts = {(w.name, p.name): wrk_script(p.headers, w.body(p))
-               for w in workloads for p in contenders}
+    scripts = {
+        (w.name, p.name): wrk_script(p.headers, w.body(p)) for w in workloads for p in contenders
+    }
     for w in workloads:  # warm-up: JIT, caches, upstream pools
         for p in contenders:
-            measure(p.pid, p.url + PATH, scripts[w.name, p.name], connections=32,
-                    duration_s=1, cpu=cpu)
+            measure(
+                p.pid, p.url + PATH, scripts[w.name, p.name], connections=32, duration_s=1, cpu=cpu
+            )
     names = [p.name for p in contenders]
-    out = [Comparison(w, duration, names, {n: [] for n in names}, {n: [] for n in names},
-                      dict.fromkeys(names, 0), []) for w in workloads]
+    out = [
+        Comparison(
+            w,
+            duration,
+            names,
+            {n: [] for n in names},
+            {n: [] for n in names},
+            dict.fromkeys(names, 0),
+            [],
+        )
+        for w in workloads
+    ]
     for i in range(rounds):
         shift = i % len(contenders)
         for comparison in out:
@@ -349,15 +452,27 @@ def peer_rounds(
             steal_before = steal_counters()
             parts = []
             for p in contenders[shift:] + contenders[:shift]:
-                m = measure(p.pid, p.url + PATH, scripts[w.name, p.name], connections=32,
-                            duration_s=duration, cpu=cpu)
+                m = measure(
+                    p.pid,
+                    p.url + PATH,
+                    scripts[w.name, p.name],
+                    connections=32,
+                    duration_s=duration,
+                    cpu=cpu,
+                )
                 comparison.cpu_us[p.name].append(m.cpu_us_per_req)
                 comparison.rps[p.name].append(m.wrk.rps)
                 # A run that completed no request (NaN per request) is an error too.
                 comparison.errors[p.name] += m.wrk.errors + (m.wrk.requests == 0)
-                parts.append(f"{p.name} {m.wrk.rps:.0f} req/s {m.cpu_us_per_req:.0f} us/req"
-                             + (f" ({m.wrk.errors} errors)" if m.wrk.errors else ""))
+                parts.append(
+                    f"{p.name} {m.wrk.rps:.0f} req/s {m.cpu_us_per_req:.0f} us/req"
+                    + (f" ({m.wrk.errors} errors)" if m.wrk.errors else "")
+                )
             comparison.steal.append(steal_share(steal_before))
-            print(f"  peer round {i + 1}, {w.name}: " + ", ".join(parts)
-                  + f"; host steal {comparison.steal[-1]:.1f}%", file=sys.stderr)
+            print(
+                f"  peer round {i + 1}, {w.name}: "
+                + ", ".join(parts)
+                + f"; host steal {comparison.steal[-1]:.1f}%",
+                file=sys.stderr,
+            )
     return out

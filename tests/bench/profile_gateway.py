@@ -51,9 +51,15 @@ from tests.support.gateway_proc import toml_config  # noqa: E402
 
 
 def _syntic(config: Path, env: dict[str, str], *args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "gateway", *args, "--config", str(config)],
-                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "gateway", *args, "--config", str(config)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return out.stdout.strip().splitlines()[-1].strip()
 
 
@@ -93,8 +99,10 @@ def _module_group(filename: str) -> str:
 def _print_opcodes(counts: collections.Counter[types.CodeType], requests: int, top: int) -> None:
     per = max(requests, 1)
     total = sum(counts.values())
-    print(f"bytecodes on the event loop thread: {total / per:,.0f} per request "
-          f"({requests} requests, warm-up included)")
+    print(
+        f"bytecodes on the event loop thread: {total / per:,.0f} per request "
+        f"({requests} requests, warm-up included)"
+    )
     groups: collections.Counter[str] = collections.Counter()
     for code, n in counts.items():
         groups[_module_group(code.co_filename)] += n
@@ -113,27 +121,51 @@ def main() -> int:
     parser.add_argument("--conns", type=int, default=32)
     parser.add_argument("--model", default="bench")
     parser.add_argument("--stream", action="store_true")
-    parser.add_argument("--agent", action="store_true",
-                        help="the agent-sized request (tests/bench/agent_request.py) instead "
-                             "of the small one (--model is then bench-agent)")
+    parser.add_argument(
+        "--agent",
+        action="store_true",
+        help="the agent-sized request (tests/bench/agent_request.py) instead "
+        "of the small one (--model is then bench-agent)",
+    )
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--no-profile", action="store_true")
-    parser.add_argument("--opcodes", action="store_true",
-                        help="count Python bytecodes executed per request by function on "
-                             "the event loop thread instead of profiling (deterministic; "
-                             "slow: use --duration 3 --conns 8)")
-    parser.add_argument("--dump", metavar="FILE", default="",
-                        help="also save the raw cProfile stats (pstats) to FILE")
+    parser.add_argument(
+        "--opcodes",
+        action="store_true",
+        help="count Python bytecodes executed per request by function on "
+        "the event loop thread instead of profiling (deterministic; "
+        "slow: use --duration 3 --conns 8)",
+    )
+    parser.add_argument(
+        "--dump",
+        metavar="FILE",
+        default="",
+        help="also save the raw cProfile stats (pstats) to FILE",
+    )
     parser.add_argument("--redis-db", type=int, default=0)
-    parser.add_argument("--target", choices=("syntic", "baseline"), default="syntic",
-                        help="baseline: the reference pass-through of the CPU target")
-    parser.add_argument("--no-limits", action="store_true",
-                        help="a key without rpm/tpm: no rate-limit check (ablation)")
-    parser.add_argument("--log", metavar="FILE", default="",
-                        help="log as syntic serve does (info, one JSON line per request) "
-                             "into FILE")
-    parser.add_argument("--gc-threshold", type=int, default=0,
-                        help="gc.set_threshold(N) for the young generation (0: as syntic serve)")
+    parser.add_argument(
+        "--target",
+        choices=("syntic", "baseline"),
+        default="syntic",
+        help="baseline: the reference pass-through of the CPU target",
+    )
+    parser.add_argument(
+        "--no-limits",
+        action="store_true",
+        help="a key without rpm/tpm: no rate-limit check (ablation)",
+    )
+    parser.add_argument(
+        "--log",
+        metavar="FILE",
+        default="",
+        help="log as syntic serve does (info, one JSON line per request) into FILE",
+    )
+    parser.add_argument(
+        "--gc-threshold",
+        type=int,
+        default=0,
+        help="gc.set_threshold(N) for the young generation (0: as syntic serve)",
+    )
     ns = parser.parse_args()
     mock = Mock()
     try:
@@ -148,14 +180,26 @@ def main() -> int:
         limits = () if ns.no_limits else ("--rpm", "1000000000", "--tpm", "2000000000")
         key = _syntic(config, env, "keys", "create", "--name", "prof", *limits)
         settings = load_settings(config, env)
-        app: Any = (baseline_app(mock.url, workdir / "baseline-record")
-                    if ns.target == "baseline"
-                    else create_app(settings))
+        app: Any = (
+            baseline_app(mock.url, workdir / "baseline-record")
+            if ns.target == "baseline"
+            else create_app(settings)
+        )
         # As ``syntic serve`` runs it (gateway.commands.serve).
-        server = uvicorn.Server(uvicorn.Config(
-            app, host="127.0.0.1", port=0, loop="uvloop", log_level="warning",
-            access_log=False, lifespan="on", server_header=False, proxy_headers=False,
-            **({} if ns.target == "baseline" else serve_options(settings))))
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host="127.0.0.1",
+                port=0,
+                loop="uvloop",
+                log_level="warning",
+                access_log=False,
+                lifespan="on",
+                server_header=False,
+                proxy_headers=False,
+                **({} if ns.target == "baseline" else serve_options(settings)),
+            )
+        )
         result: list[WrkResult] = []
         cpu: list[float] = []
         main_tid = threading.get_native_id()
@@ -173,8 +217,7 @@ def main() -> int:
             url = f"http://127.0.0.1:{port}/v1/chat/completions"
             run_wrk(url, script, connections=ns.conns, duration_s=1, cpu=1)  # warm up
             before, loop_before = time.process_time(), _thread_cpu(main_tid)
-            result.append(run_wrk(url, script, connections=ns.conns,
-                                  duration_s=ns.duration, cpu=1))
+            result.append(run_wrk(url, script, connections=ns.conns, duration_s=ns.duration, cpu=1))
             cpu.append(time.process_time() - before)
             loop_after = _thread_cpu(main_tid)
             cpu.append(loop_after[0] - loop_before[0])  # user
@@ -200,18 +243,22 @@ def main() -> int:
         if prof is not None:
             prof.disable()
         w = result[0]
-        print(f"{w.requests} requests, {w.rps:.0f} req/s, p50 {w.p50_us / 1000:.2f} ms, "
-              f"errors {w.errors}, process CPU {cpu[0] * 1e6 / max(w.requests, 1):.0f} us/req"
-              f" (event loop thread {(cpu[1] + cpu[2]) * 1e6 / max(w.requests, 1):.0f}:"
-              f" user {cpu[1] * 1e6 / max(w.requests, 1):.0f},"
-              f" system {cpu[2] * 1e6 / max(w.requests, 1):.0f})"
-              + (" (profiled)" if prof is not None else ""))
+        print(
+            f"{w.requests} requests, {w.rps:.0f} req/s, p50 {w.p50_us / 1000:.2f} ms, "
+            f"errors {w.errors}, process CPU {cpu[0] * 1e6 / max(w.requests, 1):.0f} us/req"
+            f" (event loop thread {(cpu[1] + cpu[2]) * 1e6 / max(w.requests, 1):.0f}:"
+            f" user {cpu[1] * 1e6 / max(w.requests, 1):.0f},"
+            f" system {cpu[2] * 1e6 / max(w.requests, 1):.0f})"
+            + (" (profiled)" if prof is not None else "")
+        )
         if ns.opcodes:
             _print_opcodes(opcodes, server.server_state.total_requests, ns.top)
         limiter = getattr(getattr(app.state, "services", None), "limiter", None)
         if limiter is not None and hasattr(limiter, "trip_count"):
-            print(f"rate limits: {limiter.trip_count} Redis check trips, "
-                  f"{limiter.leased_count} requests admitted from reservations")
+            print(
+                f"rate limits: {limiter.trip_count} Redis check trips, "
+                f"{limiter.leased_count} requests admitted from reservations"
+            )
         if prof is not None:
             if ns.dump:
                 prof.dump_stats(ns.dump)

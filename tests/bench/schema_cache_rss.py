@@ -38,22 +38,36 @@ def rss_mb(pid: int) -> float:
 
 
 def schema(properties: int) -> dict[str, Any]:
-    props = {f"p{i}": {"type": ["string", "null"], "maxLength": 20 + i % 7}
-             for i in range(properties)}
-    return {"type": "object", "title": uuid.uuid4().hex, "properties": props,
-            "required": list(props), "additionalProperties": False}
+    props = {
+        f"p{i}": {"type": ["string", "null"], "maxLength": 20 + i % 7} for i in range(properties)
+    }
+    return {
+        "type": "object",
+        "title": uuid.uuid4().hex,
+        "properties": props,
+        "required": list(props),
+        "additionalProperties": False,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--schemas", type=int, default=60)
     parser.add_argument("--properties", type=int, default=3800)
-    parser.add_argument("--max-bytes", type=int, default=None,
-                        help="SYNTIC_SCHEMA_CACHE_MAX_BYTES (default: the gateway's)")
+    parser.add_argument(
+        "--max-bytes",
+        type=int,
+        default=None,
+        help="SYNTIC_SCHEMA_CACHE_MAX_BYTES (default: the gateway's)",
+    )
     ns = parser.parse_args()
     env = {} if ns.max_bytes is None else {"SYNTIC_SCHEMA_CACHE_MAX_BYTES": str(ns.max_bytes)}
-    gw = start_gateway(Path(tempfile.mkdtemp(prefix="syntic-rss-")),
-                       [model_table("m", "http://127.0.0.1:9")], env=env, key_name="rss")
+    gw = start_gateway(
+        Path(tempfile.mkdtemp(prefix="syntic-rss-")),
+        [model_table("m", "http://127.0.0.1:9")],
+        env=env,
+        key_name="rss",
+    )
     try:
         headers = {"authorization": f"Bearer {gw.api_key}"}
         before = rss_mb(gw.proc.pid)
@@ -61,20 +75,28 @@ def main() -> int:
         size = 0
         for _ in range(ns.schemas):
             params = schema(ns.properties)
-            tool = {"type": "function",
-                    "function": {"name": "t", "strict": True, "parameters": params}}
-            res = httpx.post(gw.base_url + "/v1/schemas/check", json={"tools": [tool]},
-                             headers=headers, timeout=60)
+            tool = {
+                "type": "function",
+                "function": {"name": "t", "strict": True, "parameters": params},
+            }
+            res = httpx.post(
+                gw.base_url + "/v1/schemas/check",
+                json={"tools": [tool]},
+                headers=headers,
+                timeout=60,
+            )
             if res.status_code != 200 or not res.json()["ok"]:
                 print(f"check failed: {res.status_code} {res.text[:300]}", file=sys.stderr)
                 return 1
             size = len(res.request.content)
         samples = scrape(gw.base_url)
-        print(f"{ns.schemas} distinct schemas of {ns.properties} properties (~{size // 1024} "
-              f"KiB requests) in {time.perf_counter() - started:.1f} s: RSS {before:.0f} -> "
-              f"{rss_mb(gw.proc.pid):.0f} MB; cache holds "
-              f"{samples[('syntic_schema_cache_size', ())]:.0f} schemas, "
-              f"{samples[('syntic_schema_cache_bytes', ())] / 1024:.0f} KiB of canonical JSON")
+        print(
+            f"{ns.schemas} distinct schemas of {ns.properties} properties (~{size // 1024} "
+            f"KiB requests) in {time.perf_counter() - started:.1f} s: RSS {before:.0f} -> "
+            f"{rss_mb(gw.proc.pid):.0f} MB; cache holds "
+            f"{samples[('syntic_schema_cache_size', ())]:.0f} schemas, "
+            f"{samples[('syntic_schema_cache_bytes', ())] / 1024:.0f} KiB of canonical JSON"
+        )
     finally:
         gw.stop()
     return 0

@@ -104,8 +104,11 @@ def _med(xs: list[float]) -> float:
 
 def _run(n: int, chunk_delay: float) -> None:
     text_step = Reply(content=TEXT, fragment=8, chunk_delay=chunk_delay)
-    call_step = Reply(tool_calls=[Call("create_refund", GOOD_ARGS, id="call_b")], fragment=8,
-                      chunk_delay=chunk_delay)
+    call_step = Reply(
+        tool_calls=[Call("create_refund", GOOD_ARGS, id="call_b")],
+        fragment=8,
+        chunk_delay=chunk_delay,
+    )
     # per round: direct text, direct call, gateway text, gateway strict, gateway non-strict
     steps = [text_step, call_step, text_step, call_step, call_step] * n
     parent, child = mp.Pipe()
@@ -116,8 +119,7 @@ def _run(n: int, chunk_delay: float) -> None:
     gw = start_gateway(work, [model_table("bench", base)])
     rows: list[tuple[float, ...]] = []
     try:
-        body = {"model": "bench", "messages": MESSAGES, "stream": True,
-                "tools": [refund_tool()]}
+        body = {"model": "bench", "messages": MESSAGES, "stream": True, "tools": [refund_tool()]}
         plain = {**body, "tools": [refund_tool(strict=False)]}
         up = base + "/chat/completions"
         gw_url = gw.base_url + "/v1/chat/completions"
@@ -128,8 +130,9 @@ def _run(n: int, chunk_delay: float) -> None:
             gw_text = _timed_stream(gw_url, body, auth)
             gw_strict = _timed_stream(gw_url, body, auth)
             gw_plain = _timed_stream(gw_url, plain, auth)
-            rows.append((text[0], call[1], call[2], gw_text[0], gw_strict[1], gw_plain[1],
-                         gw_plain[2]))
+            rows.append(
+                (text[0], call[1], call[2], gw_text[0], gw_strict[1], gw_plain[1], gw_plain[2])
+            )
     finally:
         gw.stop()
         parent.send("stop")
@@ -144,15 +147,20 @@ def _run(n: int, chunk_delay: float) -> None:
     print(f"call first fragment    direct  {_stats(d_first)}  last {_stats(d_last)}")
     print(f"strict call first frag gateway {_stats(g_strict)}")
     print(f"plain call  first frag gateway {_stats(p_first)}  last {_stats(p_last)}")
-    print(f"  added delay of the strict call's first fragment vs direct: "
-          f"{(_med(g_strict) - _med(d_first)) * 1000:7.3f} ms")
-    print(f"    upstream's own first->last fragment (inherent):        "
-          f"{(_med(d_last) - _med(d_first)) * 1000:7.3f} ms")
-    print(f"  hold-back overhead = strict first - plain last (same hop): "
-          f"{(_med(g_strict) - _med(p_last)) * 1000:7.3f} ms")
+    print(
+        f"  added delay of the strict call's first fragment vs direct: "
+        f"{(_med(g_strict) - _med(d_first)) * 1000:7.3f} ms"
+    )
+    print(
+        f"    upstream's own first->last fragment (inherent):        "
+        f"{(_med(d_last) - _med(d_first)) * 1000:7.3f} ms"
+    )
+    print(
+        f"  hold-back overhead = strict first - plain last (same hop): "
+        f"{(_med(g_strict) - _med(p_last)) * 1000:7.3f} ms"
+    )
     paired = [g - p for g, p in zip(g_strict, p_last, strict=True)]
-    print(f"    (per-round difference of the same: median "
-          f"{_med(paired) * 1000:7.3f} ms)")
+    print(f"    (per-round difference of the same: median {_med(paired) * 1000:7.3f} ms)")
 
 
 # -- in process --------------------------------------------------------------------------
@@ -180,10 +188,12 @@ def _in_process() -> None:
 
     compiled = validator.compile(REFUND_SCHEMA)
     validate = _per_call(lambda: compiled.validate_json(GOOD_ARGS), 20000)
-    plan = StrictPlan(tools={"create_refund": compiled},
-                      tool_names=frozenset({"create_refund"}))
-    request = ChatRequest(model="m", messages=(Message("user", (TextPart("hi"),)),),
-                          tools=(ToolSpec("create_refund", REFUND_SCHEMA, strict=True),))
+    plan = StrictPlan(tools={"create_refund": compiled}, tool_names=frozenset({"create_refund"}))
+    request = ChatRequest(
+        model="m",
+        messages=(Message("user", (TextPart("hi"),)),),
+        tools=(ToolSpec("create_refund", REFUND_SCHEMA, strict=True),),
+    )
     del request
 
     async def no_correction(call: Any, cut: Any) -> Any:

@@ -40,12 +40,18 @@ PEER_WORKLOADS = {"small": "small request", "agent": "agent-sized request"}
 # CPU per request, c32, ratios of the medians (docs/decisions/0025): the pass-through is the
 # one with the durable record; each holds for the small request and the agent-sized one.
 PEER_TARGETS: tuple[Target, ...] = tuple(
-    t for w, title in PEER_WORKLOADS.items() for t in (
-        Target(f"CPU per request, syntic / pass-through with a durable record, {title}",
-               f"{w}:vs_baseline", 1.5, True, "x"),
+    t
+    for w, title in PEER_WORKLOADS.items()
+    for t in (
+        Target(
+            f"CPU per request, syntic / pass-through with a durable record, {title}",
+            f"{w}:vs_baseline",
+            1.5,
+            True,
+            "x",
+        ),
         Target(f"CPU per request, Portkey / syntic, {title}", f"{w}:vs_portkey", 3, False, "x"),
-        Target(f"CPU per request, LiteLLM / syntic, {title}", f"{w}:vs_litellm", 30, False,
-               "x"),
+        Target(f"CPU per request, LiteLLM / syntic, {title}", f"{w}:vs_litellm", 30, False, "x"),
     )
 )
 
@@ -59,8 +65,11 @@ class Verdict:
     def ok(self) -> bool | None:
         if self.value is None:
             return None
-        return self.value <= self.target.limit if self.target.at_most \
+        return (
+            self.value <= self.target.limit
+            if self.target.at_most
             else self.value >= self.target.limit
+        )
 
     def line(self) -> str:
         t = self.target
@@ -70,15 +79,23 @@ class Verdict:
         return f"  {'ok  ' if self.ok else 'MISS'} {t.name}: {shown} {t.unit} (target {t.bound})"
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.target.name, "key": self.target.key, "limit": self.target.limit,
-                "at_most": self.target.at_most, "unit": self.target.unit,
-                "value": self.value, "ok": self.ok}
+        return {
+            "name": self.target.name,
+            "key": self.target.key,
+            "limit": self.target.limit,
+            "at_most": self.target.at_most,
+            "unit": self.target.unit,
+            "value": self.value,
+            "ok": self.ok,
+        }
 
 
 def judge(figures: dict[str, float]) -> tuple[list[Verdict], list[Verdict]]:
     """The absolute and the peer verdicts for a run's figures."""
-    return ([Verdict(t, figures.get(t.key)) for t in TARGETS],
-            [Verdict(t, figures.get(t.key)) for t in PEER_TARGETS])
+    return (
+        [Verdict(t, figures.get(t.key)) for t in TARGETS],
+        [Verdict(t, figures.get(t.key)) for t in PEER_TARGETS],
+    )
 
 
 def verdict_lines(verdicts: tuple[list[Verdict], list[Verdict]]) -> tuple[list[str], int]:

@@ -53,13 +53,18 @@ from tests.support.gateway_proc import (  # noqa: E402
     start_gateway,
 )
 
-ANSWER = orjson.dumps({
-    "id": "chatcmpl-bench", "object": "chat.completion", "created": 1764460800,
-    "model": "mock", "choices": [{"index": 0, "message": {"role": "assistant",
-                                                            "content": "ok"},
-                                  "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
-})
+ANSWER = orjson.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1764460800,
+        "model": "mock",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+    }
+)
 SMALL = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -73,8 +78,16 @@ class Upstream:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Upstream:
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve-upstream",
-                                      str(self.port), str(self.capacity), str(self.service_s)])
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--serve-upstream",
+                str(self.port),
+                str(self.capacity),
+                str(self.service_s),
+            ]
+        )
         while True:
             try:
                 httpx.get(f"http://127.0.0.1:{self.port}/", timeout=1)
@@ -107,8 +120,9 @@ def serve_upstream(port: int, capacity: int, service_s: float) -> None:
     async def alive(_request: Request) -> Response:
         return Response(b"{}", media_type="application/json")
 
-    app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
-                            Route("/", alive)])
+    app = Starlette(
+        routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/", alive)]
+    )
     uvicorn.run(app, port=port, log_level="warning", lifespan="off")
 
 
@@ -120,8 +134,7 @@ async def _victim(gw: GatewayProcess, key: str, duration: float) -> list[float]:
     """Latencies (ms) of one small request at a time for ``duration`` seconds."""
     out: list[float] = []
     body = orjson.dumps(SMALL)
-    async with httpx.AsyncClient(base_url=gw.base_url, headers=_headers(key),
-                                 timeout=60) as client:
+    async with httpx.AsyncClient(base_url=gw.base_url, headers=_headers(key), timeout=60) as client:
         await client.post("/v1/chat/completions", content=body)  # warm the connection
         end = time.monotonic() + duration
         while time.monotonic() < end:
@@ -138,13 +151,19 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
 
 
 async def _loop(
-    gw: GatewayProcess, key: str, path: str, body: bytes, retry_after: float,
-    stop: asyncio.Event, statuses: dict[int, int],
+    gw: GatewayProcess,
+    key: str,
+    path: str,
+    body: bytes,
+    retry_after: float,
+    stop: asyncio.Event,
+    statuses: dict[int, int],
 ) -> None:
     """Send ``body`` again and again; after a 429, wait ``retry_after`` times what the
     gateway asks (1: an SDK's backoff; 0.005: a client that comes straight back)."""
-    async with httpx.AsyncClient(base_url=gw.base_url, headers=_headers(key),
-                                 timeout=120) as client:
+    async with httpx.AsyncClient(
+        base_url=gw.base_url, headers=_headers(key), timeout=120
+    ) as client:
         while not stop.is_set():
             try:
                 res = await client.post(path, content=body)
@@ -178,27 +197,39 @@ def _pct(values: list[float], q: float) -> float:
 
 def _summary(alone: list[float], loaded: list[float]) -> dict[str, Any]:
     return {
-        "alone_requests": len(alone), "loaded_requests": len(loaded),
-        "alone_p50_ms": statistics.median(alone), "alone_p99_ms": _pct(alone, 0.99),
-        "loaded_p50_ms": statistics.median(loaded), "loaded_p99_ms": _pct(loaded, 0.99),
+        "alone_requests": len(alone),
+        "loaded_requests": len(loaded),
+        "alone_p50_ms": statistics.median(alone),
+        "alone_p99_ms": _pct(alone, 0.99),
+        "loaded_p50_ms": statistics.median(loaded),
+        "loaded_p99_ms": _pct(loaded, 0.99),
     }
 
 
 def _fair_row(up: Upstream, bounded: bool, duration: float, flood: int) -> dict[str, Any]:
     extra = {"max_concurrent": up.capacity} if bounded else {}
-    gw = start_gateway(Path(tempfile.mkdtemp(prefix="syntic-fair-")),
-                       [model_table("m", up.base_url, **extra)])
+    gw = start_gateway(
+        Path(tempfile.mkdtemp(prefix="syntic-fair-")), [model_table("m", up.base_url, **extra)]
+    )
     try:
-        flooder = functools.partial(_loop, gw, gw.create_key("flood"), "/v1/chat/completions",
-                                    orjson.dumps(SMALL), 1.0)
+        flooder = functools.partial(
+            _loop, gw, gw.create_key("flood"), "/v1/chat/completions", orjson.dumps(SMALL), 1.0
+        )
         alone = asyncio.run(_victim(gw, gw.api_key, duration))
-        loaded, statuses = asyncio.run(_under(
-            functools.partial(_victim, gw, gw.api_key, duration), [flooder] * flood))
+        loaded, statuses = asyncio.run(
+            _under(functools.partial(_victim, gw, gw.api_key, duration), [flooder] * flood)
+        )
     finally:
         gw.stop()
-    row = {"scenario": "fair-share", "model_max_concurrent": up.capacity if bounded else None,
-           "capacity": up.capacity, "service_ms": up.service_s * 1000, "flood": flood,
-           "attacker_statuses": statuses, **_summary(alone, loaded)}
+    row = {
+        "scenario": "fair-share",
+        "model_max_concurrent": up.capacity if bounded else None,
+        "capacity": up.capacity,
+        "service_ms": up.service_s * 1000,
+        "flood": flood,
+        "attacker_statuses": statuses,
+        **_summary(alone, loaded),
+    }
     row["p50_ratio"] = row["loaded_p50_ms"] / row["alone_p50_ms"]
     # The target is the bounded model's; the unbounded row shows what it prevents.
     row["target_met"] = row["p50_ratio"] <= 2.0 or not bounded
@@ -219,23 +250,34 @@ def _tiny_items_body(path: str, items: int) -> bytes:
 def large_bodies(duration: float, items: int) -> list[Any]:
     rows = []
     with Upstream(1, 0.0) as up:
-        gw = start_gateway(Path(tempfile.mkdtemp(prefix="syntic-bodies-")),
-                           [model_table("m", up.base_url)],
-                           server={"max_body_bytes": 8 * 1024 * 1024})
+        gw = start_gateway(
+            Path(tempfile.mkdtemp(prefix="syntic-bodies-")),
+            [model_table("m", up.base_url)],
+            server={"max_body_bytes": 8 * 1024 * 1024},
+        )
         try:
             limited = gw.create_key("limited", "--rpm", "1")
             plain = gw.create_key("bodies")
             alone = asyncio.run(_victim(gw, gw.api_key, duration))
-            for path, key, label in (("/v1/responses", plain, "items"),
-                                     ("/v1/chat/completions", plain, "items"),
-                                     ("/v1/responses", limited, "rate-limited")):
+            for path, key, label in (
+                ("/v1/responses", plain, "items"),
+                ("/v1/chat/completions", plain, "items"),
+                ("/v1/responses", limited, "rate-limited"),
+            ):
                 body = _tiny_items_body(path, items)
                 attacker = functools.partial(_loop, gw, key, path, body, 0.005)
-                loaded, statuses = asyncio.run(_under(
-                    functools.partial(_victim, gw, gw.api_key, duration), [attacker]))
-                row = {"scenario": "large-bodies", "path": path, "attacker": label,
-                       "body_bytes": len(body), "items": items,
-                       "attacker_statuses": statuses, **_summary(alone, loaded)}
+                loaded, statuses = asyncio.run(
+                    _under(functools.partial(_victim, gw, gw.api_key, duration), [attacker])
+                )
+                row = {
+                    "scenario": "large-bodies",
+                    "path": path,
+                    "attacker": label,
+                    "body_bytes": len(body),
+                    "items": items,
+                    "attacker_statuses": statuses,
+                    **_summary(alone, loaded),
+                }
                 row["p99_added_ms"] = row["loaded_p99_ms"] - row["alone_p99_ms"]
                 row["target_met"] = row["p99_added_ms"] < 50.0
                 rows.append(row)
@@ -246,17 +288,24 @@ def large_bodies(duration: float, items: int) -> list[Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*", metavar="fair-share|large-bodies",
-                        help="default: both")
+    parser.add_argument(
+        "scenarios", nargs="*", metavar="fair-share|large-bodies", help="default: both"
+    )
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--capacity", type=int, default=8)
     parser.add_argument("--service-ms", type=float, default=50.0)
     parser.add_argument("--flood", type=int, default=64)
     parser.add_argument("--items", type=int, default=100_000)
-    parser.add_argument("--fail-on-miss", action="store_true",
-                        help="exit 1 when a row misses its target")
-    parser.add_argument("--serve-upstream", nargs=3, default=None, metavar=("PORT", "C", "S"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--fail-on-miss", action="store_true", help="exit 1 when a row misses its target"
+    )
+    parser.add_argument(
+        "--serve-upstream",
+        nargs=3,
+        default=None,
+        metavar=("PORT", "C", "S"),
+        help=argparse.SUPPRESS,
+    )
     ns = parser.parse_args()
     if ns.serve_upstream is not None:
         port, capacity, service_s = ns.serve_upstream

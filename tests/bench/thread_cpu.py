@@ -47,8 +47,10 @@ def measure(pid: int, url: str, script: str, duration: float, conns: int) -> lis
         if du + ds > 0:
             role = "main" if tid == pid else "thread"
             lines.append((du + ds, f"    {role:6} {tid:>8}: user {du:6.1f}  sys {ds:5.1f} us/req"))
-    head = (f"  {result.requests} requests: user {total_user:6.1f}  sys {total_sys:5.1f}  "
-            f"total {total_user + total_sys:6.1f} us/req")
+    head = (
+        f"  {result.requests} requests: user {total_user:6.1f}  sys {total_sys:5.1f}  "
+        f"total {total_user + total_sys:6.1f} us/req"
+    )
     return [head, *(text for _, text in sorted(lines, reverse=True))]
 
 
@@ -62,8 +64,9 @@ def main() -> int:
     gw = None
     try:
         workdir = Path(tempfile.mkdtemp(prefix="syntic-threads-"))
-        gw = start_gateway(workdir / "gw", _models(mock.url),
-                           env={"SYNTIC_REDIS_URL": "redis://127.0.0.1:6379/0"})
+        gw = start_gateway(
+            workdir / "gw", _models(mock.url), env={"SYNTIC_REDIS_URL": "redis://127.0.0.1:6379/0"}
+        )
         key = gw.create_key("threads", "--rpm", "1000000000", "--tpm", "2000000000")
         syntic_pid, syntic_url = gw.proc.pid, gw.base_url + "/v1/chat/completions"
         syntic_script = wrk_script(_headers(key), body("bench"))
@@ -72,10 +75,20 @@ def main() -> int:
                 return 2
             base_script = wrk_script(peer.headers, body(peer.model))
             runs: list[tuple[str, Callable[[], list[str]]]] = [
-                ("syntic", lambda: measure(syntic_pid, syntic_url, syntic_script,
-                                           ns.duration, ns.conns)),
-                ("baseline", lambda: measure(peer.pid, peer.url + "/v1/chat/completions",
-                                             base_script, ns.duration, ns.conns)),
+                (
+                    "syntic",
+                    lambda: measure(syntic_pid, syntic_url, syntic_script, ns.duration, ns.conns),
+                ),
+                (
+                    "baseline",
+                    lambda: measure(
+                        peer.pid,
+                        peer.url + "/v1/chat/completions",
+                        base_script,
+                        ns.duration,
+                        ns.conns,
+                    ),
+                ),
             ]
             for n in range(ns.rounds):
                 for name, run in runs if n % 2 == 0 else runs[::-1]:

@@ -54,8 +54,10 @@ try:
     import jsonschema  # type: ignore[import-untyped]
     import jsonschema_rs
 except ImportError as exc:  # pragma: no cover - reported, not raised
-    print(f"missing peer library: {exc.name} (pip install -c constraints.txt -e '.[test]')",
-          file=sys.stderr)
+    print(
+        f"missing peer library: {exc.name} (pip install -c constraints.txt -e '.[test]')",
+        file=sys.stderr,
+    )
     sys.exit(2)
 
 TARGETS = {"valid": 2.0, "invalid": 2.0, "first-seen": 4.0}
@@ -85,6 +87,7 @@ def _fast_ok(fn: Callable[[Any], Any]) -> Callable[[Any], bool]:
         except fastjsonschema.JsonSchemaException:
             return False
         return True
+
     return ok
 
 
@@ -95,6 +98,7 @@ def _fast_first_error(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         except fastjsonschema.JsonSchemaException as exc:
             return exc
         return None
+
     return first
 
 
@@ -109,9 +113,13 @@ class Engines:
         self.fast_ok = _fast_ok(self.fast)
 
     def verdicts(self, instance: Any) -> set[bool]:
-        return {self.ours.is_valid(instance), not self.ours.validate(instance),
-                self.rs.is_valid(instance), self.fast_ok(instance),
-                bool(self.py.is_valid(instance))}
+        return {
+            self.ours.is_valid(instance),
+            not self.ours.validate(instance),
+            self.rs.is_valid(instance),
+            self.fast_ok(instance),
+            bool(self.py.is_valid(instance)),
+        }
 
 
 def load(schemas: list[Any]) -> tuple[list[tuple[Case, Engines]], dict[str, int]]:
@@ -220,6 +228,7 @@ def _compile_then(make: Callable[[Any], Any]) -> Callable[[tuple[dict[str, Any],
         engine = make(schema)
         is_valid = getattr(engine, "is_valid", None)
         return is_valid(instance) if is_valid is not None else _fast_ok(engine)(instance)
+
     return run
 
 
@@ -231,15 +240,28 @@ def _fresh_compile_calls(pairs: list[tuple[Case, Engines]], first_seen: bool) ->
         if first_seen and (not case.valid or validator.lint(case.schema)):
             continue  # the gateway compiles only schemas its lint accepts
         instance = case.valid[0] if case.valid else None
-        for name, arg in zip(LIBRARIES, (_variant(case.schema) for _ in LIBRARIES),
-                             strict=True):
+        for name, arg in zip(LIBRARIES, (_variant(case.schema) for _ in LIBRARIES), strict=True):
             if first_seen:
-                fn = _first_seen_ours if name == "syntic" else _compile_then(
-                    {"jsonschema-rs": _rs, "fastjsonschema": _fast, "jsonschema": _py}[name])
+                fn = (
+                    _first_seen_ours
+                    if name == "syntic"
+                    else _compile_then(
+                        {"jsonschema-rs": _rs, "fastjsonschema": _fast, "jsonschema": _py}[name]
+                    )
+                )
                 calls[name].append((fn, (arg, instance)))
             else:
-                calls[name].append(({"syntic": validator.compile, "jsonschema-rs": _rs,
-                                     "fastjsonschema": _fast, "jsonschema": _py}[name], arg))
+                calls[name].append(
+                    (
+                        {
+                            "syntic": validator.compile,
+                            "jsonschema-rs": _rs,
+                            "fastjsonschema": _fast,
+                            "jsonschema": _py,
+                        }[name],
+                        arg,
+                    )
+                )
     return calls
 
 
@@ -278,14 +300,20 @@ def measure(make: Callable[[], dict[str, Calls]], rounds: int, fresh: bool) -> d
                 samples[i][j][r] = _time(fn, arg, repeat[i][j])
     per_case = [[statistics.median(s) for s in lib] for lib in samples]
     base = per_case[names.index("jsonschema-rs")]
-    out: dict[str, Any] = {"cases": count, "median_ns": {}, "mean_ns": {},
-                           "median_ratio": {}, "mean_ratio": {}}
+    out: dict[str, Any] = {
+        "cases": count,
+        "median_ns": {},
+        "mean_ns": {},
+        "median_ratio": {},
+        "mean_ratio": {},
+    }
     base_mean = statistics.fmean(base)
     for i, n in enumerate(names):
         out["median_ns"][n] = statistics.median(per_case[i])
         out["mean_ns"][n] = statistics.fmean(per_case[i])
         out["median_ratio"][n] = statistics.median(
-            a / b for a, b in zip(per_case[i], base, strict=True))
+            a / b for a, b in zip(per_case[i], base, strict=True)
+        )
         out["mean_ratio"][n] = out["mean_ns"][n] / base_mean
     return out
 
@@ -318,11 +346,12 @@ def main(argv: list[str] | None = None) -> int:
         ratio = measured["median_ratio"]["syntic"]
         if target is not None and ratio > target:
             missed.append(name)
-        row = "  ".join(f"{n} {v / 1000:.2f} us ({measured['median_ratio'][n]:.2f}x, mean "
-                        f"{measured['mean_ns'][n] / 1000:.1f} us {measured['mean_ratio'][n]:.2f}x)"
-                        for n, v in measured["median_ns"].items())
-        goal = f"  target <= {target}x [{'OK' if ratio <= target else 'MISSED'}]" \
-            if target else ""
+        row = "  ".join(
+            f"{n} {v / 1000:.2f} us ({measured['median_ratio'][n]:.2f}x, mean "
+            f"{measured['mean_ns'][n] / 1000:.1f} us {measured['mean_ratio'][n]:.2f}x)"
+            for n, v in measured["median_ns"].items()
+        )
+        goal = f"  target <= {target}x [{'OK' if ratio <= target else 'MISSED'}]" if target else ""
         print(f"{name:<10} {row}{goal}", flush=True)
     result["missed"] = missed
     result["seconds"] = time.monotonic() - started

@@ -36,7 +36,8 @@ def test_canonical_types_are_records() -> None:
     usage = Usage(3, 4) + Usage(1, 1)
     assert usage == Usage(4, 5) and usage.total_tokens == 9
     request = ChatRequest(
-        model="m", messages=(Message(role="user", content=(TextPart("hi"),)),),
+        model="m",
+        messages=(Message(role="user", content=(TextPart("hi"),)),),
         tools=(ToolSpec(name="t", parameters={}),),
     )
     assert request.messages[0].text == "hi"
@@ -49,7 +50,8 @@ def test_mypy_refuses_assignment_to_a_record_field(tmp_path: Path) -> None:
     """The immutability guarantee lives in the type checker: an assignment to a field of
     a ``@record`` class (a canonical type included) is a ``mypy --strict`` error."""
     source = tmp_path / "mutate.py"
-    source.write_text(textwrap.dedent("""
+    source.write_text(
+        textwrap.dedent("""
         from gateway.canonical import Usage
         from gateway.canonical.record import record
 
@@ -62,10 +64,16 @@ def test_mypy_refuses_assignment_to_a_record_field(tmp_path: Path) -> None:
         u = Usage(1, 2)
         u.prompt_tokens = 5
         ok = P(x=3)
-    """))
-    stdout, _, status = mypy_api.run([
-        "--strict", "--no-incremental", "--follow-imports=silent", str(source),
-    ])
+    """)
+    )
+    stdout, _, status = mypy_api.run(
+        [
+            "--strict",
+            "--no-incremental",
+            "--follow-imports=silent",
+            str(source),
+        ]
+    )
     assert status == 1, stdout
     errors = [line for line in stdout.splitlines() if ": error:" in line]
     assert len(errors) == 2, stdout

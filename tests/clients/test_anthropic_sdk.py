@@ -96,8 +96,11 @@ def test_http_url_field_uses_the_uri_format(gw: GatewayProcess, upstream: Script
     # OpenAI's strict mode has no "uri" format: chat completions refuses it, with the path.
     oa_tool = {
         "type": "function",
-        "function": {"name": "b", "strict": True, "parameters": openai.pydantic_function_tool(
-            Bookmark)["function"]["parameters"]},
+        "function": {
+            "name": "b",
+            "strict": True,
+            "parameters": openai.pydantic_function_tool(Bookmark)["function"]["parameters"],
+        },
     }
     with (
         openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0) as oc,

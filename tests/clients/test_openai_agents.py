@@ -48,8 +48,9 @@ def run(gw: GatewayProcess, model: str) -> str:
 
 
 async def _run(gw: GatewayProcess, model: str) -> str:
-    async with openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key,
-                                  max_retries=0) as client:
+    async with openai.AsyncOpenAI(
+        base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0
+    ) as client:
         agent = Agent(
             name="finder",
             instructions="Find places.",

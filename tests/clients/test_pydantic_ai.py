@@ -24,10 +24,10 @@ def ask(gw: GatewayProcess, prompt: str, **agent: Any) -> Any:
     (``run_sync`` leaves the thread's default loop and the client's connections open)."""
 
     async def run() -> Any:
-        async with openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key,
-                                      max_retries=0) as client:
-            model = OpenAIChatModel("strict-model",
-                                    provider=OpenAIProvider(openai_client=client))
+        async with openai.AsyncOpenAI(
+            base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0
+        ) as client:
+            model = OpenAIChatModel("strict-model", provider=OpenAIProvider(openai_client=client))
             return (await Agent(model, **agent).run(prompt)).output
 
     return asyncio.run(run())

@@ -145,11 +145,14 @@ def test_image_copies_files_that_exist_and_installs_what_pyproject_needs() -> No
     assert {"pyproject.toml", "README.md", "gateway", "validator"} <= copied
 
 
-@pytest.mark.parametrize(("migrate_on_start", "expected"), [
-    (None, ["migrate", "serve --host 0.0.0.0 --port 8080"]),
-    ("1", ["migrate", "serve --host 0.0.0.0 --port 8080"]),
-    ("0", ["serve --host 0.0.0.0 --port 8080"]),
-])
+@pytest.mark.parametrize(
+    ("migrate_on_start", "expected"),
+    [
+        (None, ["migrate", "serve --host 0.0.0.0 --port 8080"]),
+        ("1", ["migrate", "serve --host 0.0.0.0 --port 8080"]),
+        ("0", ["serve --host 0.0.0.0 --port 8080"]),
+    ],
+)
 def test_entrypoint_migrates_then_serves(
     tmp_path: Path, migrate_on_start: str | None, expected: list[str]
 ) -> None:
@@ -162,7 +165,9 @@ def test_entrypoint_migrates_then_serves(
         env["SYNTIC_MIGRATE_ON_START"] = migrate_on_start
     subprocess.run(
         ["sh", str(DEPLOY / "docker-entrypoint.sh"), "--host", "0.0.0.0", "--port", "8080"],
-        env=env, check=True, timeout=10,
+        env=env,
+        check=True,
+        timeout=10,
     )
     assert calls.read_text().splitlines() == expected
 
@@ -173,7 +178,10 @@ def test_entrypoint_stops_when_migration_fails(tmp_path: Path) -> None:
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     done = subprocess.run(
         ["sh", str(DEPLOY / "docker-entrypoint.sh")],
-        env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, capture_output=True, text=True, timeout=10,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=10,
     )
     assert done.returncode == 3
     assert "served" not in done.stdout
@@ -239,8 +247,10 @@ def test_compose_fleet_shares_one_postgres_and_one_redis() -> None:
         f"postgresql://{pg['POSTGRES_USER']}:{pg['POSTGRES_PASSWORD']}@postgres:5432/"
         f"{pg['POSTGRES_DB']}"
     )
-    urls = {(s["environment"]["SYNTIC_DATABASE_URL"], s["environment"]["SYNTIC_REDIS_URL"])
-            for s in gateways.values()}
+    urls = {
+        (s["environment"]["SYNTIC_DATABASE_URL"], s["environment"]["SYNTIC_REDIS_URL"])
+        for s in gateways.values()
+    }
     assert urls == {(want_db, "redis://redis:6379/0")}
     assert services["migrate"]["environment"]["SYNTIC_DATABASE_URL"] == want_db
     for svc in gateways.values():
@@ -339,9 +349,10 @@ def test_probes_point_at_routes_the_app_serves() -> None:
     gets = {r.path for r in app.routes if isinstance(r, Route) and "GET" in (r.methods or ())}
     (container,) = _k8s("Deployment")["spec"]["template"]["spec"]["containers"]
     probes = {container[p]["httpGet"]["path"] for p in ("readinessProbe", "livenessProbe")}
-    healthchecks = " ".join(
-        " ".join(s["healthcheck"]["test"]) for s in _gateways().values()
-    ) + (DEPLOY / "Dockerfile").read_text()
+    healthchecks = (
+        " ".join(" ".join(s["healthcheck"]["test"]) for s in _gateways().values())
+        + (DEPLOY / "Dockerfile").read_text()
+    )
     probes |= set(re.findall(r"127\.0\.0\.1:8080(/[a-z]+)", healthchecks))
     assert probes == {"/readyz", "/healthz"}
     assert probes <= gets

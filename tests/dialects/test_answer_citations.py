@@ -32,11 +32,22 @@ from tests.support.scripted_upstream import (
 TEXTS = ["Order 41 ", "shipped on Monday", ", and order 7 ", "is due."]
 TEXT = "".join(TEXTS)
 URL, TITLE = "https://shop.example/41", "Order 41"
-WEB: dict[str, Any] = {"type": "web_search_result_location", "url": URL, "title": TITLE,
-                       "cited_text": "Shipped Monday", "encrypted_index": "Eo8BCioI"}
-CHAR: dict[str, Any] = {"type": "char_location", "cited_text": "order 7", "document_index": 0,
-                        "document_title": "Ledger", "start_char_index": 0,
-                        "end_char_index": 7, "file_id": None}
+WEB: dict[str, Any] = {
+    "type": "web_search_result_location",
+    "url": URL,
+    "title": TITLE,
+    "cited_text": "Shipped Monday",
+    "encrypted_index": "Eo8BCioI",
+}
+CHAR: dict[str, Any] = {
+    "type": "char_location",
+    "cited_text": "order 7",
+    "document_index": 0,
+    "document_title": "Ledger",
+    "start_char_index": 0,
+    "end_char_index": 7,
+    "file_id": None,
+}
 CALLER: dict[str, Any] = {"type": "direct"}
 ARGS = '{"order": "41"}'
 USAGE_AN = {"input_tokens": 10, "output_tokens": 5}
@@ -48,79 +59,152 @@ AN_CONTENT: list[dict[str, Any]] = [
     {"type": "text", "text": TEXTS[1], "citations": [WEB]},
     {"type": "text", "text": TEXTS[2], "citations": [CHAR]},
     {"type": "text", "text": TEXTS[3]},
-    {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": json.loads(ARGS),
-     "caller": CALLER},
+    {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "lookup",
+        "input": json.loads(ARGS),
+        "caller": CALLER,
+    },
 ]
 
 
 def an_body() -> bytes:
-    return json.dumps({
-        "id": "msg_up", "type": "message", "role": "assistant", "model": "up",
-        "content": AN_CONTENT, "stop_reason": "tool_use", "stop_sequence": None,
-        "usage": USAGE_AN,
-    }).encode()
+    return json.dumps(
+        {
+            "id": "msg_up",
+            "type": "message",
+            "role": "assistant",
+            "model": "up",
+            "content": AN_CONTENT,
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": USAGE_AN,
+        }
+    ).encode()
 
 
 def an_stream() -> RawStream:
     def event(name: str, **data: Any) -> bytes:
         return sse({"type": name, **data}, event=name)
 
-    out = [event("message_start", message={
-        "id": "msg_up", "type": "message", "role": "assistant", "model": "up", "content": [],
-        "stop_reason": None, "stop_sequence": None, "usage": USAGE_AN})]
+    out = [
+        event(
+            "message_start",
+            message={
+                "id": "msg_up",
+                "type": "message",
+                "role": "assistant",
+                "model": "up",
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": USAGE_AN,
+            },
+        )
+    ]
     for i, block in enumerate(AN_CONTENT):
         if block["type"] == "tool_use":
-            out.append(event("content_block_start", index=i,
-                             content_block={**block, "input": {}}))
-            out.append(event("content_block_delta", index=i, delta={
-                "type": "input_json_delta", "partial_json": ARGS}))
+            out.append(event("content_block_start", index=i, content_block={**block, "input": {}}))
+            out.append(
+                event(
+                    "content_block_delta",
+                    index=i,
+                    delta={"type": "input_json_delta", "partial_json": ARGS},
+                )
+            )
         else:
             start: dict[str, Any] = {"type": "text", "text": ""}
             if "citations" in block:
                 start["citations"] = []
             out.append(event("content_block_start", index=i, content_block=start))
             for citation in block.get("citations", ()):
-                out.append(event("content_block_delta", index=i, delta={
-                    "type": "citations_delta", "citation": citation}))
-            out.append(event("content_block_delta", index=i, delta={
-                "type": "text_delta", "text": block["text"]}))
+                out.append(
+                    event(
+                        "content_block_delta",
+                        index=i,
+                        delta={"type": "citations_delta", "citation": citation},
+                    )
+                )
+            out.append(
+                event(
+                    "content_block_delta",
+                    index=i,
+                    delta={"type": "text_delta", "text": block["text"]},
+                )
+            )
         out.append(event("content_block_stop", index=i))
-    out.append(event("message_delta", delta={"stop_reason": "tool_use", "stop_sequence": None},
-                     usage={"output_tokens": 5}))
+    out.append(
+        event(
+            "message_delta",
+            delta={"stop_reason": "tool_use", "stop_sequence": None},
+            usage={"output_tokens": 5},
+        )
+    )
     out.append(event("message_stop"))
     return RawStream(out)
 
 
 # -- a Responses upstream's answer -----------------------------------------------------
 
-RS_URL: dict[str, Any] = {"type": "url_citation", "start_index": 9, "end_index": 26,
-                          "url": URL, "title": TITLE}
-RS_FILE: dict[str, Any] = {"type": "file_citation", "file_id": "file_1",
-                           "filename": "ledger.pdf", "index": 40}
-RS_CALL: dict[str, Any] = {"type": "function_call", "id": "fc_up", "call_id": "call_1",
-                           "name": "lookup", "arguments": ARGS, "status": "completed",
-                           "caller": CALLER}
+RS_URL: dict[str, Any] = {
+    "type": "url_citation",
+    "start_index": 9,
+    "end_index": 26,
+    "url": URL,
+    "title": TITLE,
+}
+RS_FILE: dict[str, Any] = {
+    "type": "file_citation",
+    "file_id": "file_1",
+    "filename": "ledger.pdf",
+    "index": 40,
+}
+RS_CALL: dict[str, Any] = {
+    "type": "function_call",
+    "id": "fc_up",
+    "call_id": "call_1",
+    "name": "lookup",
+    "arguments": ARGS,
+    "status": "completed",
+    "caller": CALLER,
+}
 USAGE_RS = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
 TOKENS = token_logprobs(TEXT, 16)
 
 
 def rs_message(notes: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"type": "message", "id": "msg_up", "role": "assistant", "status": "completed",
-            "phase": "final_answer",
-            "content": [{"type": "output_text", "text": TEXT, "annotations": notes,
-                         "logprobs": TOKENS}]}
+    return {
+        "type": "message",
+        "id": "msg_up",
+        "role": "assistant",
+        "status": "completed",
+        "phase": "final_answer",
+        "content": [
+            {"type": "output_text", "text": TEXT, "annotations": notes, "logprobs": TOKENS}
+        ],
+    }
 
 
 def rs_response() -> dict[str, Any]:
-    return {"id": "resp_up", "object": "response", "created_at": 1, "status": "completed",
-            "model": "up", "output": [rs_message([RS_URL, RS_FILE]), RS_CALL],
-            "usage": USAGE_RS, **RS_ECHO}
+    return {
+        "id": "resp_up",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "up",
+        "output": [rs_message([RS_URL, RS_FILE]), RS_CALL],
+        "usage": USAGE_RS,
+        **RS_ECHO,
+    }
 
 
 # What a Responses upstream says of the request beside its answer.
 RS_ECHO: dict[str, Any] = {
-    "service_tier": "default", "reasoning": {"effort": "low", "summary": "auto"},
-    "truncation": "auto", "prompt_cache_key": "pck-1",
+    "service_tier": "default",
+    "reasoning": {"effort": "low", "summary": "auto"},
+    "truncation": "auto",
+    "prompt_cache_key": "pck-1",
 }
 
 
@@ -137,61 +221,121 @@ def rs_stream() -> RawStream:
     empty = rs_message([])
     empty["content"][0]["logprobs"] = []
     where = {"item_id": "msg_up", "output_index": 0, "content_index": 0}
-    return RawStream([
-        event("response.created", response={**rs_response(), "status": "in_progress",
-                                            "output": []}),
-        event("response.output_item.added", output_index=0,
-              item={**empty, "status": "in_progress", "content": []}),
-        event("response.content_part.added", **where,
-              part={"type": "output_text", "text": "", "annotations": []}),
-        event("response.output_text.delta", **where, delta=TEXT, logprobs=TOKENS),
-        *[event("response.output_text.annotation.added", **where, annotation_index=i,
-                annotation=note) for i, note in enumerate([RS_URL, RS_FILE])],
-        event("response.output_text.done", **where, text=TEXT, logprobs=TOKENS),
-        event("response.output_item.done", output_index=0, item=rs_message([RS_URL, RS_FILE])),
-        event("response.output_item.added", output_index=1,
-              item={**RS_CALL, "arguments": "", "status": "in_progress"}),
-        event("response.function_call_arguments.delta", item_id="fc_up", output_index=1,
-              delta=ARGS),
-        event("response.function_call_arguments.done", item_id="fc_up", output_index=1,
-              arguments=ARGS),
-        event("response.output_item.done", output_index=1, item=RS_CALL),
-        event("response.completed", response=rs_response()),
-    ])
+    return RawStream(
+        [
+            event(
+                "response.created",
+                response={**rs_response(), "status": "in_progress", "output": []},
+            ),
+            event(
+                "response.output_item.added",
+                output_index=0,
+                item={**empty, "status": "in_progress", "content": []},
+            ),
+            event(
+                "response.content_part.added",
+                **where,
+                part={"type": "output_text", "text": "", "annotations": []},
+            ),
+            event("response.output_text.delta", **where, delta=TEXT, logprobs=TOKENS),
+            *[
+                event(
+                    "response.output_text.annotation.added",
+                    **where,
+                    annotation_index=i,
+                    annotation=note,
+                )
+                for i, note in enumerate([RS_URL, RS_FILE])
+            ],
+            event("response.output_text.done", **where, text=TEXT, logprobs=TOKENS),
+            event("response.output_item.done", output_index=0, item=rs_message([RS_URL, RS_FILE])),
+            event(
+                "response.output_item.added",
+                output_index=1,
+                item={**RS_CALL, "arguments": "", "status": "in_progress"},
+            ),
+            event(
+                "response.function_call_arguments.delta",
+                item_id="fc_up",
+                output_index=1,
+                delta=ARGS,
+            ),
+            event(
+                "response.function_call_arguments.done",
+                item_id="fc_up",
+                output_index=1,
+                arguments=ARGS,
+            ),
+            event("response.output_item.done", output_index=1, item=RS_CALL),
+            event("response.completed", response=rs_response()),
+        ]
+    )
 
 
 # -- a chat upstream's answer ----------------------------------------------------------
 
-CHAT_URL: dict[str, Any] = {"type": "url_citation", "url_citation": {
-    "start_index": 9, "end_index": 26, "url": URL, "title": TITLE}}
+CHAT_URL: dict[str, Any] = {
+    "type": "url_citation",
+    "url_citation": {"start_index": 9, "end_index": 26, "url": URL, "title": TITLE},
+}
 
 
 def chat_body() -> bytes:
-    return json.dumps({
-        "id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": "up",
-        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None, "message": {
-            "role": "assistant", "content": TEXT, "refusal": None,
-            "annotations": [CHAT_URL]}}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-    }).encode()
+    return json.dumps(
+        {
+            "id": "chatcmpl-up",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "up",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                    "message": {
+                        "role": "assistant",
+                        "content": TEXT,
+                        "refusal": None,
+                        "annotations": [CHAT_URL],
+                    },
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+    ).encode()
 
 
 def chat_stream() -> RawStream:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        return sse({"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1,
-                    "model": "up", "choices": [{"index": 0, "delta": delta,
-                                                "finish_reason": finish}]})
+        return sse(
+            {
+                "id": "chatcmpl-up",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": "up",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+        )
 
-    return RawStream([
-        chunk({"role": "assistant", "content": ""}),
-        chunk({"content": TEXT}),
-        chunk({"annotations": [CHAT_URL]}),
-        chunk({}, "stop"),
-        sse({"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1,
-             "model": "up", "choices": [],
-             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}),
-        b"data: [DONE]\n\n",
-    ])
+    return RawStream(
+        [
+            chunk({"role": "assistant", "content": ""}),
+            chunk({"content": TEXT}),
+            chunk({"annotations": [CHAT_URL]}),
+            chunk({}, "stop"),
+            sse(
+                {
+                    "id": "chatcmpl-up",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": "up",
+                    "choices": [],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                }
+            ),
+            b"data: [DONE]\n\n",
+        ]
+    )
 
 
 # -- the gateway -----------------------------------------------------------------------
@@ -204,11 +348,14 @@ def gw(
     scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
     scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
     base = scripted_upstream_server.base_url
-    gw = start_gateway(tmp_path_factory.mktemp("answer-citations"), [
-        model_table("oa", base),
-        model_table("rs", base, api="responses"),
-        model_table("an", base, provider="anthropic"),
-    ])
+    gw = start_gateway(
+        tmp_path_factory.mktemp("answer-citations"),
+        [
+            model_table("oa", base),
+            model_table("rs", base, api="responses"),
+            model_table("an", base, provider="anthropic"),
+        ],
+    )
     yield gw
     gw.stop()
 
@@ -216,8 +363,9 @@ def gw(
 ANSWERS = {"an": (an_body, an_stream), "rs": (rs_body, rs_stream), "oa": (chat_body, chat_stream)}
 
 
-def answered(gw: GatewayProcess, upstream: ScriptedUpstream, model: str, dialect: Dialect,
-             stream: bool) -> Any:
+def answered(
+    gw: GatewayProcess, upstream: ScriptedUpstream, model: str, dialect: Dialect, stream: bool
+) -> Any:
     body, streamed = ANSWERS[model]
     upstream.queue(*([streamed(), streamed()] if stream else [Raw(body())]))
     return ask(gw, dialect, model, stream=stream)
@@ -245,12 +393,20 @@ def test_anthropic_citations_and_caller_come_back_as_sent(
     if not stream:
         assert seen.raw["content"] == AN_CONTENT  # byte for byte
         return
-    deltas = [(e["index"], e["delta"]["citation"]) for e in seen.events
-              if e["type"] == "content_block_delta" and e["delta"]["type"] == "citations_delta"]
+    deltas = [
+        (e["index"], e["delta"]["citation"])
+        for e in seen.events
+        if e["type"] == "content_block_delta" and e["delta"]["type"] == "citations_delta"
+    ]
     assert deltas == [(1, WEB), (2, CHAR)]
     starts = [e["content_block"] for e in seen.events if e["type"] == "content_block_start"]
-    assert starts[4] == {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {},
-                         "caller": CALLER}
+    assert starts[4] == {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "lookup",
+        "input": {},
+        "caller": CALLER,
+    }
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
@@ -267,15 +423,17 @@ def test_responses_annotations_and_caller_come_back_as_sent(
     assert [t.model_dump() for t in output[0].content[0].logprobs or ()] == TOKENS
     final = seen.final
     assert (final.service_tier, final.truncation, final.prompt_cache_key) == (
-        "default", "auto", "pck-1")
+        "default",
+        "auto",
+        "pck-1",
+    )
     assert final.reasoning.model_dump(exclude_none=True) == RS_ECHO["reasoning"]
     if not stream:
         assert seen.raw["output"][0]["content"][0]["annotations"] == [RS_URL, RS_FILE]
         assert seen.raw["output"][1]["caller"] == CALLER
         return
     added = [e for e in seen.events if e["type"] == "response.output_text.annotation.added"]
-    assert [(e["annotation_index"], e["annotation"]) for e in added] == [
-        (0, RS_URL), (1, RS_FILE)]
+    assert [(e["annotation_index"], e["annotation"]) for e in added] == [(0, RS_URL), (1, RS_FILE)]
     [done] = [e for e in seen.events if e["type"] == "response.completed"]
     message = done["response"]["output"][0]
     assert {e["item_id"] for e in added} == {message["id"]}
@@ -293,16 +451,23 @@ def test_chat_annotations_come_back_as_sent(
         assert seen.raw["choices"][0]["message"]["annotations"] == [CHAT_URL]
         assert chat_annotations(seen) == [CHAT_URL]
         return
-    assert [e["choices"][0]["delta"]["annotations"] for e in seen.events
-            if e["choices"] and "annotations" in e["choices"][0]["delta"]] == [[CHAT_URL]]
+    assert [
+        e["choices"][0]["delta"]["annotations"]
+        for e in seen.events
+        if e["choices"] and "annotations" in e["choices"][0]["delta"]
+    ] == [[CHAT_URL]]
 
 
 # -- across wires (streamed: the web citations only, since the headers went first) ------
 
 
 def streamed_chat_annotations(seen: Any) -> list[dict[str, Any]]:
-    return [a for e in seen.events if e["choices"]
-            for a in e["choices"][0]["delta"].get("annotations", ())]
+    return [
+        a
+        for e in seen.events
+        if e["choices"]
+        for a in e["choices"][0]["delta"].get("annotations", ())
+    ]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
@@ -310,8 +475,7 @@ def test_an_anthropic_web_citation_is_a_url_citation_for_the_openai_dialects(
     gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool
 ) -> None:
     # a stream's headers went out before its citations came: only the body is named
-    names = [] if stream else ["content[].citations[].char_location",
-                               "content[].tool_use.caller"]
+    names = [] if stream else ["content[].citations[].char_location", "content[].tool_use.caller"]
     chat = answered(gw, upstream, "an", "chat", stream)
     assert chat.final.choices[0].message.content == TEXT
     if stream:
@@ -336,21 +500,34 @@ def test_responses_and_chat_citations_across_the_openai_wires(
         assert streamed_chat_annotations(chat) == [CHAT_URL]
     else:
         assert chat_annotations(chat) == [CHAT_URL]
-        assert dropped(chat) == ["output[].content[].annotations[].file_citation",
-                                 "output[].function_call.caller", "output[].message.phase"]
+        assert dropped(chat) == [
+            "output[].content[].annotations[].file_citation",
+            "output[].function_call.caller",
+            "output[].message.phase",
+        ]
     responses = answered(gw, upstream, "oa", "responses", stream)
     [message] = responses.final.output
     assert [a.model_dump() for a in message.content[0].annotations] == [RS_URL]
     assert dropped(responses) == []
 
 
-@pytest.mark.parametrize(("model", "names"), [
-    ("rs", ["output[].content[].annotations[].url_citation",
-            "output[].content[].annotations[].file_citation",
-            "output[].function_call.caller", "logprobs", "service_tier",
-            "output[].message.phase"]),
-    ("oa", ["message.annotations[].url_citation"]),
-])
+@pytest.mark.parametrize(
+    ("model", "names"),
+    [
+        (
+            "rs",
+            [
+                "output[].content[].annotations[].url_citation",
+                "output[].content[].annotations[].file_citation",
+                "output[].function_call.caller",
+                "logprobs",
+                "service_tier",
+                "output[].message.phase",
+            ],
+        ),
+        ("oa", ["message.annotations[].url_citation"]),
+    ],
+)
 def test_an_openai_citation_is_named_for_a_messages_client(
     gw: GatewayProcess, upstream: ScriptedUpstream, model: str, names: list[str]
 ) -> None:

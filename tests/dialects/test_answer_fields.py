@@ -30,13 +30,20 @@ from tests.support.scripted_upstream import (
 )
 
 ANSWER = '{"answer": "forty-two"}'
-THOUGHTS = (Thinking("Let me think about this carefully.", signature="EqQBCgIYAhIM"),
-            Thinking("c2VhbGVk", redacted=True))
-REASONING = (ReasoningItem("rs_up_1", ("Weighing the options.", "Picked one."),
-                           encrypted_content="gAAAAB-sealed"),)
+THOUGHTS = (
+    Thinking("Let me think about this carefully.", signature="EqQBCgIYAhIM"),
+    Thinking("c2VhbGVk", redacted=True),
+)
+REASONING = (
+    ReasoningItem(
+        "rs_up_1", ("Weighing the options.", "Picked one."), encrypted_content="gAAAAB-sealed"
+    ),
+)
 TOOL_SCHEMA: dict[str, Any] = {
-    "type": "object", "properties": {"order": {"type": "string", "pattern": "^[0-9]+$"}},
-    "required": ["order"], "additionalProperties": False,
+    "type": "object",
+    "properties": {"order": {"type": "string", "pattern": "^[0-9]+$"}},
+    "required": ["order"],
+    "additionalProperties": False,
 }
 
 
@@ -47,11 +54,14 @@ def gw(
     scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
     scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
     base = scripted_upstream_server.base_url
-    gw = start_gateway(tmp_path_factory.mktemp("answer-fields"), [
-        model_table("oa", base),
-        model_table("rs", base, api="responses"),
-        model_table("an", base, provider="anthropic"),
-    ])
+    gw = start_gateway(
+        tmp_path_factory.mktemp("answer-fields"),
+        [
+            model_table("oa", base),
+            model_table("rs", base, api="responses"),
+            model_table("an", base, provider="anthropic"),
+        ],
+    )
     yield gw
     gw.stop()
 
@@ -72,11 +82,27 @@ def tokens_of(logprobs: Any) -> list[dict[str, Any]]:
 def test_chat_keeps_logprobs_tier_and_fingerprint(
     gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool, strict: bool
 ) -> None:
-    queue(upstream, stream, Reply(content=ANSWER, logprobs=True, service_tier="priority",
-                                  system_fingerprint="fp_44709d6fcb", fragment=6))
-    seen = ask(gw, "chat", "oa", stream=stream, extra={
-        "logprobs": True, **(strict_output("chat") if strict else {}),
-    })
+    queue(
+        upstream,
+        stream,
+        Reply(
+            content=ANSWER,
+            logprobs=True,
+            service_tier="priority",
+            system_fingerprint="fp_44709d6fcb",
+            fragment=6,
+        ),
+    )
+    seen = ask(
+        gw,
+        "chat",
+        "oa",
+        stream=stream,
+        extra={
+            "logprobs": True,
+            **(strict_output("chat") if strict else {}),
+        },
+    )
     final = seen.final
     assert final.choices[0].message.content == ANSWER
     assert final.service_tier == "priority" and final.system_fingerprint == "fp_44709d6fcb"
@@ -89,23 +115,34 @@ def test_chat_keeps_logprobs_tier_and_fingerprint(
     if not strict:  # each fragment's tokens in its own chunk, as sent
         scored = [c for c in seen.events if c["choices"] and c["choices"][0]["logprobs"]]
         assert [c["choices"][0]["logprobs"]["content"] for c in scored] == [
-            token_logprobs(p, 6) for p in [ANSWER[i:i + 6] for i in range(0, len(ANSWER), 6)]
+            token_logprobs(p, 6) for p in [ANSWER[i : i + 6] for i in range(0, len(ANSWER), 6)]
         ]
     assert {(c["service_tier"], c["system_fingerprint"]) for c in seen.events} == {
         ("priority", "fp_44709d6fcb")
     }
 
 
-def test_chat_keeps_a_refusals_logprobs(
-    gw: GatewayProcess, upstream: ScriptedUpstream
-) -> None:
+def test_chat_keeps_a_refusals_logprobs(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
     lp = token_logprobs("No.", 8)
     body = {
-        "id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": "x",
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {
-            "role": "assistant", "content": None, "refusal": "No.",
-            "reasoning_content": "the user asks for harm", "annotations": []},
-            "logprobs": {"content": None, "refusal": lp}}],
+        "id": "chatcmpl-up",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "x",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "refusal": "No.",
+                    "reasoning_content": "the user asks for harm",
+                    "annotations": [],
+                },
+                "logprobs": {"content": None, "refusal": lp},
+            }
+        ],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }
     upstream.queue(Raw(json.dumps(body).encode()))
@@ -122,12 +159,22 @@ def test_chat_stream_passes_unknown_delta_members_through(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        data = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "x",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        data = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "x",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
         return b"data: " + json.dumps(data).encode() + b"\n\n"
 
-    events = [chunk({"role": "assistant"}), chunk({"reasoning_content": "Hmm."}),
-              chunk({"content": "Hi"}), chunk({}, "stop"), b"data: [DONE]\n\n"]
+    events = [
+        chunk({"role": "assistant"}),
+        chunk({"reasoning_content": "Hmm."}),
+        chunk({"content": "Hi"}),
+        chunk({}, "stop"),
+        b"data: [DONE]\n\n",
+    ]
     upstream.queue(RawStream(events), RawStream(events))
     seen = ask(gw, "chat", "oa", stream=True)
     deltas = [c["choices"][0]["delta"] for c in seen.events if c["choices"]]
@@ -153,11 +200,18 @@ def test_messages_keep_thinking_blocks_and_signatures(
     if stream:
         starts = [e for e in seen.events if e["type"] == "content_block_start"]
         assert [(e["index"], e["content_block"]["type"]) for e in starts] == [
-            (0, "thinking"), (1, "redacted_thinking"), (2, "text")]
-        deltas = [e["delta"] for e in seen.events if e["type"] == "content_block_delta"
-                  and e["index"] == 0]
+            (0, "thinking"),
+            (1, "redacted_thinking"),
+            (2, "text"),
+        ]
+        deltas = [
+            e["delta"]
+            for e in seen.events
+            if e["type"] == "content_block_delta" and e["index"] == 0
+        ]
         assert "".join(d["thinking"] for d in deltas if d["type"] == "thinking_delta") == (
-            THOUGHTS[0].text)
+            THOUGHTS[0].text
+        )
         assert deltas[-1] == {"type": "signature_delta", "signature": "EqQBCgIYAhIM"}
 
 
@@ -165,15 +219,21 @@ def test_messages_keep_thinking_blocks_and_signatures(
 def test_thinking_stays_before_a_corrected_tool_call(
     gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool
 ) -> None:
-    bad = Reply(tool_calls=[Call("lookup", '{"order": "A1"}', id="toolu_1")],
-                thinking=THOUGHTS[:1])
+    bad = Reply(tool_calls=[Call("lookup", '{"order": "A1"}', id="toolu_1")], thinking=THOUGHTS[:1])
     good = Reply(tool_calls=[Call("lookup", '{"order": "41"}', id="toolu_2")])
     for _ in range(2 if stream else 1):
         upstream.queue(bad, good)
-    seen = ask(gw, "messages", "an", stream=stream, extra={"tools": [
-        {"name": "lookup", "input_schema": TOOL_SCHEMA, "strict": True}]})
-    kinds = [(b.type, getattr(b, "signature", None), getattr(b, "input", None))
-             for b in seen.final.content]
+    seen = ask(
+        gw,
+        "messages",
+        "an",
+        stream=stream,
+        extra={"tools": [{"name": "lookup", "input_schema": TOOL_SCHEMA, "strict": True}]},
+    )
+    kinds = [
+        (b.type, getattr(b, "signature", None), getattr(b, "input", None))
+        for b in seen.final.content
+    ]
     assert kinds == [("thinking", "EqQBCgIYAhIM", None), ("tool_use", None, {"order": "41"})]
     assert seen.final.content[1].id == "toolu_1"  # the corrected call keeps its id
 
@@ -185,15 +245,22 @@ def test_thinking_stays_before_a_corrected_tool_call(
 def test_responses_keep_reasoning_items(
     gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool
 ) -> None:
-    queue(upstream, stream, Reply(content="Forty-two.", reasoning=REASONING,
-                                  service_tier="flex", fragment=5))
+    queue(
+        upstream,
+        stream,
+        Reply(content="Forty-two.", reasoning=REASONING, service_tier="flex", fragment=5),
+    )
     seen = ask(gw, "responses", "rs", stream=stream)
     final = seen.final
     reasoning, message = final.output
     assert reasoning.model_dump(exclude_none=True) == {
-        "type": "reasoning", "id": "rs_up_1", "encrypted_content": "gAAAAB-sealed",
-        "summary": [{"type": "summary_text", "text": "Weighing the options."},
-                    {"type": "summary_text", "text": "Picked one."}],
+        "type": "reasoning",
+        "id": "rs_up_1",
+        "encrypted_content": "gAAAAB-sealed",
+        "summary": [
+            {"type": "summary_text", "text": "Weighing the options."},
+            {"type": "summary_text", "text": "Picked one."},
+        ],
     }
     assert message.type == "message" and final.output_text == "Forty-two."
     assert final.service_tier == "flex"
@@ -203,7 +270,9 @@ def test_responses_keep_reasoning_items(
         assert "response.reasoning_summary_text.delta" in kinds
         added = [e for e in seen.events if e["type"] == "response.output_item.added"]
         assert [(e["output_index"], e["item"]["type"]) for e in added] == [
-            (0, "reasoning"), (1, "message")]
+            (0, "reasoning"),
+            (1, "message"),
+        ]
         summary = [e for e in seen.events if e["type"] == "response.reasoning_summary_text.delta"]
         assert {(e["item_id"], e["output_index"]) for e in summary} == {("rs_up_1", 0)}
         numbers = [e["sequence_number"] for e in seen.events]
@@ -214,10 +283,16 @@ def test_responses_keep_reasoning_items(
 def test_reasoning_then_a_function_call_in_order(
     gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool
 ) -> None:
-    queue(upstream, stream, Reply(reasoning=REASONING,
-                                  tool_calls=[Call("lookup", '{"order": "41"}')]))
-    seen = ask(gw, "responses", "rs", stream=stream, extra={"tools": [
-        {"type": "function", "name": "lookup", "parameters": TOOL_SCHEMA}]})
+    queue(
+        upstream, stream, Reply(reasoning=REASONING, tool_calls=[Call("lookup", '{"order": "41"}')])
+    )
+    seen = ask(
+        gw,
+        "responses",
+        "rs",
+        stream=stream,
+        extra={"tools": [{"type": "function", "name": "lookup", "parameters": TOOL_SCHEMA}]},
+    )
     assert [item.type for item in seen.final.output] == ["reasoning", "function_call"]
     assert seen.final.output[0].encrypted_content == "gAAAAB-sealed"
 
@@ -229,8 +304,11 @@ def test_reasoning_then_a_function_call_in_order(
 def test_chat_logprobs_and_tier_reach_a_responses_client(
     gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool
 ) -> None:
-    queue(upstream, stream, Reply(content="Forty-two.", logprobs=True, service_tier="priority",
-                                  fragment=4))
+    queue(
+        upstream,
+        stream,
+        Reply(content="Forty-two.", logprobs=True, service_tier="priority", fragment=4),
+    )
     seen = ask(gw, "responses", "oa", stream=stream)
     [message] = seen.final.output
     tokens = message.content[0].logprobs
@@ -251,7 +329,8 @@ def test_thinking_is_dropped_outside_messages(
         assert [item.type for item in seen.final.output] == ["message"]
     # named, when the headers are still to be sent
     assert seen.headers.get("x-syntic-dropped", "") == (
-        "" if stream else "content[].thinking,content[].redacted_thinking")
+        "" if stream else "content[].thinking,content[].redacted_thinking"
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
@@ -269,11 +348,18 @@ def test_reasoning_items_are_dropped_outside_responses(
 
 
 REFUSED: dict[str, Any] = {
-    "id": "msg_up", "type": "message", "role": "assistant", "model": "up",
+    "id": "msg_up",
+    "type": "message",
+    "role": "assistant",
+    "model": "up",
     "content": [{"type": "text", "text": "I can't help with that."}],
-    "stop_reason": "refusal", "stop_sequence": None,
-    "stop_details": {"type": "refusal", "category": "cyber",
-                     "explanation": "This request asks for malware."},
+    "stop_reason": "refusal",
+    "stop_sequence": None,
+    "stop_details": {
+        "type": "refusal",
+        "category": "cyber",
+        "explanation": "This request asks for malware.",
+    },
     "usage": {"input_tokens": 10, "output_tokens": 5},
 }
 
@@ -283,25 +369,37 @@ def refused_stream() -> RawStream:
         return sse({"type": name, **data}, event=name)
 
     start = {**REFUSED, "content": [], "stop_reason": None, "stop_details": None}
-    return RawStream([
-        event("message_start", message=start),
-        event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
-        event("content_block_delta", index=0, delta={
-            "type": "text_delta", "text": "I can't help with that."}),
-        event("content_block_stop", index=0),
-        event("message_delta", delta={"stop_reason": "refusal", "stop_sequence": None,
-                                      "stop_details": REFUSED["stop_details"]},
-              usage={"output_tokens": 5}),
-        event("message_stop"),
-    ])
+    return RawStream(
+        [
+            event("message_start", message=start),
+            event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+            event(
+                "content_block_delta",
+                index=0,
+                delta={"type": "text_delta", "text": "I can't help with that."},
+            ),
+            event("content_block_stop", index=0),
+            event(
+                "message_delta",
+                delta={
+                    "stop_reason": "refusal",
+                    "stop_sequence": None,
+                    "stop_details": REFUSED["stop_details"],
+                },
+                usage={"output_tokens": 5},
+            ),
+            event("message_stop"),
+        ]
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 def test_a_refusals_stop_details_reach_a_messages_client(
     gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool
 ) -> None:
-    upstream.queue(*([refused_stream(), refused_stream()] if stream
-                     else [Raw(json.dumps(REFUSED).encode())]))
+    upstream.queue(
+        *([refused_stream(), refused_stream()] if stream else [Raw(json.dumps(REFUSED).encode())])
+    )
     seen = ask(gw, "messages", "an", stream=stream)
     assert seen.final.stop_reason == "refusal"
     assert seen.final.stop_details.model_dump() == REFUSED["stop_details"]
@@ -331,20 +429,32 @@ def test_an_upstream_event_name_never_reaches_the_clients_event_line(
     def event(kind: str, **data: Any) -> bytes:
         return b"data: " + json.dumps({"type": kind, **data}).encode() + b"\n\n"
 
-    response = {"id": "resp_up", "object": "response", "created_at": 1, "status": "completed",
-                "model": "x", "output": [], "usage": {"input_tokens": 1, "output_tokens": 1,
-                                                      "total_tokens": 2}}
+    response = {
+        "id": "resp_up",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "x",
+        "output": [],
+        "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
+    }
     item = {"type": "reasoning", "id": "rs_1", "summary": []}
-    message = {"type": "message", "id": "m", "role": "assistant", "status": "completed",
-               "content": []}
+    message = {
+        "type": "message",
+        "id": "m",
+        "role": "assistant",
+        "status": "completed",
+        "content": [],
+    }
     events = [
         event("response.created", response={**response, "status": "in_progress"}),
         event("response.output_item.added", output_index=0, item=item),
         event(evil, item_id="rs_1", output_index=0, summary_index=0, delta="x"),
         event("response.output_item.done", output_index=0, item=item),
         event("response.output_item.added", output_index=1, item=message),
-        event("response.output_text.delta", item_id="m", output_index=1, content_index=0,
-              delta="Hi"),
+        event(
+            "response.output_text.delta", item_id="m", output_index=1, content_index=0, delta="Hi"
+        ),
         event("response.completed", response=response),
     ]
     upstream.queue(RawStream(events), RawStream(events))
@@ -356,8 +466,12 @@ def test_an_upstream_event_name_never_reaches_the_clients_event_line(
 # -- the upstream's other usage members --------------------------------------------------
 
 AN_USAGE: dict[str, Any] = {
-    "input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 3,
-    "cache_read_input_tokens": 2, "service_tier": "standard", "inference_geo": "us",
+    "input_tokens": 10,
+    "output_tokens": 5,
+    "cache_creation_input_tokens": 3,
+    "cache_read_input_tokens": 2,
+    "service_tier": "standard",
+    "inference_geo": "us",
     "cache_creation": {"ephemeral_5m_input_tokens": 1, "ephemeral_1h_input_tokens": 2},
     "server_tool_use": {"web_search_requests": 1, "web_fetch_requests": 0},
 }
@@ -365,28 +479,52 @@ STRICT_TOOL: dict[str, Any] = {"name": "lookup", "input_schema": TOOL_SCHEMA, "s
 
 
 def an_answer(content: list[dict[str, Any]], stop: str = "end_turn") -> Raw:
-    return Raw(json.dumps({
-        "id": "msg_up", "type": "message", "role": "assistant", "model": "up",
-        "content": content, "stop_reason": stop, "stop_sequence": None, "usage": AN_USAGE,
-    }).encode())
+    return Raw(
+        json.dumps(
+            {
+                "id": "msg_up",
+                "type": "message",
+                "role": "assistant",
+                "model": "up",
+                "content": content,
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": AN_USAGE,
+            }
+        ).encode()
+    )
 
 
 def an_usage_stream() -> RawStream:
     def event(name: str, **data: Any) -> bytes:
         return sse({"type": name, **data}, event=name)
 
-    return RawStream([
-        event("message_start", message={
-            "id": "msg_up", "type": "message", "role": "assistant", "model": "up",
-            "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {**AN_USAGE, "output_tokens": 1}}),
-        event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
-        event("content_block_delta", index=0, delta={"type": "text_delta", "text": "Hi."}),
-        event("content_block_stop", index=0),
-        event("message_delta", delta={"stop_reason": "end_turn", "stop_sequence": None},
-              usage={"output_tokens": 5, "server_tool_use": AN_USAGE["server_tool_use"]}),
-        event("message_stop"),
-    ])
+    return RawStream(
+        [
+            event(
+                "message_start",
+                message={
+                    "id": "msg_up",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "up",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {**AN_USAGE, "output_tokens": 1},
+                },
+            ),
+            event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+            event("content_block_delta", index=0, delta={"type": "text_delta", "text": "Hi."}),
+            event("content_block_stop", index=0),
+            event(
+                "message_delta",
+                delta={"stop_reason": "end_turn", "stop_sequence": None},
+                usage={"output_tokens": 5, "server_tool_use": AN_USAGE["server_tool_use"]},
+            ),
+            event("message_stop"),
+        ]
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
@@ -398,8 +536,12 @@ def test_anthropic_usage_members_reach_a_messages_client(
     seen = ask(gw, "messages", "an", stream=stream)
     usage = seen.final.usage
     assert usage.server_tool_use.web_search_requests == 1
-    assert (usage.input_tokens, usage.cache_creation_input_tokens,
-            usage.cache_read_input_tokens, usage.output_tokens) == (10, 3, 2, 5)
+    assert (
+        usage.input_tokens,
+        usage.cache_creation_input_tokens,
+        usage.cache_read_input_tokens,
+        usage.output_tokens,
+    ) == (10, 3, 2, 5)
     if not stream:
         assert seen.raw["usage"] == {**AN_USAGE, "schema_retries": 0}
         assert usage.cache_creation.ephemeral_1h_input_tokens == 2
@@ -412,14 +554,18 @@ def test_a_corrections_usage_members_are_added_to_the_first_calls(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
     call = {"type": "tool_use", "id": "toolu_1", "name": "lookup"}
-    upstream.queue(an_answer([{**call, "input": {"order": "A1"}}], "tool_use"),
-                   an_answer([{**call, "input": {"order": "41"}}], "tool_use"))
+    upstream.queue(
+        an_answer([{**call, "input": {"order": "A1"}}], "tool_use"),
+        an_answer([{**call, "input": {"order": "41"}}], "tool_use"),
+    )
     seen = ask(gw, "messages", "an", stream=False, extra={"tools": [STRICT_TOOL]})
     assert seen.final.content[0].input == {"order": "41"}
     usage = seen.raw["usage"]
     assert usage["server_tool_use"] == {"web_search_requests": 2, "web_fetch_requests": 0}
-    assert usage["cache_creation"] == {"ephemeral_5m_input_tokens": 2,
-                                       "ephemeral_1h_input_tokens": 4}
+    assert usage["cache_creation"] == {
+        "ephemeral_5m_input_tokens": 2,
+        "ephemeral_1h_input_tokens": 4,
+    }
     assert (usage["service_tier"], usage["schema_retries"]) == ("standard", 1)
     assert usage["input_tokens"] == 20
 
@@ -431,28 +577,55 @@ def test_anthropic_usage_members_are_named_for_another_wire(
     seen = ask(gw, "chat", "an", stream=False)
     assert seen.final.usage.prompt_tokens == 15
     assert seen.headers["x-syntic-dropped"].split(",") == [
-        "usage.service_tier", "usage.inference_geo", "usage.cache_creation",
-        "usage.server_tool_use"]
+        "usage.service_tier",
+        "usage.inference_geo",
+        "usage.cache_creation",
+        "usage.server_tool_use",
+    ]
 
 
 def test_chat_usage_and_answer_members_come_back_as_sent(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
-             "prompt_tokens_details": {"cached_tokens": 2, "audio_tokens": 0},
-             "completion_tokens_details": {"reasoning_tokens": 1, "audio_tokens": 0,
-                                           "accepted_prediction_tokens": 3,
-                                           "rejected_prediction_tokens": 1}}
-    moderation = {"input": {"type": "moderation_results", "model": "omni-moderation",
-                            "results": []},
-                  "output": {"type": "moderation_results", "model": "omni-moderation",
-                             "results": []}}
-    upstream.queue(Raw(json.dumps({
-        "id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": "up",
-        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                     "message": {"role": "assistant", "content": "Hi.", "refusal": None}}],
-        "usage": usage, "moderation": moderation, "service_tier": "default",
-    }).encode()))
+    usage = {
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "total_tokens": 15,
+        "prompt_tokens_details": {"cached_tokens": 2, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 1,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 3,
+            "rejected_prediction_tokens": 1,
+        },
+    }
+    moderation = {
+        "input": {"type": "moderation_results", "model": "omni-moderation", "results": []},
+        "output": {"type": "moderation_results", "model": "omni-moderation", "results": []},
+    }
+    upstream.queue(
+        Raw(
+            json.dumps(
+                {
+                    "id": "chatcmpl-up",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": "up",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "logprobs": None,
+                            "message": {"role": "assistant", "content": "Hi.", "refusal": None},
+                        }
+                    ],
+                    "usage": usage,
+                    "moderation": moderation,
+                    "service_tier": "default",
+                }
+            ).encode()
+        )
+    )
     seen = ask(gw, "chat", "oa", stream=False)
     assert seen.raw["usage"] == {**usage, "schema_retries": 0}
     assert seen.raw["moderation"] == moderation and seen.raw["service_tier"] == "default"

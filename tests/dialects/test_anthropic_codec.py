@@ -96,11 +96,7 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], str]] = [
     ),
     (
         "image bad source",
-        {
-            "messages": [
-                {"role": "user", "content": [{"type": "image", "source": {"type": "svg"}}]}
-            ]
-        },
+        {"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "svg"}}]}]},
         "messages[0].content[0].source.type",
     ),
     ("system image", {"system": [{"type": "image", "source": {}}]}, "system[0].source.type"),
@@ -336,9 +332,13 @@ def test_encode_response(resp: ChatResponse, content: list[Any], stop_reason: st
     assert out["stop_reason"] == stop_reason
     assert out["model"] == "amara"
     assert out["id"].startswith("msg_")
-    assert out["usage"] == {"input_tokens": 10, "cache_creation_input_tokens": 0,
-                            "cache_read_input_tokens": 0, "output_tokens": 5,
-                            "schema_retries": 1}
+    assert out["usage"] == {
+        "input_tokens": 10,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 5,
+        "schema_retries": 1,
+    }
     # The official SDK model accepts it.
     parsed = SDKMessage.model_validate(out)
     assert parsed.stop_reason == stop_reason

@@ -315,8 +315,11 @@ def test_json_output_valid_corrected_and_422(
     assert headers["x-syntic-schema-retries"] == "0"
     sent = upstream.requests[0].body
     if provider == "an":  # the same wire: the format where the client put it
-        where = sent["output_config"]["format"] if spelling == "output_config" \
+        where = (
+            sent["output_config"]["format"]
+            if spelling == "output_config"
             else sent["output_format"]
+        )
         assert where["schema"] == ANSWER_SCHEMA
     else:
         assert sent["response_format"]["json_schema"]["schema"] == ANSWER_SCHEMA
@@ -351,8 +354,10 @@ def test_json_output_bounds_go_to_anthropic_as_it_accepts_them_and_still_hold(
     assert msg.content[0].type == "text" and json.loads(msg.content[0].text) == {"answer": 3}
     assert headers["x-syntic-schema-retries"] == "1"  # 0 broke the client's minimum
     sent = upstream.requests[0].body["output_config"]["format"]["schema"]
-    assert sent["properties"]["answer"] == {"type": "integer",
-                                            "description": "A count\n\n{minimum: 1}"}
+    assert sent["properties"]["answer"] == {
+        "type": "integer",
+        "description": "A count\n\n{minimum: 1}",
+    }
 
 
 class Answer(pydantic.BaseModel):

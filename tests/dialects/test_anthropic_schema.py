@@ -73,7 +73,9 @@ def test_a_whole_tool_schema_nested_definitions_included() -> None:
     assert _strict_refusal(schema) is not None
     assert _strict_refusal(projected) is None  # what Anthropic's strict mode accepts
     assert projected["$defs"]["Line"]["properties"]["qty"] == {
-        "type": "integer", "description": "{minimum: 1}"}
+        "type": "integer",
+        "description": "{minimum: 1}",
+    }
     assert projected["properties"]["lines"]["description"] == "{maxItems: 10}"
     assert projected["properties"]["line"] == {"$ref": "#/$defs/Line"}
     assert projected["required"] == ["line", "lines", "choice"]

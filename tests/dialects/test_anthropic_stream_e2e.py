@@ -116,9 +116,13 @@ def test_corrected_call_never_leaks_invalid_bytes(
     assert json.loads(partial) == GOOD
     delta = events[-2][1]
     assert delta["delta"]["stop_reason"] == "tool_use"
-    assert delta["usage"] == {"input_tokens": 30, "cache_creation_input_tokens": 0,
-                              "cache_read_input_tokens": 0, "output_tokens": 11,
-                              "schema_retries": 1}
+    assert delta["usage"] == {
+        "input_tokens": 30,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 11,
+        "schema_retries": 1,
+    }
     correction = upstream.requests[1].body
     choice = correction["tool_choice"]
     forced = choice["name"] if provider == "an" else choice["function"]["name"]

@@ -23,8 +23,12 @@ MESSAGES: list[Any] = [{"role": "user", "content": "Order 582131 arrived crushed
 TOOL: dict[str, Any] = {
     "name": "create_refund",
     "description": "Refund part or all of an order.",
-    "input_schema": {"type": "object", "properties": {"order_number": {"type": "string"}},
-                     "required": ["order_number"], "additionalProperties": False},
+    "input_schema": {
+        "type": "object",
+        "properties": {"order_number": {"type": "string"}},
+        "required": ["order_number"],
+        "additionalProperties": False,
+    },
 }
 
 
@@ -54,8 +58,9 @@ def test_an_anthropic_upstream_counts(
 ) -> None:
     counting.queue(Raw(b'{"input_tokens": 42}'))
     raw = client.messages.with_raw_response.count_tokens(
-        model="an-plain", messages=MESSAGES, system=[{"type": "text", "text": "Be brief.",
-                                                      "cache_control": {"type": "ephemeral"}}],
+        model="an-plain",
+        messages=MESSAGES,
+        system=[{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
         tools=[TOOL],  # type: ignore[list-item]
         extra_headers={"anthropic-beta": "token-counting-2024-11-01"},
     )
@@ -67,7 +72,9 @@ def test_an_anthropic_upstream_counts(
     assert sent.headers["anthropic-version"] == raw.http_request.headers["anthropic-version"]
     assert sent.headers["anthropic-beta"] == "token-counting-2024-11-01"
     assert sent.body == {
-        "model": "an-plain-served", "messages": MESSAGES, "tools": [TOOL],
+        "model": "an-plain-served",
+        "messages": MESSAGES,
+        "tools": [TOOL],
         "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
     }
 
@@ -75,13 +82,26 @@ def test_an_anthropic_upstream_counts(
 def test_an_anthropic_upstreams_refusal_keeps_its_meaning(
     counting: ScriptedUpstream, client: anthropic.Anthropic
 ) -> None:
-    counting.queue(HttpError(400, body={"type": "error", "error": {
-        "type": "invalid_request_error", "message": "messages.0.content: Field required"}}))
+    counting.queue(
+        HttpError(
+            400,
+            body={
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "messages.0.content: Field required",
+                },
+            },
+        )
+    )
     with pytest.raises(anthropic.BadRequestError) as info:
         client.messages.count_tokens(model="an-plain", messages=MESSAGES)
     body = info.value.response.json()
     assert (body["type"], body["error"]["type"], body["error"]["code"]) == (
-        "error", "invalid_request_error", "upstream_rejected")
+        "error",
+        "invalid_request_error",
+        "upstream_rejected",
+    )
     assert body["error"]["message"] == "messages.0.content: Field required"
     assert len(counting.requests) == 1
 
@@ -92,9 +112,13 @@ def test_an_openai_model_is_an_estimate_from_its_encoding(
     short = client.messages.with_raw_response.count_tokens(model="oa-plain", messages=MESSAGES)
     assert short.headers["x-syntic-token-count"] == "estimate"
     long = client.messages.count_tokens(
-        model="oa-plain", tools=[TOOL],  # type: ignore[list-item]
-        messages=[*MESSAGES, {"role": "assistant", "content": "Which order?"},
-                  {"role": "user", "content": "582131, as I said."}],
+        model="oa-plain",
+        tools=[TOOL],  # type: ignore[list-item]
+        messages=[
+            *MESSAGES,
+            {"role": "assistant", "content": "Which order?"},
+            {"role": "user", "content": "582131, as I said."},
+        ],
     )
     # the sentence is 10 tokens in o200k_base; 3 per message and 3 for the reply on top
     assert short.parse().input_tokens == 10 + 1 + 3 + 3
@@ -106,9 +130,12 @@ def test_bad_requests_are_400s_before_any_upstream_call(
     gw: GatewayProcess, counting: ScriptedUpstream, client: anthropic.Anthropic
 ) -> None:
     for extra in ({"max_tokens": 10}, {"stream": True}):
-        r = httpx.post(gw.base_url + "/v1/messages/count_tokens", timeout=20,
-                       content=orjson.dumps({"model": "an-plain", "messages": MESSAGES, **extra}),
-                       headers={"x-api-key": gw.api_key, "content-type": "application/json"})
+        r = httpx.post(
+            gw.base_url + "/v1/messages/count_tokens",
+            timeout=20,
+            content=orjson.dumps({"model": "an-plain", "messages": MESSAGES, **extra}),
+            headers={"x-api-key": gw.api_key, "content-type": "application/json"},
+        )
         assert r.status_code == 400, r.text
         assert r.json()["error"]["param"] == next(iter(extra))
         assert r.headers["x-should-retry"] == "false"

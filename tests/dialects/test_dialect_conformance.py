@@ -309,16 +309,16 @@ def responses_kwargs(s: Scenario, model: str) -> dict[str, Any]:
             {"type": "function", "name": "create_refund", "strict": True, "parameters": s.schema}
         ]
     if s.output is not None:
-        kw["text"] = {"format": {"type": "json_schema", "name": "answer", "strict": True,
-                                 "schema": s.output}}
+        kw["text"] = {
+            "format": {"type": "json_schema", "name": "answer", "strict": True, "schema": s.output}
+        }
     return kw
 
 
 def _responses_result(s: Scenario, response: Any) -> Any:
     if s.output:
         return json.loads(response.output_text)
-    return [(i.name, json.loads(i.arguments)) for i in response.output
-            if i.type == "function_call"]
+    return [(i.name, json.loads(i.arguments)) for i in response.output if i.type == "function_call"]
 
 
 def run_responses(gw: GatewayProcess, s: Scenario, model: str, stream: bool) -> Observed:
@@ -327,8 +327,9 @@ def run_responses(gw: GatewayProcess, s: Scenario, model: str, stream: bool) -> 
         try:
             if not stream:
                 raw = c.responses.with_raw_response.create(**kw)
-                return Observed(200, retries=_retries(raw.headers),
-                                result=_responses_result(s, raw.parse()))
+                return Observed(
+                    200, retries=_retries(raw.headers), result=_responses_result(s, raw.parse())
+                )
             with c.responses.stream(**kw) as events:
                 for _event in events:
                     pass

@@ -71,7 +71,10 @@ def messages(gw: GatewayProcess, model: str, schema: dict[str, Any]) -> tuple[An
     tool = {"name": "search", "strict": True, "input_schema": copy.deepcopy(schema)}
     with anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0) as c:
         raw = c.messages.with_raw_response.create(
-            model=model, max_tokens=256, messages=USER, tools=[tool]  # type: ignore[list-item]
+            model=model,
+            max_tokens=256,
+            messages=USER,
+            tools=[tool],  # type: ignore[list-item]
         )
         return raw.parse(), raw.headers
 
@@ -83,7 +86,9 @@ def chat(gw: GatewayProcess, model: str, schema: dict[str, Any]) -> tuple[Any, A
     }
     with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0) as c:
         raw = c.chat.completions.with_raw_response.create(
-            model=model, messages=USER, tools=[tool]  # type: ignore[list-item]
+            model=model,
+            messages=USER,
+            tools=[tool],  # type: ignore[list-item]
         )
         return raw.parse(), raw.headers
 

@@ -33,13 +33,23 @@ from tests.support.scripted_upstream import (
 )
 
 AN_MESSAGES: list[Any] = [{"role": "user", "content": "Refund order 582131."}]
-AN_TOOL = {"name": "create_refund", "strict": True,
-           "input_schema": refund_tool()["function"]["parameters"]}
-OPENAI_400 = {"error": {"message": "Invalid value for 'temperature': must be <= 2.",
-                        "type": "invalid_request_error", "param": "temperature",
-                        "code": "invalid_value"}}
-ANTHROPIC_400 = {"type": "error", "error": {"type": "invalid_request_error",
-                                            "message": "max_tokens: 99999 > 8192"}}
+AN_TOOL = {
+    "name": "create_refund",
+    "strict": True,
+    "input_schema": refund_tool()["function"]["parameters"],
+}
+OPENAI_400 = {
+    "error": {
+        "message": "Invalid value for 'temperature': must be <= 2.",
+        "type": "invalid_request_error",
+        "param": "temperature",
+        "code": "invalid_value",
+    }
+}
+ANTHROPIC_400 = {
+    "type": "error",
+    "error": {"type": "invalid_request_error", "message": "max_tokens: 99999 > 8192"},
+}
 
 
 @pytest.fixture
@@ -88,7 +98,10 @@ def test_openai_dialect_speaks_openais_vocabulary(gw: GatewayProcess) -> None:
     for exc in (missing.value, missing_responses.value):
         err = _body(exc)["error"]
         assert (err["type"], err["code"], err["param"]) == (
-            "invalid_request_error", "model_not_found", "model")
+            "invalid_request_error",
+            "model_not_found",
+            "model",
+        )
 
 
 def test_anthropic_dialect_speaks_anthropics_vocabulary(gw: GatewayProcess) -> None:
@@ -142,19 +155,29 @@ def test_vocabulary_table(
 
 @pytest.mark.parametrize("dialect", ["chat", "messages"])
 def test_a_422_is_not_retried_by_the_sdk(
-    gw: GatewayProcess, upstream: ScriptedUpstream, oa: openai.OpenAI,
-    an: anthropic.Anthropic, dialect: str,
+    gw: GatewayProcess,
+    upstream: ScriptedUpstream,
+    oa: openai.OpenAI,
+    an: anthropic.Anthropic,
+    dialect: str,
 ) -> None:
     upstream.queue(*[Reply(tool_calls=[Call("create_refund", BAD_ARGS)])] * 6)
     if dialect == "chat":
         with pytest.raises(openai.UnprocessableEntityError) as oa_info:
-            oa.chat.completions.create(model="strict-model", messages=MESSAGES,
-                                       tools=[refund_tool()])  # type: ignore[list-item]
+            oa.chat.completions.create(
+                model="strict-model",
+                messages=MESSAGES,
+                tools=[refund_tool()],  # type: ignore[list-item]
+            )
         headers = oa_info.value.response.headers
     else:
         with pytest.raises(anthropic.UnprocessableEntityError) as an_info:
-            an.messages.create(model="oa-strict", max_tokens=64, messages=AN_MESSAGES,
-                               tools=[AN_TOOL])  # type: ignore[list-item]
+            an.messages.create(
+                model="oa-strict",
+                max_tokens=64,
+                messages=AN_MESSAGES,
+                tools=[AN_TOOL],  # type: ignore[list-item]
+            )
         headers = an_info.value.response.headers
         assert _body(an_info.value)["error"]["type"] == "invalid_request_error"
     assert headers["x-should-retry"] == "false"
@@ -172,9 +195,14 @@ def test_upstream_400_is_a_400_with_the_vendors_message_and_param(
     with pytest.raises(openai.BadRequestError) as info:
         oa.chat.completions.create(model="plain-model", messages=MESSAGES, stream=stream)
     err = _body(info.value)["error"]
-    assert err == {"type": "invalid_request_error", "code": "upstream_rejected",
-                   "message": OPENAI_400["error"]["message"], "param": "temperature",
-                   "upstream_code": "invalid_value", "upstream_status": 400}
+    assert err == {
+        "type": "invalid_request_error",
+        "code": "upstream_rejected",
+        "message": OPENAI_400["error"]["message"],
+        "param": "temperature",
+        "upstream_code": "invalid_value",
+        "upstream_status": 400,
+    }
     assert info.value.response.headers["x-should-retry"] == "false"
     assert len(upstream.requests) == 1  # neither the gateway nor the SDK retried
 
@@ -183,30 +211,44 @@ def test_upstream_400_is_a_400_with_the_vendors_message_and_param(
 def test_an_openai_upstreams_own_code_reaches_both_dialects(
     upstream: ScriptedUpstream, oa: openai.OpenAI, an: anthropic.Anthropic, stream: bool
 ) -> None:
-    too_long = {"error": {"message": "This model's maximum context length is 128000 tokens.",
-                          "type": "invalid_request_error", "param": "messages",
-                          "code": "context_length_exceeded"}}
+    too_long = {
+        "error": {
+            "message": "This model's maximum context length is 128000 tokens.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
     upstream.queue(HttpError(400, body=too_long), HttpError(400, body=too_long))
     with pytest.raises(openai.BadRequestError) as oa_info:
         oa.chat.completions.create(model="plain-model", messages=MESSAGES, stream=stream)
     with pytest.raises(anthropic.BadRequestError) as an_info:
-        an.messages.create(model="oa-plain", max_tokens=16, messages=AN_MESSAGES,
-                           stream=stream)
+        an.messages.create(model="oa-plain", max_tokens=16, messages=AN_MESSAGES, stream=stream)
     for exc in (oa_info.value, an_info.value):
         err = _body(exc)["error"]
         assert (err["code"], err["upstream_code"], err["upstream_status"], err["param"]) == (
-            "upstream_rejected", "context_length_exceeded", 400, "messages")
+            "upstream_rejected",
+            "context_length_exceeded",
+            400,
+            "messages",
+        )
         assert err["message"] == too_long["error"]["message"]
     assert oa_info.value.code == "upstream_rejected"
     assert len(upstream.requests) == 2
 
 
-@pytest.mark.parametrize(("status", "kind", "sdk_error"), [
-    (413, "request_too_large", anthropic.APIStatusError),
-    (429, "rate_limit_error", anthropic.RateLimitError),
-])
+@pytest.mark.parametrize(
+    ("status", "kind", "sdk_error"),
+    [
+        (413, "request_too_large", anthropic.APIStatusError),
+        (429, "rate_limit_error", anthropic.RateLimitError),
+    ],
+)
 def test_an_anthropic_upstreams_4xx_keeps_its_status_type_and_retry_headers(
-    upstream: ScriptedUpstream, an: anthropic.Anthropic, status: int, kind: str,
+    upstream: ScriptedUpstream,
+    an: anthropic.Anthropic,
+    status: int,
+    kind: str,
     sdk_error: type[anthropic.APIStatusError],
 ) -> None:
     body = orjson_bytes({"type": "error", "error": {"type": kind, "message": f"no: {kind}"}})
@@ -218,7 +260,11 @@ def test_an_anthropic_upstreams_4xx_keeps_its_status_type_and_retry_headers(
     assert info.value.status_code == status
     err = _body(info.value)["error"]
     assert (err["type"], err["code"], err["upstream_code"], err["message"]) == (
-        kind, "upstream_rejected", kind, f"no: {kind}")
+        kind,
+        "upstream_rejected",
+        kind,
+        f"no: {kind}",
+    )
     assert info.value.response.headers["x-should-retry"] == "false"  # the vendor's word
     if status == 429:
         assert info.value.response.headers["retry-after"] == "7"
@@ -228,8 +274,9 @@ def test_an_anthropic_upstreams_4xx_keeps_its_status_type_and_retry_headers(
 def test_an_overloaded_anthropic_upstream_is_a_502_that_says_so(
     upstream: ScriptedUpstream, oa: openai.OpenAI, an: anthropic.Anthropic
 ) -> None:
-    body = orjson_bytes({"type": "error", "error": {"type": "overloaded_error",
-                                                    "message": "Overloaded"}})
+    body = orjson_bytes(
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    )
     overloaded = Raw(body, status=529, headers={"retry-after": "0", "x-should-retry": "false"})
     upstream.queue(*[overloaded] * 6)  # the gateway's own two retries, per request
     with pytest.raises(anthropic.InternalServerError) as an_info:
@@ -240,7 +287,10 @@ def test_an_overloaded_anthropic_upstream_is_a_502_that_says_so(
         assert exc.status_code == 502
         err = _body(exc)["error"]
         assert (err["code"], err["upstream_code"], err["upstream_status"]) == (
-            "upstream_error", "overloaded_error", 529)
+            "upstream_error",
+            "overloaded_error",
+            529,
+        )
         assert "Overloaded" in err["message"]
         assert exc.response.headers["retry-after"] == "0"
         # the vendor said not to retry: both SDKs (max_retries=2) stop at once
@@ -269,16 +319,36 @@ def test_a_vendors_type_is_spelled_in_the_clients_dialect(
     upstream: ScriptedUpstream, an: anthropic.Anthropic, oa: openai.OpenAI
 ) -> None:
     # an OpenAI upstream's 404 to an Anthropic client: Anthropic's word for a 404
-    upstream.queue(HttpError(404, body={"error": {"message": "The model 'x' does not exist",
-                                                  "type": "invalid_request_error",
-                                                  "param": "model", "code": None}}))
+    upstream.queue(
+        HttpError(
+            404,
+            body={
+                "error": {
+                    "message": "The model 'x' does not exist",
+                    "type": "invalid_request_error",
+                    "param": "model",
+                    "code": None,
+                }
+            },
+        )
+    )
     with pytest.raises(anthropic.NotFoundError) as info:
         an.messages.create(model="oa-plain", max_tokens=16, messages=AN_MESSAGES)
     assert _body(info.value)["error"]["type"] == "not_found_error"
     assert _body(info.value)["error"]["param"] == "model"
     # an Anthropic upstream's 413 to an OpenAI client: OpenAI's word for it
-    upstream.queue(HttpError(413, body={"type": "error", "error": {
-        "type": "request_too_large", "message": "Request exceeds the maximum size"}}))
+    upstream.queue(
+        HttpError(
+            413,
+            body={
+                "type": "error",
+                "error": {
+                    "type": "request_too_large",
+                    "message": "Request exceeds the maximum size",
+                },
+            },
+        )
+    )
     with pytest.raises(openai.APIStatusError) as too_large:
         oa.chat.completions.create(model="an-plain", messages=MESSAGES)
     assert too_large.value.status_code == 413
@@ -300,9 +370,22 @@ def test_an_upstream_429_is_a_429_after_the_gateways_retries(
 def test_the_upstreams_refusal_of_the_operators_key_is_a_502_not_retried(
     upstream: ScriptedUpstream, oa: openai.OpenAI, status: int
 ) -> None:
-    upstream.queue(*[HttpError(status, body={"error": {
-        "message": "Incorrect API key provided: sk-proj-abcdefghijklmnopqrstuvwx",
-        "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}})] * 3)
+    upstream.queue(
+        *[
+            HttpError(
+                status,
+                body={
+                    "error": {
+                        "message": "Incorrect API key provided: sk-proj-abcdefghijklmnopqrstuvwx",
+                        "type": "invalid_request_error",
+                        "param": None,
+                        "code": "invalid_api_key",
+                    }
+                },
+            )
+        ]
+        * 3
+    )
     with pytest.raises(openai.InternalServerError) as info:
         oa.chat.completions.create(model="plain-model", messages=MESSAGES)
     assert info.value.status_code == 502
@@ -318,30 +401,53 @@ def test_the_upstreams_refusal_of_the_operators_key_is_a_502_not_retried(
 @pytest.mark.parametrize(
     ("body", "content_type", "check"),
     [
-        pytest.param(b"<html><body>400 Bad Request</body></html>", "text/html",
-                     lambda m: m == "<html><body>400 Bad Request</body></html>",
-                     id="not-json"),
-        pytest.param(b'{"error": {"message": "' + b"x" * 200_000 + b'"}}', "application/json",
-                     lambda m: len(m) <= MAX_MESSAGE_CHARS + 1, id="huge-message"),
-        pytest.param(b'{"error": {"message": "no key sk-live-abcdefghijklmnopq here"}}',
-                     "application/json", lambda m: "sk-live-" not in m and "[REDACTED]" in m,
-                     id="secret-in-message"),
-        pytest.param(b'{"error": {"message": 5, "param": {"x": 1}}}', "application/json",
-                     lambda m: m == '{"error": {"message": 5, "param": {"x": 1}}}',
-                     id="wrong-types"),
+        pytest.param(
+            b"<html><body>400 Bad Request</body></html>",
+            "text/html",
+            lambda m: m == "<html><body>400 Bad Request</body></html>",
+            id="not-json",
+        ),
+        pytest.param(
+            b'{"error": {"message": "' + b"x" * 200_000 + b'"}}',
+            "application/json",
+            lambda m: len(m) <= MAX_MESSAGE_CHARS + 1,
+            id="huge-message",
+        ),
+        pytest.param(
+            b'{"error": {"message": "no key sk-live-abcdefghijklmnopq here"}}',
+            "application/json",
+            lambda m: "sk-live-" not in m and "[REDACTED]" in m,
+            id="secret-in-message",
+        ),
+        pytest.param(
+            b'{"error": {"message": 5, "param": {"x": 1}}}',
+            "application/json",
+            lambda m: m == '{"error": {"message": 5, "param": {"x": 1}}}',
+            id="wrong-types",
+        ),
         pytest.param(b"", "application/json", lambda m: m == "(empty body)", id="empty"),
-        pytest.param(b"[" * 100_000, "application/json", lambda m: len(m) <= MAX_MESSAGE_CHARS + 1,
-                     id="deep-nesting"),
+        pytest.param(
+            b"[" * 100_000,
+            "application/json",
+            lambda m: len(m) <= MAX_MESSAGE_CHARS + 1,
+            id="deep-nesting",
+        ),
     ],
 )
 def test_hostile_upstream_error_bodies(
-    gw: GatewayProcess, upstream: ScriptedUpstream, body: bytes, content_type: str,
+    gw: GatewayProcess,
+    upstream: ScriptedUpstream,
+    body: bytes,
+    content_type: str,
     check: Any,
 ) -> None:
     upstream.queue(Raw(body, status=400, content_type=content_type))
-    r = httpx.post(gw.base_url + "/v1/chat/completions", timeout=20,
-                   json={"model": "plain-model", "messages": MESSAGES},
-                   headers={"authorization": f"Bearer {gw.api_key}"})
+    r = httpx.post(
+        gw.base_url + "/v1/chat/completions",
+        timeout=20,
+        json={"model": "plain-model", "messages": MESSAGES},
+        headers={"authorization": f"Bearer {gw.api_key}"},
+    )
     assert r.status_code == 400, r.text
     err = r.json()["error"]
     assert err["code"] == "upstream_rejected"
@@ -353,8 +459,13 @@ def test_hostile_upstream_error_bodies(
 
 
 def _streamed_lines(gw: GatewayProcess, path: str, body: dict[str, Any]) -> list[str]:
-    with httpx.stream("POST", gw.base_url + path, json=body, timeout=20,
-                      headers={"authorization": f"Bearer {gw.api_key}"}) as r:
+    with httpx.stream(
+        "POST",
+        gw.base_url + path,
+        json=body,
+        timeout=20,
+        headers={"authorization": f"Bearer {gw.api_key}"},
+    ) as r:
         assert r.status_code == 200  # the stream had started: the failure is in band
         return [line for line in r.iter_lines() if line.startswith("data:")]
 
@@ -365,24 +476,60 @@ def test_an_in_band_upstream_failure_keeps_the_vendors_code(
     def event(name: str, **data: Any) -> bytes:
         return sse({"type": name, **data}, event=name)
 
-    upstream.queue(RawStream([
-        event("message_start", message={
-            "id": "msg_up", "type": "message", "role": "assistant", "model": "up",
-            "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 3, "output_tokens": 1}}),
-        event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
-        event("content_block_delta", index=0, delta={"type": "text_delta", "text": "Hel"}),
-        event("error", error={"type": "overloaded_error", "message": "Overloaded"}),
-    ]), RawStream([
-        sse({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "up",
-             "choices": [{"index": 0, "delta": {"content": "Hel"}, "finish_reason": None}]}),
-        sse({"error": {"message": "The server had an error", "type": "server_error",
-                       "code": "internal_error"}}),
-    ]))
-    an = _streamed_lines(gw, "/v1/messages", {"model": "an-plain", "max_tokens": 16,
-                                               "messages": AN_MESSAGES, "stream": True})
-    oa = _streamed_lines(gw, "/v1/chat/completions", {"model": "plain-model",
-                                                      "messages": MESSAGES, "stream": True})
+    upstream.queue(
+        RawStream(
+            [
+                event(
+                    "message_start",
+                    message={
+                        "id": "msg_up",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": "up",
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": 3, "output_tokens": 1},
+                    },
+                ),
+                event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+                event("content_block_delta", index=0, delta={"type": "text_delta", "text": "Hel"}),
+                event("error", error={"type": "overloaded_error", "message": "Overloaded"}),
+            ]
+        ),
+        RawStream(
+            [
+                sse(
+                    {
+                        "id": "c",
+                        "object": "chat.completion.chunk",
+                        "created": 1,
+                        "model": "up",
+                        "choices": [
+                            {"index": 0, "delta": {"content": "Hel"}, "finish_reason": None}
+                        ],
+                    }
+                ),
+                sse(
+                    {
+                        "error": {
+                            "message": "The server had an error",
+                            "type": "server_error",
+                            "code": "internal_error",
+                        }
+                    }
+                ),
+            ]
+        ),
+    )
+    an = _streamed_lines(
+        gw,
+        "/v1/messages",
+        {"model": "an-plain", "max_tokens": 16, "messages": AN_MESSAGES, "stream": True},
+    )
+    oa = _streamed_lines(
+        gw, "/v1/chat/completions", {"model": "plain-model", "messages": MESSAGES, "stream": True}
+    )
     for lines, vendor in ((an, "overloaded_error"), (oa, "internal_error")):
         error = json.loads(lines[-1][5:])["error"]
         assert (error["code"], error["upstream_code"]) == ("upstream_error", vendor)

@@ -34,34 +34,99 @@ USER = {"role": "user", "content": "hi"}
 @pytest.mark.parametrize(
     ("body", "check"),
     [
-        ({"model": "m", "messages": [USER]},
-         lambda r: r.messages == (Message("user", (TextPart("hi"),)),)),
-        ({"model": "m", "messages": [{"role": "developer", "content": "be nice"}, USER]},
-         lambda r: r.messages[0].role == "system"),
-        ({"model": "m", "messages": [{"role": "user", "content": [
-            {"type": "text", "text": "look"},
-            {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}]},
-         lambda r: r.messages[0].content == (TextPart("look"), ImagePart(url="https://x/y.png"))),
-        ({"model": "m", "messages": [USER, {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "done"}]},
-         lambda r: r.messages[1].tool_calls == (ToolCall("c1", "f", "{}"),)
-         and r.messages[2].tool_call_id == "c1"),
-        ({"model": "m", "messages": [USER], "tools": [
-            {"type": "function", "function": {"name": "f", "strict": True,
-                                              "parameters": {"type": "object"}}},
-            {"type": "function", "function": {"name": "g"}}],
-          "tool_choice": {"type": "function", "function": {"name": "g"}}},
-         lambda r: r.tools[0] == ToolSpec("f", {"type": "object"}, None, True)
-         and not r.tools[1].strict and r.tool_choice == ForcedTool("g")),
-        ({"model": "m", "messages": [USER], "response_format": {
-            "type": "json_schema", "json_schema": {"name": "v", "strict": True,
-                                                   "schema": {"type": "object"}}}},
-         lambda r: r.response_format == JsonSchemaFormat({"type": "object"}, "v", True)),
-        ({"model": "m", "messages": [USER], "max_completion_tokens": 7, "max_tokens": 9,
-          "stop": "END", "seed": 3, "temperature": 0},
-         lambda r: (r.max_tokens, r.stop, r.temperature) == (7, ("END",), 0.0)
-         and r.origin is not None and r.origin.screen("messages").dropped == ("seed",)),
+        (
+            {"model": "m", "messages": [USER]},
+            lambda r: r.messages == (Message("user", (TextPart("hi"),)),),
+        ),
+        (
+            {"model": "m", "messages": [{"role": "developer", "content": "be nice"}, USER]},
+            lambda r: r.messages[0].role == "system",
+        ),
+        (
+            {
+                "model": "m",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "look"},
+                            {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+                        ],
+                    }
+                ],
+            },
+            lambda r: r.messages[0].content == (TextPart("look"), ImagePart(url="https://x/y.png")),
+        ),
+        (
+            {
+                "model": "m",
+                "messages": [
+                    USER,
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "f", "arguments": "{}"},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "done"},
+                ],
+            },
+            lambda r: (
+                r.messages[1].tool_calls == (ToolCall("c1", "f", "{}"),)
+                and r.messages[2].tool_call_id == "c1"
+            ),
+        ),
+        (
+            {
+                "model": "m",
+                "messages": [USER],
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {"name": "f", "strict": True, "parameters": {"type": "object"}},
+                    },
+                    {"type": "function", "function": {"name": "g"}},
+                ],
+                "tool_choice": {"type": "function", "function": {"name": "g"}},
+            },
+            lambda r: (
+                r.tools[0] == ToolSpec("f", {"type": "object"}, None, True)
+                and not r.tools[1].strict
+                and r.tool_choice == ForcedTool("g")
+            ),
+        ),
+        (
+            {
+                "model": "m",
+                "messages": [USER],
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "v", "strict": True, "schema": {"type": "object"}},
+                },
+            },
+            lambda r: r.response_format == JsonSchemaFormat({"type": "object"}, "v", True),
+        ),
+        (
+            {
+                "model": "m",
+                "messages": [USER],
+                "max_completion_tokens": 7,
+                "max_tokens": 9,
+                "stop": "END",
+                "seed": 3,
+                "temperature": 0,
+            },
+            lambda r: (
+                (r.max_tokens, r.stop, r.temperature) == (7, ("END",), 0.0)
+                and r.origin is not None
+                and r.origin.screen("messages").dropped == ("seed",)
+            ),
+        ),
     ],
     ids=["text", "developer", "parts", "tool-turns", "tools", "json_schema", "params"],
 )
@@ -78,8 +143,10 @@ def test_encode_request_round_trips_what_matters() -> None:
             Message("assistant", tool_calls=(ToolCall("c1", "f", '{"a":1}'),)),
             Message("tool", (TextPart("r"),), tool_call_id="c1"),
         ),
-        tools=(ToolSpec("f", {"type": "object"}, "does f", strict=True),
-               ToolSpec("g", {"type": "object"})),
+        tools=(
+            ToolSpec("f", {"type": "object"}, "does f", strict=True),
+            ToolSpec("g", {"type": "object"}),
+        ),
         tool_choice=ForcedTool("f"),
         response_format=JsonSchemaFormat({"type": "object"}, "v", strict=False),
         max_tokens=5,
@@ -87,16 +154,29 @@ def test_encode_request_round_trips_what_matters() -> None:
     body = encode_request(request, MODEL, stream=True)
     assert body["model"] == "served"
     assert body["messages"][1]["content"][1] == {
-        "type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAA"}}
-    assert body["messages"][2] == {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}]}
+        "type": "image_url",
+        "image_url": {"url": "data:image/jpeg;base64,AAA"},
+    }
+    assert body["messages"][2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
+        ],
+    }
     assert body["messages"][3] == {"role": "tool", "tool_call_id": "c1", "content": "r"}
-    assert body["tools"][0]["function"] == {"name": "f", "parameters": {"type": "object"},
-                                            "description": "does f", "strict": True}
+    assert body["tools"][0]["function"] == {
+        "name": "f",
+        "parameters": {"type": "object"},
+        "description": "does f",
+        "strict": True,
+    }
     assert "strict" not in body["tools"][1]["function"]
     assert body["tool_choice"] == {"type": "function", "function": {"name": "f"}}
-    assert body["response_format"] == {"type": "json_schema",
-                                       "json_schema": {"name": "v", "schema": {"type": "object"}}}
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "v", "schema": {"type": "object"}},
+    }
     assert (body["max_completion_tokens"], body["stream"]) == (5, True)
     assert "max_tokens" not in body  # reasoning models refuse the deprecated field
     assert body["stream_options"] == {"include_usage": True}
@@ -108,17 +188,40 @@ def test_encode_request_round_trips_what_matters() -> None:
     ("data", "content", "calls", "finish"),
     [
         ({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}, "hi", (), "stop"),
-        ({"choices": [{"message": {"content": None, "tool_calls": [
-            {"id": "a", "function": {"name": "f", "arguments": "{}"}}]},
-            "finish_reason": "tool_calls"}]}, None, (ToolCall("a", "f", "{}"),), "tool_calls"),
-        ({"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]}, "x", (),
-         "length"),
+        (
+            {
+                "choices": [
+                    {
+                        "message": {
+                            "content": None,
+                            "tool_calls": [
+                                {"id": "a", "function": {"name": "f", "arguments": "{}"}}
+                            ],
+                        },
+                        "finish_reason": "tool_calls",
+                    }
+                ]
+            },
+            None,
+            (ToolCall("a", "f", "{}"),),
+            "tool_calls",
+        ),
+        (
+            {"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]},
+            "x",
+            (),
+            "length",
+        ),
     ],
 )
 def test_decode_response(data: dict[str, Any], content: Any, calls: Any, finish: str) -> None:
     r = decode_response({**data, "usage": {"prompt_tokens": 3, "completion_tokens": 4}}, MODEL)
     assert (r.content, r.tool_calls, r.finish_reason, r.usage) == (
-        content, calls, finish, Usage(3, 4))
+        content,
+        calls,
+        finish,
+        Usage(3, 4),
+    )
 
 
 def test_decode_response_bad_shape() -> None:

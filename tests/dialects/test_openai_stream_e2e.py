@@ -75,8 +75,9 @@ def sdk_stream(kind: str, gw: GatewayProcess, **kw: Any) -> Streamed:
             return _summarise(out)
 
     async def run() -> Streamed:
-        async with openai.AsyncOpenAI(base_url=base, api_key=gw.api_key, max_retries=0,
-                                      timeout=20) as c:
+        async with openai.AsyncOpenAI(
+            base_url=base, api_key=gw.api_key, max_retries=0, timeout=20
+        ) as c:
             raw = await c.chat.completions.with_raw_response.create(stream=True, **kw)
             out = Streamed([], raw.headers)
             try:
@@ -90,15 +91,24 @@ def sdk_stream(kind: str, gw: GatewayProcess, **kw: Any) -> Streamed:
 
 
 def raw_stream(gw: GatewayProcess, **kw: Any) -> httpx.Response:
-    body = {"model": "strict-model", "messages": MESSAGES, "tools": [refund_tool()],
-            "stream": True, "stream_options": {"include_usage": True}, **kw}
-    return httpx.post(gw.base_url + "/v1/chat/completions", json=body, timeout=20,
-                      headers={"authorization": f"Bearer {gw.api_key}"})
+    body = {
+        "model": "strict-model",
+        "messages": MESSAGES,
+        "tools": [refund_tool()],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **kw,
+    }
+    return httpx.post(
+        gw.base_url + "/v1/chat/completions",
+        json=body,
+        timeout=20,
+        headers={"authorization": f"Bearer {gw.api_key}"},
+    )
 
 
 def payloads(raw: bytes) -> list[str]:
-    return [b[len("data: "):] for b in raw.decode().split("\n\n")
-            if b.startswith("data: ")]
+    return [b[len("data: ") :] for b in raw.decode().split("\n\n") if b.startswith("data: ")]
 
 
 def ledger_row(gw: GatewayProcess, request_id: str, timeout: float = 5.0) -> dict[str, Any]:
@@ -107,8 +117,9 @@ def ledger_row(gw: GatewayProcess, request_id: str, timeout: float = 5.0) -> dic
     while time.monotonic() < deadline:
         with contextlib.closing(sqlite3.connect(db)) as conn:
             conn.row_factory = sqlite3.Row
-            row = conn.execute("SELECT * FROM usage_records WHERE request_id = ?",
-                               (request_id,)).fetchone()
+            row = conn.execute(
+                "SELECT * FROM usage_records WHERE request_id = ?", (request_id,)
+            ).fetchone()
         if row is not None:
             return dict(row)
         time.sleep(0.05)
@@ -148,7 +159,11 @@ def test_valid_strict_call(kind: str, gw: GatewayProcess, upstream: ScriptedUpst
     assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
     row = ledger_row(gw, h["x-request-id"])
     assert (row["status"], row["streamed"], row["schema_retries"], row["estimated"]) == (
-        200, 1, 0, 0)
+        200,
+        1,
+        0,
+        0,
+    )
     assert (row["prompt_tokens"], row["completion_tokens"]) == (10, 5)
 
 
@@ -170,7 +185,11 @@ def test_invalid_then_corrected(kind: str, gw: GatewayProcess, upstream: Scripte
     assert "/amount_pence must be integer" in str(fix["messages"][-1]["content"])
     row = ledger_row(gw, out.headers["x-request-id"])
     assert (row["status"], row["streamed"], row["schema_retries"], row["upstream_calls"]) == (
-        200, 1, 1, 2)
+        200,
+        1,
+        1,
+        2,
+    )
     assert (row["correction_prompt_tokens"], row["correction_completion_tokens"]) == (140, 18)
 
 
@@ -178,8 +197,9 @@ def test_raw_sse_never_carries_invalid_arguments(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
     upstream.queue(
-        Reply(content="Refunding.", tool_calls=[Call("create_refund", BAD_ARGS, id="c1")],
-              fragment=4),
+        Reply(
+            content="Refunding.", tool_calls=[Call("create_refund", BAD_ARGS, id="c1")], fragment=4
+        ),
         Reply(tool_calls=[Call("create_refund", GOOD_ARGS)]),
     )
     r = raw_stream(gw)
@@ -188,9 +208,12 @@ def test_raw_sse_never_carries_invalid_arguments(
     assert b"12.50" not in raw and BAD_ARGS.encode() not in raw
     # every argument byte that went out belongs to the corrected call
     chunks = [orjson.loads(p) for p in payloads(raw) if p != "[DONE]"]
-    args = "".join(tc["function"].get("arguments", "")
-                   for c in chunks if c["choices"]
-                   for tc in c["choices"][0]["delta"].get("tool_calls") or [])
+    args = "".join(
+        tc["function"].get("arguments", "")
+        for c in chunks
+        if c["choices"]
+        for tc in c["choices"][0]["delta"].get("tool_calls") or []
+    )
     assert args == GOOD_ARGS
     assert payloads(raw)[-1] == "[DONE]"
     assert raw.endswith(b"data: [DONE]\n\n")
@@ -207,14 +230,22 @@ def test_invalid_twice_is_an_in_band_error(
     out = sdk_stream(kind, gw)
     assert out.error is not None
     assert (out.error.code, out.error.param, out.error.type) == (
-        "tool_arguments_invalid", "/amount_pence", "invalid_request_error")
+        "tool_arguments_invalid",
+        "/amount_pence",
+        "invalid_request_error",
+    )
     assert "create_refund did not match the schema" in out.error.message
     assert "".join(c.choices[0].delta.content or "" for c in out.chunks if c.choices) == (
-        "One moment.")
+        "One moment."
+    )
     assert not any(c.choices and c.choices[0].delta.tool_calls for c in out.chunks)
     row = ledger_row(gw, out.headers["x-request-id"])
     assert (row["status"], row["error_code"], row["schema_retries"], row["streamed"]) == (
-        422, "tool_arguments_invalid", 1, 1)
+        422,
+        "tool_arguments_invalid",
+        1,
+        1,
+    )
 
 
 def metric(gw: GatewayProcess, name: str, **labels: str) -> float:
@@ -228,8 +259,10 @@ def metric(gw: GatewayProcess, name: str, **labels: str) -> float:
 def test_invalid_twice_before_any_output_is_a_plain_422(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD_ARGS)]),
-                   Reply(tool_calls=[Call("create_refund", BAD_ARGS)]))
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", BAD_ARGS)]),
+        Reply(tool_calls=[Call("create_refund", BAD_ARGS)]),
+    )
     labels = {"route": "/v1/chat/completions", "status": "422", "code": "tool_arguments_invalid"}
     before = metric(gw, "syntic_requests_total", **labels)
     r = raw_stream(gw)
@@ -252,16 +285,22 @@ def test_parallel_calls_only_one_corrected(
 ) -> None:
     other = GOOD_ARGS.replace("582131", "123456")
     upstream.queue(
-        Reply(tool_calls=[Call("create_refund", BAD_ARGS, id="c0"),
-                          Call("create_refund", other, id="c1"),
-                          Call("lookup_order", '{"order_number": "1"}', id="c2")]),
+        Reply(
+            tool_calls=[
+                Call("create_refund", BAD_ARGS, id="c0"),
+                Call("create_refund", other, id="c1"),
+                Call("lookup_order", '{"order_number": "1"}', id="c2"),
+            ]
+        ),
         Reply(tool_calls=[Call("create_refund", GOOD_ARGS)]),
     )
     out = sdk_stream(kind, gw, tools=[refund_tool(), lookup_tool()])
     assert out.error is None and out.completion is not None
     assert calls_of(out.completion) == [
-        ("c0", "create_refund", GOOD_ARGS), ("c1", "create_refund", other),
-        ("c2", "lookup_order", '{"order_number": "1"}')]
+        ("c0", "create_refund", GOOD_ARGS),
+        ("c1", "create_refund", other),
+        ("c2", "lookup_order", '{"order_number": "1"}'),
+    ]
     assert len(upstream.requests) == 2
     assert (out.chunks[-1].usage.model_extra or {})["schema_retries"] == 1  # type: ignore[union-attr]
 
@@ -271,8 +310,11 @@ def test_text_before_and_after_keeps_order(
     kind: str, gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
     upstream.queue(
-        Reply(content="Let me refund that. ", content_after="Done.",
-              tool_calls=[Call("create_refund", BAD_ARGS, id="c0")]),
+        Reply(
+            content="Let me refund that. ",
+            content_after="Done.",
+            tool_calls=[Call("create_refund", BAD_ARGS, id="c0")],
+        ),
         Reply(tool_calls=[Call("create_refund", GOOD_ARGS)]),
     )
     out = sdk_stream(kind, gw)
@@ -323,8 +365,9 @@ def test_bad_schema_is_a_400_before_streaming(
 
 
 def test_length_cut_off_inside_held_call(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
-    upstream.queue(Reply(tool_calls=[Call("create_refund", GOOD_ARGS[:30])],
-                         finish_reason="length"))
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", GOOD_ARGS[:30])], finish_reason="length")
+    )
     r = raw_stream(gw)
     assert r.status_code == 422  # before any output: a plain HTTP error
     env = r.json()
@@ -348,12 +391,16 @@ def test_keepalive_during_a_slow_correction(gw: GatewayProcess, upstream: Script
 def _disconnect_after_first_chunk(
     gw: GatewayProcess, before_leaving: Callable[[], object] = lambda: None
 ) -> str:
-    body = {"model": "strict-model", "messages": MESSAGES, "tools": [refund_tool()],
-            "stream": True}
-    with httpx.Client(timeout=20) as client, client.stream(
-        "POST", gw.base_url + "/v1/chat/completions", json=body,
-        headers={"authorization": f"Bearer {gw.api_key}"},
-    ) as r:
+    body = {"model": "strict-model", "messages": MESSAGES, "tools": [refund_tool()], "stream": True}
+    with (
+        httpx.Client(timeout=20) as client,
+        client.stream(
+            "POST",
+            gw.base_url + "/v1/chat/completions",
+            json=body,
+            headers={"authorization": f"Bearer {gw.api_key}"},
+        ) as r,
+    ):
         assert r.status_code == 200
         chunks = r.iter_bytes()  # kept referenced: dropping it would close the response
         assert next(chunks)
@@ -367,7 +414,11 @@ def test_client_disconnect_cancels_upstream(gw: GatewayProcess, upstream: Script
     assert upstream.wait_for_disconnect(0, timeout=5)
     row = ledger_row(gw, rid)
     assert (row["status"], row["error_code"], row["streamed"], row["estimated"]) == (
-        499, "client_disconnected", 1, 1)
+        499,
+        "client_disconnected",
+        1,
+        1,
+    )
     assert row["completion_tokens"] > 0
 
 
@@ -386,18 +437,25 @@ def test_client_disconnect_cancels_correction_in_flight(
     assert (row["status"], row["error_code"], row["streamed"]) == (499, "client_disconnected", 1)
 
 
-NOTE_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}},
-               "required": ["text"], "additionalProperties": False}
-NOTE_FORMAT = {"type": "json_schema",
-               "json_schema": {"name": "note", "strict": True, "schema": NOTE_SCHEMA}}
+NOTE_SCHEMA = {
+    "type": "object",
+    "properties": {"text": {"type": "string"}},
+    "required": ["text"],
+    "additionalProperties": False,
+}
+NOTE_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {"name": "note", "strict": True, "schema": NOTE_SCHEMA},
+}
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_strict_json_output_is_held_and_corrected(
     kind: str, gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(content='{"text": 5}', fragment=3),
-                   Reply(content='{"text": "five"}', usage=(30, 4)))
+    upstream.queue(
+        Reply(content='{"text": 5}', fragment=3), Reply(content='{"text": "five"}', usage=(30, 4))
+    )
     out = sdk_stream(kind, gw, tools=None, response_format=NOTE_FORMAT)
     assert out.error is None and out.completion is not None
     assert out.completion.choices[0].message.content == '{"text": "five"}'

@@ -29,7 +29,9 @@ from gateway.errors import UpstreamError
 
 def encoder(include_usage: bool = True) -> ChunkEncoder:
     return ChunkEncoder(
-        completion_id="chatcmpl-abc", model="amara-s1.2", created=1733000000,
+        completion_id="chatcmpl-abc",
+        model="amara-s1.2",
+        created=1733000000,
         include_usage=include_usage,
     )
 
@@ -41,7 +43,7 @@ def sse_payloads(raw: bytes) -> list[str]:
     for block in raw.decode().split("\n\n")[:-1]:
         assert block.startswith("data: "), block
         assert "\n" not in block
-        out.append(block[len("data: "):])
+        out.append(block[len("data: ") :])
     return out
 
 
@@ -53,34 +55,70 @@ FINAL = FinalUsage(Usage(100, 20), schema_retries=1, upstream_calls=2)
 CALL = '{"order_number": "582131", "amount_pence": 1250}'
 
 CASES: list[tuple[str, Sequence[HeldEvent], list[dict[str, Any]]]] = [
-    ("text", [TextDelta("Hé \"q\"\n")], [{"content": "Hé \"q\"\n"}]),
+    ("text", [TextDelta('Hé "q"\n')], [{"content": 'Hé "q"\n'}]),
     (
         "released call coalesces start and arguments",
         [ToolCallStart(0, "call_1", "create_refund"), ToolCallDelta(0, CALL)],
-        [{"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                          "function": {"name": "create_refund", "arguments": CALL}}]}],
+        [
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "create_refund", "arguments": CALL},
+                    }
+                ]
+            }
+        ],
     ),
     (
         "later fragments stay separate chunks",
         [ToolCallStart(1, "c", "lookup"), ToolCallDelta(1, '{"q"'), ToolCallDelta(1, ": 1}")],
         [
-            {"tool_calls": [{"index": 1, "id": "c", "type": "function",
-                             "function": {"name": "lookup", "arguments": '{"q"'}}]},
+            {
+                "tool_calls": [
+                    {
+                        "index": 1,
+                        "id": "c",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": '{"q"'},
+                    }
+                ]
+            },
             {"tool_calls": [{"index": 1, "function": {"arguments": ": 1}"}}]},
         ],
     ),
     (
         "a start alone has empty arguments",
         [ToolCallStart(2, "d", "lookup")],
-        [{"tool_calls": [{"index": 2, "id": "d", "type": "function",
-                          "function": {"name": "lookup", "arguments": ""}}]}],
+        [
+            {
+                "tool_calls": [
+                    {
+                        "index": 2,
+                        "id": "d",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": ""},
+                    }
+                ]
+            }
+        ],
     ),
     (
         "start followed by another call's delta is not merged",
         [ToolCallStart(0, "a", "x"), ToolCallDelta(1, "{}")],
         [
-            {"tool_calls": [{"index": 0, "id": "a", "type": "function",
-                             "function": {"name": "x", "arguments": ""}}]},
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "a",
+                        "type": "function",
+                        "function": {"name": "x", "arguments": ""},
+                    }
+                ]
+            },
             {"tool_calls": [{"index": 1, "function": {"arguments": "{}"}}]},
         ],
     ),
@@ -95,7 +133,11 @@ def test_deltas(batch: Sequence[HeldEvent], deltas: list[dict[str, Any]]) -> Non
     for c in got:
         ChatCompletionChunk.model_validate(c)
         assert (c["id"], c["object"], c["model"], c["created"]) == (
-            "chatcmpl-abc", "chat.completion.chunk", "amara-s1.2", 1733000000)
+            "chatcmpl-abc",
+            "chat.completion.chunk",
+            "amara-s1.2",
+            1733000000,
+        )
         assert c["choices"][0]["finish_reason"] is None
         assert c["usage"] is None
 
@@ -113,11 +155,14 @@ def test_finish_usage_and_done(include_usage: bool) -> None:
     if include_usage:
         assert len(got) == 2
         assert got[1]["choices"] == []
-        assert got[1]["usage"] == {"prompt_tokens": 100, "completion_tokens": 20,
-                                   "total_tokens": 120,
-                                   "prompt_tokens_details": {"cached_tokens": 0},
-                                   "completion_tokens_details": {"reasoning_tokens": 0},
-                                   "schema_retries": 1}
+        assert got[1]["usage"] == {
+            "prompt_tokens": 100,
+            "completion_tokens": 20,
+            "total_tokens": 120,
+            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0},
+            "schema_retries": 1,
+        }
     else:
         assert len(got) == 1
         assert "usage" not in got[0]
@@ -130,12 +175,19 @@ def test_role_chunk() -> None:
 
 def test_sdk_accumulates_a_whole_stream() -> None:
     enc = encoder()
-    raw = enc.role() + enc.encode([
-        TextDelta("Refunding "), TextDelta("now."),
-        ToolCallStart(0, "call_1", "create_refund"), ToolCallDelta(0, CALL),
-        ToolCallStart(1, "call_2", "lookup"), ToolCallDelta(1, '{"q"'), ToolCallDelta(1, ":1}"),
-        Finish("tool_calls"), FINAL,
-    ])
+    raw = enc.role() + enc.encode(
+        [
+            TextDelta("Refunding "),
+            TextDelta("now."),
+            ToolCallStart(0, "call_1", "create_refund"),
+            ToolCallDelta(0, CALL),
+            ToolCallStart(1, "call_2", "lookup"),
+            ToolCallDelta(1, '{"q"'),
+            ToolCallDelta(1, ":1}"),
+            Finish("tool_calls"),
+            FINAL,
+        ]
+    )
     state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
     for c in chunks(raw):
         state.handle_chunk(ChatCompletionChunk.model_validate(c))
@@ -144,7 +196,9 @@ def test_sdk_accumulates_a_whole_stream() -> None:
     assert msg.content == "Refunding now."
     assert msg.tool_calls is not None
     assert [(t.id, t.function.name, t.function.arguments) for t in msg.tool_calls] == [
-        ("call_1", "create_refund", CALL), ("call_2", "lookup", '{"q":1}')]
+        ("call_1", "create_refund", CALL),
+        ("call_2", "lookup", '{"q":1}'),
+    ]
     assert done.choices[0].finish_reason == "tool_calls"
     assert done.usage is not None and done.usage.total_tokens == 120
     assert (done.usage.model_extra or {}).get("schema_retries") == 1
@@ -152,27 +206,35 @@ def test_sdk_accumulates_a_whole_stream() -> None:
 
 def _sdk_stream(raw: bytes) -> Stream[ChatCompletionChunk]:
     request = httpx2.Request("POST", "http://gw/v1/chat/completions")
-    response = httpx2.Response(200, content=raw, request=request,
-                               headers={"content-type": "text/event-stream"})
+    response = httpx2.Response(
+        200, content=raw, request=request, headers={"content-type": "text/event-stream"}
+    )
     client = OpenAI(api_key="sk-test", base_url="http://gw/v1")
     return Stream(cast_to=ChatCompletionChunk, response=response, client=client)
 
 
 ERRORS = [
-    (OutputRejected("Arguments for create_refund did not match the schema: /amount_pence must "
-                    "be integer.", code="tool_arguments_invalid",
-                    violations=[Violation("/amount_pence", "/amount_pence must be integer")]),
-     "invalid_request_error", "tool_arguments_invalid", "/amount_pence"),
+    (
+        OutputRejected(
+            "Arguments for create_refund did not match the schema: /amount_pence must be integer.",
+            code="tool_arguments_invalid",
+            violations=[Violation("/amount_pence", "/amount_pence must be integer")],
+        ),
+        "invalid_request_error",
+        "tool_arguments_invalid",
+        "/amount_pence",
+    ),
     (UpstreamError("Upstream connection reset."), "server_error", "upstream_error", None),
 ]
 
 
 @pytest.mark.parametrize(("exc", "type_", "code", "param"), ERRORS)
-def test_in_band_error_makes_the_sdk_raise(exc: Any, type_: str, code: str,
-                                           param: str | None) -> None:
+def test_in_band_error_makes_the_sdk_raise(
+    exc: Any, type_: str, code: str, param: str | None
+) -> None:
     enc = encoder()
     raw = enc.role() + enc.encode([TextDelta("hi")]) + KEEPALIVE + error_event(exc, "req_1")
-    payload = orjson.loads(error_event(exc, "req_1")[len("data: "):])
+    payload = orjson.loads(error_event(exc, "req_1")[len("data: ") :])
     assert payload["request_id"] == "req_1"
     assert payload["error"]["message"] == exc.message
     seen = []

@@ -43,13 +43,19 @@ SCHEMA: dict[str, Any] = {
 GOOD = '{"order_number": "582131", "amount_pence": 1250}'
 BAD = '{"order_number": "582131", "amount_pence": "12.50"}'
 NOTE_SCHEMA: dict[str, Any] = {
-    "type": "object", "properties": {"text": {"type": "string"}},
-    "required": ["text"], "additionalProperties": False,
+    "type": "object",
+    "properties": {"text": {"type": "string"}},
+    "required": ["text"],
+    "additionalProperties": False,
 }
 WIRES = ["ch", "an", "rs"]  # the upstream speaks chat completions, Messages, Responses
 WAYS = [
-    "chat.stream", "chat.create", "responses.stream", "responses.create",
-    "messages.stream", "messages.create",
+    "chat.stream",
+    "chat.create",
+    "responses.stream",
+    "responses.create",
+    "messages.stream",
+    "messages.create",
 ]
 DIALECT_WAYS = ["chat.stream", "responses.stream", "messages.stream"]
 PROMPT = "Refund order 582131."
@@ -66,11 +72,15 @@ def gw(
     scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
     scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
     base = scripted_upstream_server.base_url
-    gateway = start_gateway(tmp_path_factory.mktemp("preamble-gw"), [
-        model_table("ch-strict", base),
-        model_table("an-strict", base, provider="anthropic"),
-        model_table("rs-strict", base, api="responses"),
-    ], server={"stream_keepalive_s": STREAM_KEEPALIVE_S})
+    gateway = start_gateway(
+        tmp_path_factory.mktemp("preamble-gw"),
+        [
+            model_table("ch-strict", base),
+            model_table("an-strict", base, provider="anthropic"),
+            model_table("rs-strict", base, api="responses"),
+        ],
+        server={"stream_keepalive_s": STREAM_KEEPALIVE_S},
+    )
     yield gateway
     gateway.stop()
 
@@ -81,11 +91,14 @@ def family(way: str) -> str:
 
 def tools(way: str) -> list[Any]:
     if way.startswith("chat"):
-        return [{"type": "function", "function": {
-            "name": "create_refund", "strict": True, "parameters": SCHEMA}}]
+        return [
+            {
+                "type": "function",
+                "function": {"name": "create_refund", "strict": True, "parameters": SCHEMA},
+            }
+        ]
     if way.startswith("responses"):
-        return [{"type": "function", "name": "create_refund", "strict": True,
-                 "parameters": SCHEMA}]
+        return [{"type": "function", "name": "create_refund", "strict": True, "parameters": SCHEMA}]
     return [{"name": "create_refund", "strict": True, "input_schema": SCHEMA}]
 
 
@@ -94,13 +107,25 @@ def strict_output(way: str) -> dict[str, Any]:
     if way == "chat.stream":
         return {"response_format": Note}
     if way == "chat.create":
-        return {"response_format": {"type": "json_schema", "json_schema": {
-            "name": "note", "strict": True, "schema": NOTE_SCHEMA}}}
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "note", "strict": True, "schema": NOTE_SCHEMA},
+            }
+        }
     if way == "responses.stream":
         return {"text_format": Note}
     if way == "responses.create":
-        return {"text": {"format": {"type": "json_schema", "name": "note", "strict": True,
-                                    "schema": NOTE_SCHEMA}}}
+        return {
+            "text": {
+                "format": {
+                    "type": "json_schema",
+                    "name": "note",
+                    "strict": True,
+                    "schema": NOTE_SCHEMA,
+                }
+            }
+        }
     return {"output_config": {"format": {"type": "json_schema", "schema": NOTE_SCHEMA}}}
 
 
@@ -114,7 +139,10 @@ class Streamed:
 
 
 def consume(
-    way: str, gw: GatewayProcess, model: str, on_text: Callable[[str], None] = lambda t: None,
+    way: str,
+    gw: GatewayProcess,
+    model: str,
+    on_text: Callable[[str], None] = lambda t: None,
     **kw: Any,
 ) -> Streamed:
     """Stream one request the way ``way`` names, with the SDK's default retries."""
@@ -137,7 +165,11 @@ def consume(
 
 
 def _chat(
-    c: openai.OpenAI, way: str, model: str, text: Callable[[str], None], out: Streamed,
+    c: openai.OpenAI,
+    way: str,
+    model: str,
+    text: Callable[[str], None],
+    out: Streamed,
     kw: dict[str, Any],
 ) -> None:
     messages: Any = [{"role": "user", "content": PROMPT}]
@@ -148,8 +180,11 @@ def _chat(
                     text(event.delta)
             message = s.get_final_completion().choices[0].message
         out.final_text = message.content or ""
-        out.calls = [(t.function.name, t.function.arguments) for t in message.tool_calls or []
-                     if t.type == "function"]
+        out.calls = [
+            (t.function.name, t.function.arguments)
+            for t in message.tool_calls or []
+            if t.type == "function"
+        ]
         return
     arguments: dict[int, list[str]] = {}
     names: dict[int, str] = {}
@@ -169,7 +204,11 @@ def _chat(
 
 
 def _responses(
-    c: openai.OpenAI, way: str, model: str, text: Callable[[str], None], out: Streamed,
+    c: openai.OpenAI,
+    way: str,
+    model: str,
+    text: Callable[[str], None],
+    out: Streamed,
     kw: dict[str, Any],
 ) -> None:
     if way == "responses.stream":
@@ -186,12 +225,17 @@ def _responses(
             text(event.delta)
         elif event.type == "response.completed":
             out.final_text = event.response.output_text
-            out.calls = [(i.name, i.arguments) for i in event.response.output
-                         if i.type == "function_call"]
+            out.calls = [
+                (i.name, i.arguments) for i in event.response.output if i.type == "function_call"
+            ]
 
 
 def _anthropic(
-    c: anthropic.Anthropic, way: str, model: str, text: Callable[[str], None], out: Streamed,
+    c: anthropic.Anthropic,
+    way: str,
+    model: str,
+    text: Callable[[str], None],
+    out: Streamed,
     kw: dict[str, Any],
 ) -> None:
     messages: Any = [{"role": "user", "content": PROMPT}]
@@ -202,13 +246,13 @@ def _anthropic(
                     text(event.delta.text)
             final = s.get_final_message()
         out.final_text = "".join(b.text for b in final.content if b.type == "text")
-        out.calls = [(b.name, json.dumps(b.input)) for b in final.content
-                     if b.type == "tool_use"]
+        out.calls = [(b.name, json.dumps(b.input)) for b in final.content if b.type == "tool_use"]
         return
     inputs: dict[int, list[str]] = {}
     names: dict[int, str] = {}
-    for event in c.messages.create(model=model, max_tokens=256, messages=messages,
-                                   stream=True, **kw):
+    for event in c.messages.create(
+        model=model, max_tokens=256, messages=messages, stream=True, **kw
+    ):
         if event.type == "content_block_start" and event.content_block.type == "tool_use":
             names[event.index] = event.content_block.name
         elif event.type == "content_block_delta":
@@ -255,8 +299,10 @@ def assert_plain_422(exc: Exception, way: str, code: str, param: str) -> dict[st
 def test_a_call_still_invalid_before_any_output_is_a_plain_422(
     gw: GatewayProcess, upstream: ScriptedUpstream, way: str, wire: str
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", BAD)]))
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
     with pytest.raises(unprocessable(way)) as info:
         consume(way, gw, f"{wire}-strict", tools=tools(way))
     assert_plain_422(info.value, way, "tool_arguments_invalid", "/amount_pence")
@@ -267,13 +313,19 @@ def test_a_call_still_invalid_before_any_output_is_a_plain_422(
 def test_the_refused_stream_is_in_the_ledger_as_a_streamed_422(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", BAD)]))
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
     with pytest.raises(openai.UnprocessableEntityError) as info:
         consume("chat.create", gw, "ch-strict", tools=tools("chat.create"))
     row = ledger_row(gw, info.value.response.headers["x-request-id"])
     assert (row["status"], row["error_code"], row["schema_retries"], row["streamed"]) == (
-        422, "tool_arguments_invalid", 1, 1)
+        422,
+        "tool_arguments_invalid",
+        1,
+        1,
+    )
     assert row["upstream_calls"] == 2
 
 
@@ -282,19 +334,29 @@ def test_no_keep_alive_commits_a_200_while_the_preamble_is_held(
     gw: GatewayProcess, upstream: ScriptedUpstream, path: str
 ) -> None:
     # The correction takes several keep-alive intervals: still one plain 422, no bytes first.
-    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", BAD)], delay=STREAM_KEEPALIVE_S * 4))
-    way = {"/v1/chat/completions": "chat.create", "/v1/responses": "responses.create",
-           "/v1/messages": "messages.create"}[path]
-    body: dict[str, Any] = {"model": "ch-strict", "stream": True, "tools": tools(way),
-                            "max_tokens": 256}
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)], delay=STREAM_KEEPALIVE_S * 4),
+    )
+    way = {
+        "/v1/chat/completions": "chat.create",
+        "/v1/responses": "responses.create",
+        "/v1/messages": "messages.create",
+    }[path]
+    body: dict[str, Any] = {
+        "model": "ch-strict",
+        "stream": True,
+        "tools": tools(way),
+        "max_tokens": 256,
+    }
     if path == "/v1/responses":
         body["input"] = PROMPT
         del body["max_tokens"]
     else:
         body["messages"] = [{"role": "user", "content": PROMPT}]
-    r = httpx.post(gw.base_url + path, json=body, timeout=20,
-                   headers={"authorization": f"Bearer {gw.api_key}"})
+    r = httpx.post(
+        gw.base_url + path, json=body, timeout=20, headers={"authorization": f"Bearer {gw.api_key}"}
+    )
     assert r.status_code == 422
     assert r.headers["content-type"] == "application/json"
     assert r.json()["error"]["code"] == "tool_arguments_invalid"
@@ -304,12 +366,21 @@ def test_no_keep_alive_commits_a_200_while_the_preamble_is_held(
 def test_a_corrected_call_before_any_output_streams_after_the_hold(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", GOOD)], delay=STREAM_KEEPALIVE_S * 4))
-    r = httpx.post(gw.base_url + "/v1/chat/completions", timeout=20,
-                   headers={"authorization": f"Bearer {gw.api_key}"},
-                   json={"model": "ch-strict", "stream": True, "tools": tools("chat.create"),
-                         "messages": [{"role": "user", "content": PROMPT}]})
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", GOOD)], delay=STREAM_KEEPALIVE_S * 4),
+    )
+    r = httpx.post(
+        gw.base_url + "/v1/chat/completions",
+        timeout=20,
+        headers={"authorization": f"Bearer {gw.api_key}"},
+        json={
+            "model": "ch-strict",
+            "stream": True,
+            "tools": tools("chat.create"),
+            "messages": [{"role": "user", "content": PROMPT}],
+        },
+    )
     assert r.status_code == 200
     # held through the correction: the preamble and the call come together, no keep-alive
     assert r.content.startswith(b"data: ") and b"keep-alive" not in r.content
@@ -324,8 +395,10 @@ def test_a_corrected_call_before_any_output_streams_after_the_hold(
 def test_a_failure_after_text_is_the_in_band_error(
     gw: GatewayProcess, upstream: ScriptedUpstream, way: str, wire: str
 ) -> None:
-    upstream.queue(Reply(content="One moment.", tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", BAD)]))
+    upstream.queue(
+        Reply(content="One moment.", tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
     seen: list[str] = []
     with pytest.raises((openai.APIError, anthropic.APIError)) as info:
         consume(way, gw, f"{wire}-strict", on_text=seen.append, tools=tools(way))
@@ -337,7 +410,9 @@ def test_a_failure_after_text_is_the_in_band_error(
         assert exc.status_code == 200
         body: Any = exc.body
         assert (body["error"]["code"], body["error"]["param"]) == (
-            "tool_arguments_invalid", "/amount_pence")
+            "tool_arguments_invalid",
+            "/amount_pence",
+        )
     else:
         assert type(exc) is openai.APIError  # in band: no status to classify
         assert (exc.code, exc.param) == ("tool_arguments_invalid", "/amount_pence")
@@ -347,15 +422,18 @@ def test_a_failure_after_text_is_the_in_band_error(
 def test_response_failed_carries_the_error_code(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(content="One moment.", tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", BAD)]))
+    upstream.queue(
+        Reply(content="One moment.", tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
     failed: list[Any] = []
     with (
         openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, timeout=20) as c,
         pytest.raises(openai.APIError),
     ):
-        for event in c.responses.create(model="ch-strict", input=PROMPT, stream=True,
-                                        tools=tools("responses.create")):
+        for event in c.responses.create(
+            model="ch-strict", input=PROMPT, stream=True, tools=tools("responses.create")
+        ):
             if event.type == "response.failed":
                 failed.append(event.response)
     assert [r.status for r in failed] == ["failed"]
@@ -372,8 +450,15 @@ def test_text_streams_before_the_upstream_finishes(
 ) -> None:
     gate = threading.Event()
     # The upstream pauses before the call until the client has seen the text.
-    upstream.queue(Reply(content="Refunding now.", tool_calls=[Call("create_refund", GOOD)],
-                         fragment=64, gate=gate, gate_at=b"create_refund"))
+    upstream.queue(
+        Reply(
+            content="Refunding now.",
+            tool_calls=[Call("create_refund", GOOD)],
+            fragment=64,
+            gate=gate,
+            gate_at=b"create_refund",
+        )
+    )
     early: list[bool] = []
 
     def on_text(delta: str) -> None:
@@ -385,7 +470,8 @@ def test_text_streams_before_the_upstream_finishes(
     assert early == [True]
     assert "".join(out.text) == "Refunding now."
     assert [(name, json.loads(args)) for name, args in out.calls] == [
-        ("create_refund", json.loads(GOOD))]
+        ("create_refund", json.loads(GOOD))
+    ]
     assert len(upstream.requests) == 1
 
 
@@ -436,12 +522,17 @@ def create_refund(order_number: str, amount_pence: int) -> str:
 async def run_streamed(gw: GatewayProcess, model_class: str, model: str) -> None:
     """``Runner.run_streamed`` to the end, with the SDK's default retries."""
     agents.set_tracing_disabled(True)  # the SDK would upload traces: loopback only here
-    async with openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key,
-                                  timeout=20) as client:
-        classes: dict[str, Any] = {"responses": agents.OpenAIResponsesModel,
-                                   "chat": agents.OpenAIChatCompletionsModel}
+    async with openai.AsyncOpenAI(
+        base_url=gw.base_url + "/v1", api_key=gw.api_key, timeout=20
+    ) as client:
+        classes: dict[str, Any] = {
+            "responses": agents.OpenAIResponsesModel,
+            "chat": agents.OpenAIChatCompletionsModel,
+        }
         agent = agents.Agent(
-            name="refunds", instructions="Refund orders.", tools=[create_refund],
+            name="refunds",
+            instructions="Refund orders.",
+            tools=[create_refund],
             model=classes[model_class](model=model, openai_client=client),
         )
         result = agents.Runner.run_streamed(agent, PROMPT)
@@ -454,8 +545,10 @@ async def run_streamed(gw: GatewayProcess, model_class: str, model: str) -> None
 async def test_agents_run_streamed_raises_unprocessable_before_any_output(
     gw: GatewayProcess, upstream: ScriptedUpstream, model_class: str, wire: str
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", BAD)]))
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
     with pytest.raises(openai.UnprocessableEntityError) as info:
         await run_streamed(gw, model_class, f"{wire}-strict")
     assert (info.value.code, info.value.param) == ("tool_arguments_invalid", "/amount_pence")
@@ -466,16 +559,20 @@ async def test_agents_run_streamed_raises_unprocessable_before_any_output(
 async def test_agents_run_streamed_after_text(
     gw: GatewayProcess, upstream: ScriptedUpstream, model_class: str
 ) -> None:
-    upstream.queue(Reply(content="One moment.", tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", BAD)]))
+    upstream.queue(
+        Reply(content="One moment.", tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
     raised: type[Exception] = (
-        agents.ModelBehaviorError if model_class == "responses" else openai.APIError)
+        agents.ModelBehaviorError if model_class == "responses" else openai.APIError
+    )
     with pytest.raises(raised) as info:
         await run_streamed(gw, model_class, "ch-strict")
     # in band: the Responses model stops at response.failed, chat at the error chunk
     assert type(info.value) is raised
     assert "tool_arguments_invalid" in str(info.value) or (
-        isinstance(info.value, openai.APIError) and info.value.code == "tool_arguments_invalid")
+        isinstance(info.value, openai.APIError) and info.value.code == "tool_arguments_invalid"
+    )
     assert len(upstream.requests) == 2
 
 
@@ -485,13 +582,23 @@ async def test_agents_run_streamed_after_text(
 def test_a_disconnect_while_held_cancels_the_correction(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", GOOD)], delay=10))
-    body = json.dumps({"model": "ch-strict", "stream": True, "tools": tools("chat.create"),
-                       "messages": [{"role": "user", "content": PROMPT}]}).encode()
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
-            f"authorization: Bearer {gw.api_key}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\n\r\n").encode()
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", GOOD)], delay=10),
+    )
+    body = json.dumps(
+        {
+            "model": "ch-strict",
+            "stream": True,
+            "tools": tools("chat.create"),
+            "messages": [{"role": "user", "content": PROMPT}],
+        }
+    ).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+        f"authorization: Bearer {gw.api_key}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode()
     with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as sock:
         sock.sendall(head + body)
         upstream.wait_for_requests(2, timeout=5)  # the correction is in flight, nothing sent
@@ -508,8 +615,12 @@ def _rows_with_status(gw: GatewayProcess, status: int) -> list[dict[str, Any]]:
     while True:
         with contextlib.closing(sqlite3.connect(db)) as conn:
             conn.row_factory = sqlite3.Row
-            rows = [dict(r) for r in conn.execute(
-                "SELECT * FROM usage_records WHERE status = ? ORDER BY request_id", (status,))]
+            rows = [
+                dict(r)
+                for r in conn.execute(
+                    "SELECT * FROM usage_records WHERE status = ? ORDER BY request_id", (status,)
+                )
+            ]
         if rows or time.monotonic() > deadline:
             return rows
         time.sleep(0.05)

@@ -29,8 +29,10 @@ THOUGHT = Thinking("The order number is in the message.", signature="EqQBCgIYAhI
 REDACTED = Thinking("c2VhbGVkLXRoaW5raW5n", redacted=True)
 REASONING = ReasoningItem("rs_up_7", ("Looking the order up.",), encrypted_content="gAAAAB-x")
 SCHEMA: dict[str, Any] = {
-    "type": "object", "properties": {"order": {"type": "string", "pattern": "^[0-9]+$"}},
-    "required": ["order"], "additionalProperties": False,
+    "type": "object",
+    "properties": {"order": {"type": "string", "pattern": "^[0-9]+$"}},
+    "required": ["order"],
+    "additionalProperties": False,
 }
 GOOD = '{"order": "41"}'
 
@@ -42,11 +44,14 @@ def gw(
     scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
     scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
     base = scripted_upstream_server.base_url
-    gw = start_gateway(tmp_path_factory.mktemp("round-trip"), [
-        model_table("oa", base),
-        model_table("rs", base, api="responses"),
-        model_table("an", base, provider="anthropic"),
-    ])
+    gw = start_gateway(
+        tmp_path_factory.mktemp("round-trip"),
+        [
+            model_table("oa", base),
+            model_table("rs", base, api="responses"),
+            model_table("an", base, provider="anthropic"),
+        ],
+    )
     yield gw
     gw.stop()
 
@@ -67,18 +72,26 @@ RESPONSES_TOOLS: Any = [{"type": "function", "name": "lookup", "parameters": SCH
 def test_an_anthropic_clients_thinking_goes_back_to_anthropic_only(
     gw: GatewayProcess, upstream: ScriptedUpstream, model: str
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("lookup", GOOD, id="toolu_1")],
-                         thinking=(THOUGHT, REDACTED)),
-                   Reply(content="Order 41 ships today."))
+    upstream.queue(
+        Reply(tool_calls=[Call("lookup", GOOD, id="toolu_1")], thinking=(THOUGHT, REDACTED)),
+        Reply(content="Order 41 ships today."),
+    )
     with anthropic_client(gw) as client:
         question: Any = {"role": "user", "content": "Where is order 41?"}
-        first = client.messages.create(model=model, max_tokens=256, messages=[question],
-                                       tools=MESSAGES_TOOLS)
+        first = client.messages.create(
+            model=model, max_tokens=256, messages=[question], tools=MESSAGES_TOOLS
+        )
         turn: Any = [block.model_dump(exclude_none=True) for block in first.content]
-        result: Any = {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "shipped"}]}
-        client.messages.create(model=model, max_tokens=256, tools=MESSAGES_TOOLS, messages=[
-            question, {"role": "assistant", "content": turn}, result])
+        result: Any = {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "shipped"}],
+        }
+        client.messages.create(
+            model=model,
+            max_tokens=256,
+            tools=MESSAGES_TOOLS,
+            messages=[question, {"role": "assistant", "content": turn}, result],
+        )
     sent = upstream.requests[1].body
     if model == "an":
         assistant = sent["messages"][1]
@@ -93,16 +106,25 @@ def test_an_anthropic_clients_thinking_goes_back_to_anthropic_only(
 def test_a_responses_clients_reasoning_items_go_back_to_responses_only(
     gw: GatewayProcess, upstream: ScriptedUpstream, model: str
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("lookup", GOOD, id="call_1")],
-                         reasoning=(REASONING,)),
-                   Reply(content="Order 41 ships today."))
+    upstream.queue(
+        Reply(tool_calls=[Call("lookup", GOOD, id="call_1")], reasoning=(REASONING,)),
+        Reply(content="Order 41 ships today."),
+    )
     with openai_client(gw) as client:
-        first = client.responses.create(model=model, input="Where is order 41?",
-                                        tools=RESPONSES_TOOLS, store=False)
+        first = client.responses.create(
+            model=model, input="Where is order 41?", tools=RESPONSES_TOOLS, store=False
+        )
         replay: Any = [item.model_dump(exclude_none=True) for item in first.output]
-        client.responses.create(model=model, tools=RESPONSES_TOOLS, store=False, input=[
-            {"role": "user", "content": "Where is order 41?"}, *replay,
-            {"type": "function_call_output", "call_id": "call_1", "output": "shipped"}])
+        client.responses.create(
+            model=model,
+            tools=RESPONSES_TOOLS,
+            store=False,
+            input=[
+                {"role": "user", "content": "Where is order 41?"},
+                *replay,
+                {"type": "function_call_output", "call_id": "call_1", "output": "shipped"},
+            ],
+        )
     sent = upstream.requests[1].body
     if model == "rs":
         kinds = [item.get("type", "message") for item in sent["input"]]  # type defaults to message
@@ -115,18 +137,27 @@ def test_a_responses_clients_reasoning_items_go_back_to_responses_only(
 def test_reasoning_comes_back_through_previous_response_id(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("lookup", GOOD, id="call_1")],
-                         reasoning=(REASONING,)),
-                   Reply(content="Order 41 ships today."))
+    upstream.queue(
+        Reply(tool_calls=[Call("lookup", GOOD, id="call_1")], reasoning=(REASONING,)),
+        Reply(content="Order 41 ships today."),
+    )
     with openai_client(gw) as client:
-        first = client.responses.create(model="rs", input="Where is order 41?",
-                                        tools=RESPONSES_TOOLS)
-        client.responses.create(model="rs", previous_response_id=first.id, tools=RESPONSES_TOOLS,
-                                input=[{"type": "function_call_output", "call_id": "call_1",
-                                        "output": "shipped"}])
+        first = client.responses.create(
+            model="rs", input="Where is order 41?", tools=RESPONSES_TOOLS
+        )
+        client.responses.create(
+            model="rs",
+            previous_response_id=first.id,
+            tools=RESPONSES_TOOLS,
+            input=[{"type": "function_call_output", "call_id": "call_1", "output": "shipped"}],
+        )
     sent = upstream.requests[1].body["input"]
     assert [item.get("type") for item in sent] == [
-        "message", "reasoning", "function_call", "function_call_output"]
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+    ]
     assert sent[1]["encrypted_content"] == "gAAAAB-x"
 
 
@@ -134,8 +165,7 @@ def test_reasoning_comes_back_through_previous_response_id(
 def test_a_correction_sends_the_answers_thinking_back_first(
     gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool
 ) -> None:
-    bad = Reply(tool_calls=[Call("lookup", '{"order": "A1"}', id="toolu_1")],
-                thinking=(THOUGHT,))
+    bad = Reply(tool_calls=[Call("lookup", '{"order": "A1"}', id="toolu_1")], thinking=(THOUGHT,))
     good = Reply(tool_calls=[Call("lookup", GOOD, id="toolu_2")])
     for _ in range(2 if stream else 1):
         upstream.queue(bad, good)
@@ -151,13 +181,16 @@ def test_a_correction_sends_the_answers_thinking_back_first(
 def test_a_correction_sends_the_answers_reasoning_items_back_first(
     gw: GatewayProcess, upstream: ScriptedUpstream, stream: bool
 ) -> None:
-    bad = Reply(tool_calls=[Call("lookup", '{"order": "A1"}', id="call_1")],
-                reasoning=(REASONING,))
+    bad = Reply(tool_calls=[Call("lookup", '{"order": "A1"}', id="call_1")], reasoning=(REASONING,))
     good = Reply(tool_calls=[Call("lookup", GOOD, id="call_2")])
     for _ in range(2 if stream else 1):
         upstream.queue(bad, good)
     ask(gw, "responses", "rs", stream=stream, extra={"tools": RESPONSES_TOOLS})
     fix = upstream.requests[1].body["input"]
     assert [item.get("type") for item in fix] == [
-        "message", "reasoning", "function_call", "function_call_output"]
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+    ]
     assert fix[1]["encrypted_content"] == "gAAAAB-x"

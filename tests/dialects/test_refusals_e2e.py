@@ -29,11 +29,14 @@ def gw(
     scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
     scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
     base = scripted_upstream_server.base_url
-    gw = start_gateway(tmp_path_factory.mktemp("refusals"), [
-        model_table("oa", base),
-        model_table("rs", base, api="responses"),
-        model_table("an", base, provider="anthropic"),
-    ])
+    gw = start_gateway(
+        tmp_path_factory.mktemp("refusals"),
+        [
+            model_table("oa", base),
+            model_table("rs", base, api="responses"),
+            model_table("an", base, provider="anthropic"),
+        ],
+    )
     yield gw
     gw.stop()
 
@@ -59,8 +62,12 @@ def refusal_and_text(dialect: Dialect, seen: Seen) -> tuple[str | None, str | No
 @pytest.mark.parametrize("wire", WIRES)
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_refusal_reaches_every_dialect_as_its_refusal(
-    gw: GatewayProcess, upstream: ScriptedUpstream, dialect: Dialect, wire: str,
-    stream: bool, strict: bool,
+    gw: GatewayProcess,
+    upstream: ScriptedUpstream,
+    dialect: Dialect,
+    wire: str,
+    stream: bool,
+    strict: bool,
 ) -> None:
     calls = 2 if stream else 1  # a stream is read raw, then through the SDK's helper
     upstream.queue(*[Reply(refusal=REFUSAL, fragment=5) for _ in range(calls)])
@@ -97,21 +104,35 @@ def test_an_anthropic_refusal_without_words_still_says_it_refused(
 
 
 TOOL_SCHEMA: dict[str, Any] = {
-    "type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"],
+    "type": "object",
+    "properties": {"order": {"type": "string"}},
+    "required": ["order"],
     "additionalProperties": False,
 }
 
 
 def strict_tool(dialect: Dialect) -> dict[str, Any]:
     if dialect == "chat":
-        return {"tools": [{"type": "function", "function": {
-            "name": "lookup", "parameters": TOOL_SCHEMA, "strict": True}}],
-            "tool_choice": "required"}
+        return {
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {"name": "lookup", "parameters": TOOL_SCHEMA, "strict": True},
+                }
+            ],
+            "tool_choice": "required",
+        }
     if dialect == "responses":
-        return {"tools": [{"type": "function", "name": "lookup", "parameters": TOOL_SCHEMA,
-                           "strict": True}], "tool_choice": "required"}
-    return {"tools": [{"name": "lookup", "input_schema": TOOL_SCHEMA, "strict": True}],
-            "tool_choice": {"type": "any"}}
+        return {
+            "tools": [
+                {"type": "function", "name": "lookup", "parameters": TOOL_SCHEMA, "strict": True}
+            ],
+            "tool_choice": "required",
+        }
+    return {
+        "tools": [{"name": "lookup", "input_schema": TOOL_SCHEMA, "strict": True}],
+        "tool_choice": {"type": "any"},
+    }
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
@@ -140,22 +161,27 @@ def test_the_sdks_parse_helpers_see_the_refusal(
         answer: str
 
     upstream.queue(*[Reply(refusal=REFUSAL) for _ in range(3)])
-    with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key,
-                       max_retries=0) as client:
+    with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0) as client:
         parsed = client.chat.completions.parse(
             model=wire, messages=[{"role": "user", "content": "x"}], response_format=Answer
         )
         message = parsed.choices[0].message
         assert (message.parsed, message.refusal) == (None, REFUSAL)
-        response = client.responses.parse(model=wire, input="x", text_format=Answer,
-                                          store=False)
+        response = client.responses.parse(model=wire, input="x", text_format=Answer, store=False)
         assert response.output_parsed is None
-    with anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key,
-                             max_retries=0) as messages_client:
+    with anthropic.Anthropic(
+        base_url=gw.base_url, api_key=gw.api_key, max_retries=0
+    ) as messages_client:
         reply = messages_client.messages.create(
-            model=wire, max_tokens=64, messages=[{"role": "user", "content": "x"}],
-            output_config={"format": {"type": "json_schema", "schema": Answer.model_json_schema()
-                                      | {"additionalProperties": False}}},
+            model=wire,
+            max_tokens=64,
+            messages=[{"role": "user", "content": "x"}],
+            output_config={
+                "format": {
+                    "type": "json_schema",
+                    "schema": Answer.model_json_schema() | {"additionalProperties": False},
+                }
+            },
         )
         assert reply.stop_reason == "refusal"
     assert len(upstream.requests) == 3

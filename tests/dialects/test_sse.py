@@ -70,9 +70,7 @@ class Limiter:
     def __init__(self) -> None:
         self.added: list[int] = []
 
-    async def check(
-        self, principal: Principal, tokens: int, requests: int = 1
-    ) -> RateDecision:
+    async def check(self, principal: Principal, tokens: int, requests: int = 1) -> RateDecision:
         return RateDecision(True)
 
     async def add_tokens(self, principal: Principal, tokens: int) -> None:
@@ -134,38 +132,45 @@ class Client:
 
 
 def chat(model: str = "m") -> ChatRequest:
-    return ChatRequest(model=model, messages=(Message("user", (TextPart("hi"),)),),
-                       stream=True)
+    return ChatRequest(model=model, messages=(Message("user", (TextPart("hi"),)),), stream=True)
 
 
 def setup(upstream: StreamingUpstream) -> tuple[ChatService, Limiter, RequestContext]:
     limiter = Limiter()
-    service = ChatService(Settings(models=(MODEL,)), UpstreamRegistry({"openai": upstream}),
-                          limiter)
+    service = ChatService(
+        Settings(models=(MODEL,)), UpstreamRegistry({"openai": upstream}), limiter
+    )
     ctx = RequestContext.start("req_sse", "/v1/chat/completions")
     ctx.principal = Principal("key_sse", "sse")
     return service, limiter, ctx
 
 
-async def run(upstream: StreamingUpstream, client: Client, *, estimated: int = 10,
-              keepalive_s: float = 60.0) -> tuple[RequestContext, Limiter]:
+async def run(
+    upstream: StreamingUpstream, client: Client, *, estimated: int = 10, keepalive_s: float = 60.0
+) -> tuple[RequestContext, Limiter]:
     service, limiter, ctx = setup(upstream)
-    opened = await open_held_stream(service, chat(), OPENAI_PATHS, ctx, client.receive,
-                                    estimated_tokens=estimated)
-    response = ToySSE(opened, None, ctx, service, estimated_tokens=estimated,
-                      keepalive_s=keepalive_s)
+    opened = await open_held_stream(
+        service, chat(), OPENAI_PATHS, ctx, client.receive, estimated_tokens=estimated
+    )
+    response = ToySSE(
+        opened, None, ctx, service, estimated_tokens=estimated, keepalive_s=keepalive_s
+    )
     await asyncio.wait_for(response({"type": "http"}, client.receive, client.send), 10)
     return ctx, limiter
 
 
 async def test_a_completed_stream_is_framed_by_the_dialect_and_settled() -> None:
     client = Client()
-    upstream = StreamingUpstream(TextDelta("a"), TextDelta("b"), Finish("stop"),
-                                 UsageReport(Usage(7, 3)))
+    upstream = StreamingUpstream(
+        TextDelta("a"), TextDelta("b"), Finish("stop"), UsageReport(Usage(7, 3))
+    )
     ctx, limiter = await run(upstream, client, estimated=4)
     start = client.messages[0]
     assert (start["type"], start["status"], start["headers"]) == (
-        "http.response.start", 200, SSE_HEADERS)
+        "http.response.start",
+        200,
+        SSE_HEADERS,
+    )
     assert client.body == b"open\ntext a\ntext b\nusage 10\nend\n"
     assert client.ended
     assert (ctx.status, ctx.error_code, ctx.streamed, ctx.estimated) == (0, None, True, False)
@@ -196,8 +201,9 @@ async def test_a_failure_before_the_first_event_is_raised_and_settled(
     upstream = Failing()
     service, limiter, ctx = setup(upstream)
     with pytest.raises(error):
-        await open_held_stream(service, chat(), OPENAI_PATHS, ctx, Client().receive,
-                               estimated_tokens=12)
+        await open_held_stream(
+            service, chat(), OPENAI_PATHS, ctx, Client().receive, estimated_tokens=12
+        )
     assert upstream.closed.is_set()
     assert ctx.tally is not None and ctx.tally.upstream_calls == 1
     # settled before the error goes out: the prompt counts as sent (its estimate), with
@@ -210,16 +216,18 @@ async def test_an_unknown_model_fails_before_any_stream() -> None:
     upstream = StreamingUpstream(TextDelta("never"))
     service, limiter, ctx = setup(upstream)
     with pytest.raises(NotFound):
-        await open_held_stream(service, chat("nope"), OPENAI_PATHS, ctx, Client().receive,
-                               estimated_tokens=1)
+        await open_held_stream(
+            service, chat("nope"), OPENAI_PATHS, ctx, Client().receive, estimated_tokens=1
+        )
     # counted by the limiter first, its estimated token given back
     assert not upstream.closed.is_set() and limiter.added == [-1]
 
 
 async def test_a_failure_after_the_commit_is_one_in_band_error_event() -> None:
     client = Client()
-    upstream = StreamingUpstream(TextDelta("partial"),
-                                 UpstreamStatusError("gone", upstream_status=502))
+    upstream = StreamingUpstream(
+        TextDelta("partial"), UpstreamStatusError("gone", upstream_status=502)
+    )
     ctx, limiter = await run(upstream, client, estimated=0)
     assert client.body == b"open\ntext partial\nerror upstream_error req_sse\n"
     assert client.ended  # the response still ends cleanly, without the closing bytes

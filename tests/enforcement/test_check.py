@@ -21,14 +21,18 @@ from tests.support.openai_helpers import REFUND_SCHEMA
 
 MODEL = ModelConfig(name="m", provider="openai", upstream_model="u")
 NO_STRICT = ModelConfig(name="m", provider="openai", upstream_model="u", strict_tools=False)
-ANTHROPIC_PATHS = ParamPaths(tool_schema="tools[{i}].input_schema", tool_name="tools[{i}].name",
-                             response_schema="output_config.format.schema")
+ANTHROPIC_PATHS = ParamPaths(
+    tool_schema="tools[{i}].input_schema",
+    tool_name="tools[{i}].name",
+    response_schema="output_config.format.schema",
+)
 OPEN = {"type": "object", "properties": {"a": {"type": "string"}}}  # not strict
 
 
 def _req(*tools: ToolSpec, rf: Any = None) -> ChatRequest:
-    return ChatRequest(model="m", messages=(Message("user", (TextPart("hi"),)),),
-                       tools=tools, response_format=rf)
+    return ChatRequest(
+        model="m", messages=(Message("user", (TextPart("hi"),)),), tools=tools, response_format=rf
+    )
 
 
 def _tool(name: str, schema: dict[str, Any], strict: bool = True) -> ToolSpec:
@@ -37,21 +41,56 @@ def _tool(name: str, schema: dict[str, Any], strict: bool = True) -> ToolSpec:
 
 CASES = [
     # (request, model, paths, expected code, expected param)
-    (_req(_tool("a", OPEN)), MODEL, OPENAI_PATHS, "schema_not_strict",
-     "tools[0].function.parameters"),
-    (_req(_tool("x", OPEN, strict=False), _tool("a", OPEN)), MODEL, OPENAI_PATHS,
-     "schema_not_strict", "tools[1].function.parameters"),
-    (_req(_tool("x", OPEN, strict=False), _tool("a", OPEN)), MODEL, ANTHROPIC_PATHS,
-     "schema_not_strict", "tools[1].input_schema"),
-    (_req(rf=JsonSchemaFormat(schema=OPEN, strict=True)), MODEL, OPENAI_PATHS,
-     "schema_not_strict", "response_format.json_schema.schema"),
-    (_req(rf=JsonSchemaFormat(schema=OPEN, strict=True)), MODEL, ANTHROPIC_PATHS,
-     "schema_not_strict", "output_config.format.schema"),
+    (
+        _req(_tool("a", OPEN)),
+        MODEL,
+        OPENAI_PATHS,
+        "schema_not_strict",
+        "tools[0].function.parameters",
+    ),
+    (
+        _req(_tool("x", OPEN, strict=False), _tool("a", OPEN)),
+        MODEL,
+        OPENAI_PATHS,
+        "schema_not_strict",
+        "tools[1].function.parameters",
+    ),
+    (
+        _req(_tool("x", OPEN, strict=False), _tool("a", OPEN)),
+        MODEL,
+        ANTHROPIC_PATHS,
+        "schema_not_strict",
+        "tools[1].input_schema",
+    ),
+    (
+        _req(rf=JsonSchemaFormat(schema=OPEN, strict=True)),
+        MODEL,
+        OPENAI_PATHS,
+        "schema_not_strict",
+        "response_format.json_schema.schema",
+    ),
+    (
+        _req(rf=JsonSchemaFormat(schema=OPEN, strict=True)),
+        MODEL,
+        ANTHROPIC_PATHS,
+        "schema_not_strict",
+        "output_config.format.schema",
+    ),
     (_req(_tool("a", REFUND_SCHEMA)), NO_STRICT, OPENAI_PATHS, "strict_not_supported", "model"),
-    (_req(_tool("a", REFUND_SCHEMA), _tool("a", REFUND_SCHEMA)), MODEL, OPENAI_PATHS,
-     "invalid_request", "tools[1].function.name"),
-    (_req(*(_tool(f"t{i}", OPEN, strict=False) for i in range(5))), MODEL, OPENAI_PATHS,
-     "too_many_tools", "tools"),
+    (
+        _req(_tool("a", REFUND_SCHEMA), _tool("a", REFUND_SCHEMA)),
+        MODEL,
+        OPENAI_PATHS,
+        "invalid_request",
+        "tools[1].function.name",
+    ),
+    (
+        _req(*(_tool(f"t{i}", OPEN, strict=False) for i in range(5))),
+        MODEL,
+        OPENAI_PATHS,
+        "too_many_tools",
+        "tools",
+    ),
 ]
 
 
@@ -76,8 +115,9 @@ async def test_check_rejects(
 async def test_check_plans(
     request_: ChatRequest, model: ModelConfig, strict_names: set[str], output: bool
 ) -> None:
-    plan = await check_request(request_, model, paths=OPENAI_PATHS, lint_cache=LintCache(),
-                               max_tools=128)
+    plan = await check_request(
+        request_, model, paths=OPENAI_PATHS, lint_cache=LintCache(), max_tools=128
+    )
     assert set(plan.tools) == strict_names
     assert (plan.output is not None) == output
     assert plan.tool_names == {t.name for t in request_.tools}
@@ -87,20 +127,28 @@ async def test_check_plans(
 async def test_schema_rejected_lists_every_issue() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": OPEN}}
     with pytest.raises(SchemaRejected) as info:
-        await check_request(_req(_tool("a", schema)), MODEL, paths=OPENAI_PATHS,
-                            lint_cache=LintCache(), max_tools=128)
+        await check_request(
+            _req(_tool("a", schema)),
+            MODEL,
+            paths=OPENAI_PATHS,
+            lint_cache=LintCache(),
+            max_tools=128,
+        )
     issues = info.value.envelope("req_1")["error"]["issues"]
     assert len(issues) >= 2
-    assert {i["param"] for i in issues} >= {"tools[0].function.parameters",
-                                            "tools[0].function.parameters.properties.b"}
+    assert {i["param"] for i in issues} >= {
+        "tools[0].function.parameters",
+        "tools[0].function.parameters.properties.b",
+    }
 
 
 async def test_lint_cache_hits_on_same_schema_in_any_key_order() -> None:
     cache = LintCache()
     reordered = dict(reversed(list(REFUND_SCHEMA.items())))
     for schema in (REFUND_SCHEMA, reordered, REFUND_SCHEMA):
-        await check_request(_req(_tool("a", schema)), MODEL, paths=OPENAI_PATHS,
-                            lint_cache=cache, max_tools=128)
+        await check_request(
+            _req(_tool("a", schema)), MODEL, paths=OPENAI_PATHS, lint_cache=cache, max_tools=128
+        )
     assert (cache.misses, cache.hits) == (1, 2)
 
 
@@ -113,8 +161,12 @@ def test_lint_cache_is_bounded() -> None:
 
 def _strict_object(tag: str, n: int) -> dict[str, Any]:
     props = {f"{tag}_{i}": {"type": "string"} for i in range(n)}
-    return {"type": "object", "properties": props, "required": list(props),
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": props,
+        "required": list(props),
+        "additionalProperties": False,
+    }
 
 
 async def test_lint_cache_is_bounded_by_schema_bytes() -> None:

@@ -34,10 +34,18 @@ from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
 EXPECTED_FIELD: dict[str, dict[str, Any]] = {
     "vllm": {"structured_outputs": {"json": REFUND_SCHEMA}},
     "llama_cpp": {"json_schema": REFUND_SCHEMA},
-    "sglang": {"response_format": {"type": "json_schema", "json_schema": {
-        "name": "create_refund", "schema": REFUND_SCHEMA, "strict": True}}},
-    "openai": {"response_format": {"type": "json_schema", "json_schema": {
-        "name": "create_refund", "schema": REFUND_SCHEMA, "strict": True}}},
+    "sglang": {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "create_refund", "schema": REFUND_SCHEMA, "strict": True},
+        }
+    },
+    "openai": {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "create_refund", "schema": REFUND_SCHEMA, "strict": True},
+        }
+    },
 }
 SCHEMA_FIELDS = ("structured_outputs", "json_schema", "response_format")
 
@@ -60,8 +68,9 @@ def cc_gateway(
 
 
 def _client(gw: GatewayProcess) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0,
-                         timeout=20)
+    return openai.OpenAI(
+        base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0, timeout=20
+    )
 
 
 @pytest.mark.parametrize("engine", list(EXPECTED_FIELD))
@@ -77,7 +86,10 @@ def test_correction_asks_the_engine_for_its_schema_field(
     r = chat(model=f"cc-{engine}", tools=[refund_tool()])
     call = calls_of(r.completion)[0]
     assert (call.id, call.function.name, call.function.arguments) == (
-        "call_orig", "create_refund", GOOD_ARGS)
+        "call_orig",
+        "create_refund",
+        GOOD_ARGS,
+    )
     assert r.completion.choices[0].finish_reason == "tool_calls"
     assert r.headers["x-syntic-schema-retries"] == "1"
     usage = r.completion.usage
@@ -104,12 +116,15 @@ def test_streamed_call_is_corrected_the_same_way(
     )
     with _client(cc_gateway) as client:
         stream: Any = client.chat.completions.create(
-            model="cc-vllm", messages=MESSAGES, tools=[refund_tool()],  # type: ignore[list-item]
+            model="cc-vllm",
+            messages=MESSAGES,
+            tools=[refund_tool()],  # type: ignore[list-item]
             stream=True,
         )
         args = "".join(
             (c.function.arguments or "") if c.function else ""
-            for chunk in stream if chunk.choices
+            for chunk in stream
+            if chunk.choices
             for c in chunk.choices[0].delta.tool_calls or ()
         )
     assert orjson.loads(args) == orjson.loads(GOOD_ARGS)
@@ -130,7 +145,9 @@ def test_an_invalid_constrained_reply_is_still_refused(
     )
     with _client(cc_gateway) as client, pytest.raises(openai.UnprocessableEntityError) as err:
         client.chat.completions.create(
-            model="cc-llama_cpp", messages=MESSAGES, tools=[refund_tool()],  # type: ignore[list-item]
+            model="cc-llama_cpp",
+            messages=MESSAGES,
+            tools=[refund_tool()],  # type: ignore[list-item]
         )
     body = envelope(err.value)
     assert body["error"]["code"] == "tool_arguments_invalid"
@@ -142,14 +159,21 @@ def test_an_invalid_constrained_reply_is_still_refused(
 def test_json_output_correction_uses_the_field_too(
     cc_gateway: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    schema = {"type": "object", "properties": {"n": {"type": "integer"}},
-              "required": ["n"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
     upstream.queue(Reply(content='{"n": "two"}'), Reply(content='{"n": 2}'))
     with _client(cc_gateway) as client:
         completion = client.chat.completions.create(
-            model="cc-vllm", messages=MESSAGES,
-            response_format={"type": "json_schema", "json_schema": {
-                "name": "count", "strict": True, "schema": schema}},
+            model="cc-vllm",
+            messages=MESSAGES,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "count", "strict": True, "schema": schema},
+            },
         )
     assert completion.choices[0].message.content == '{"n": 2}'
     first, second = (q.body for q in upstream.requests)
@@ -168,7 +192,9 @@ def test_free_correction_is_unchanged(
     )
     with _client(cc_gateway) as client:
         client.chat.completions.create(
-            model="cc-free", messages=MESSAGES, tools=[refund_tool()],  # type: ignore[list-item]
+            model="cc-free",
+            messages=MESSAGES,
+            tools=[refund_tool()],  # type: ignore[list-item]
         )
     second = upstream.requests[1].body
     assert second["tool_choice"] == {"type": "function", "function": {"name": "create_refund"}}
@@ -181,14 +207,14 @@ def test_free_correction_is_unchanged(
         ({"provider": "openai", "correction": "constrained"}, "needs engine .*or constr"),
         ({"provider": "openai", "correction": "grammar"}, "correction must be one of"),
         ({"provider": "openai", "constrained_field": "tgi"}, "constrained_field must be one"),
-        ({"provider": "local", "constrained_field": "vllm"}, "provider \"openai\" only"),
+        ({"provider": "local", "constrained_field": "vllm"}, 'provider "openai" only'),
         ({"provider": "anthropic", "correction": "constrained"}, "not supported"),
     ],
 )
 def test_bad_correction_settings_are_refused(
     tmp_path: Path, table: dict[str, str], message: str
 ) -> None:
-    lines = ['[[models]]', 'name = "m"'] + [f'{k} = "{v}"' for k, v in table.items()]
+    lines = ["[[models]]", 'name = "m"'] + [f'{k} = "{v}"' for k, v in table.items()]
     config = tmp_path / "syntic.toml"
     config.write_text("\n".join(lines) + "\n")
     with pytest.raises(ConfigError, match=message):

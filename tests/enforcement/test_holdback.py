@@ -90,12 +90,19 @@ def plan_for(req: ChatRequest) -> StrictPlan:
     )
 
 
-def reply(*calls: tuple[str, str], content: str | None = None, usage: int = 7,
-          finish: FinishReason = "tool_calls") -> ChatResponse:
+def reply(
+    *calls: tuple[str, str],
+    content: str | None = None,
+    usage: int = 7,
+    finish: FinishReason = "tool_calls",
+) -> ChatResponse:
     return ChatResponse(
-        id="chatcmpl-fix", model="m", content=content,
+        id="chatcmpl-fix",
+        model="m",
+        content=content,
         tool_calls=tuple(ToolCall(f"call_fix{i}", n, a) for i, (n, a) in enumerate(calls)),
-        finish_reason=finish, usage=Usage(usage * 10, usage),
+        finish_reason=finish,
+        usage=Usage(usage * 10, usage),
     )
 
 
@@ -153,8 +160,13 @@ class Script:
             self.done.set()
 
 
-def make(script: Script, corrections: list[ChatResponse], *, output: bool = False,
-         gate: asyncio.Event | None = None) -> tuple[HoldBack, Corrections]:
+def make(
+    script: Script,
+    corrections: list[ChatResponse],
+    *,
+    output: bool = False,
+    gate: asyncio.Event | None = None,
+) -> tuple[HoldBack, Corrections]:
     req = request(output=output)
     up = Corrections(list(corrections), gate)
     ctx = EnforceContext(upstream=up, model=MODEL, plan=plan_for(req), tally=Tally())
@@ -208,46 +220,90 @@ class Case:
 
 
 CASES = [
-    Case("text only", [T("Hel"), T("lo"), Fin("stop"), USAGE], [],
-         [T("Hel"), T("lo"), Fin("stop")]),
-    Case("valid strict call", [*call(0, GOOD), Fin("tool_calls"), USAGE], [],
-         [*released(0, GOOD), Fin("tool_calls")]),
-    Case("invalid then corrected", [*call(0, BAD), Fin("tool_calls"), USAGE],
-         [reply(("create_refund", GOOD))],
-         [*released(0, GOOD), Fin("tool_calls")], retries=1, usage=(170, 27)),
-    Case("parallel, first needs correction",
-         [*call(0, BAD), *call(1, GOOD2, "add_note"), Fin("tool_calls"), USAGE],
-         [reply(("create_refund", GOOD))],
-         [*released(0, GOOD), *released(1, GOOD2, "add_note"), Fin("tool_calls")],
-         retries=1, usage=(170, 27)),
-    Case("parallel, both need correction",
-         [*call(0, BAD), *call(1, BAD2, "add_note"), Fin("tool_calls"), USAGE],
-         [reply(("create_refund", GOOD)), reply(("add_note", GOOD2), usage=3)],
-         [*released(0, GOOD), *released(1, GOOD2, "add_note"), Fin("tool_calls")],
-         retries=2, usage=(200, 30)),
-    Case("text before and after a held call",
-         [T("Let me "), T("refund. "), *call(0, GOOD), T("Done."), Fin("tool_calls"), USAGE],
-         [], [T("Let me "), T("refund. "), *released(0, GOOD), T("Done."), Fin("tool_calls")]),
-    Case("non-strict call passes through unchanged",
-         [*call(0, '{"q": 1, "x": [1,2]}', "lookup"), Fin("tool_calls"), USAGE], [],
-         [*call(0, '{"q": 1, "x": [1,2]}', "lookup"), Fin("tool_calls")]),
-    Case("non-strict after held waits behind it",
-         [*call(0, BAD), *call(1, "{}", "lookup"), Fin("tool_calls"), USAGE],
-         [reply(("create_refund", GOOD))],
-         [*released(0, GOOD), *call(1, "{}", "lookup"), Fin("tool_calls")],
-         retries=1, usage=(170, 27)),
-    Case("unknown tool name is corrected",
-         [*call(0, GOOD, "refund_it"), Fin("tool_calls"), USAGE],
-         [reply(("create_refund", GOOD))],
-         [*released(0, GOOD), Fin("tool_calls")], retries=1, usage=(170, 27)),
-    Case("strict response_format text held and validated",
-         [T('{"te'), T('xt": "hi"}'), Fin("stop"), USAGE], [],
-         [T('{"text": "hi"}'), Fin("stop")], output=True),
-    Case("strict response_format corrected",
-         [T('{"text": '), T("1}"), Fin("stop"), USAGE], [reply(content=GOOD2, finish="stop")],
-         [T(GOOD2), Fin("stop")], retries=1, usage=(170, 27), output=True),
-    Case("no usage from upstream is estimated",
-         [T("abcdefgh"), Fin("stop")], [], [T("abcdefgh"), Fin("stop")], usage=(0, 2)),
+    Case(
+        "text only", [T("Hel"), T("lo"), Fin("stop"), USAGE], [], [T("Hel"), T("lo"), Fin("stop")]
+    ),
+    Case(
+        "valid strict call",
+        [*call(0, GOOD), Fin("tool_calls"), USAGE],
+        [],
+        [*released(0, GOOD), Fin("tool_calls")],
+    ),
+    Case(
+        "invalid then corrected",
+        [*call(0, BAD), Fin("tool_calls"), USAGE],
+        [reply(("create_refund", GOOD))],
+        [*released(0, GOOD), Fin("tool_calls")],
+        retries=1,
+        usage=(170, 27),
+    ),
+    Case(
+        "parallel, first needs correction",
+        [*call(0, BAD), *call(1, GOOD2, "add_note"), Fin("tool_calls"), USAGE],
+        [reply(("create_refund", GOOD))],
+        [*released(0, GOOD), *released(1, GOOD2, "add_note"), Fin("tool_calls")],
+        retries=1,
+        usage=(170, 27),
+    ),
+    Case(
+        "parallel, both need correction",
+        [*call(0, BAD), *call(1, BAD2, "add_note"), Fin("tool_calls"), USAGE],
+        [reply(("create_refund", GOOD)), reply(("add_note", GOOD2), usage=3)],
+        [*released(0, GOOD), *released(1, GOOD2, "add_note"), Fin("tool_calls")],
+        retries=2,
+        usage=(200, 30),
+    ),
+    Case(
+        "text before and after a held call",
+        [T("Let me "), T("refund. "), *call(0, GOOD), T("Done."), Fin("tool_calls"), USAGE],
+        [],
+        [T("Let me "), T("refund. "), *released(0, GOOD), T("Done."), Fin("tool_calls")],
+    ),
+    Case(
+        "non-strict call passes through unchanged",
+        [*call(0, '{"q": 1, "x": [1,2]}', "lookup"), Fin("tool_calls"), USAGE],
+        [],
+        [*call(0, '{"q": 1, "x": [1,2]}', "lookup"), Fin("tool_calls")],
+    ),
+    Case(
+        "non-strict after held waits behind it",
+        [*call(0, BAD), *call(1, "{}", "lookup"), Fin("tool_calls"), USAGE],
+        [reply(("create_refund", GOOD))],
+        [*released(0, GOOD), *call(1, "{}", "lookup"), Fin("tool_calls")],
+        retries=1,
+        usage=(170, 27),
+    ),
+    Case(
+        "unknown tool name is corrected",
+        [*call(0, GOOD, "refund_it"), Fin("tool_calls"), USAGE],
+        [reply(("create_refund", GOOD))],
+        [*released(0, GOOD), Fin("tool_calls")],
+        retries=1,
+        usage=(170, 27),
+    ),
+    Case(
+        "strict response_format text held and validated",
+        [T('{"te'), T('xt": "hi"}'), Fin("stop"), USAGE],
+        [],
+        [T('{"text": "hi"}'), Fin("stop")],
+        output=True,
+    ),
+    Case(
+        "strict response_format corrected",
+        [T('{"text": '), T("1}"), Fin("stop"), USAGE],
+        [reply(content=GOOD2, finish="stop")],
+        [T(GOOD2), Fin("stop")],
+        retries=1,
+        usage=(170, 27),
+        output=True,
+    ),
+    Case(
+        "no usage from upstream is estimated",
+        [T("abcdefgh"), Fin("stop")],
+        [],
+        [T("abcdefgh"), Fin("stop")],
+        usage=(0, 2),
+    ),
 ]
 
 
@@ -263,7 +319,8 @@ async def test_sequences(case: Case) -> None:
     assert isinstance(final, FinalUsage)
     estimated = USAGE not in case.events
     assert (final.usage, final.schema_retries) == (
-        Usage(*case.usage, estimated=estimated), case.retries
+        Usage(*case.usage, estimated=estimated),
+        case.retries,
     )
     assert final.estimated == estimated
     assert final.upstream_calls == 1 + case.retries
@@ -285,29 +342,83 @@ class FailCase:
 
 
 FAILS = [
-    FailCase("invalid twice", [T("ok "), *call(0, BAD), Fin("tool_calls"), USAGE],
-             [reply(("create_refund", BAD))], [T("ok ")], "tool_arguments_invalid",
-             "/amount_pence", "Arguments for create_refund did not match the schema: "
-             "/amount_pence must be integer.", upstream_calls=1),
-    FailCase("correction calls no tool", [*call(0, BAD), Fin("tool_calls"), USAGE],
-             [reply(content="sorry", finish="stop")], [], "tool_arguments_invalid", "",
-             "did not call create_refund", upstream_calls=1),
-    FailCase("length cut-off inside a held call",
-             [T("x"), start(0), ToolCallDelta(0, GOOD[:30]), Fin("length"), USAGE], [],
-             [T("x")], "tool_arguments_invalid", "", 'finish_reason "length"'),
-    FailCase("upstream fails mid-stream",
-             [T("a"), *call(0, GOOD[:40])], [], [T("a")], "upstream_error", None,
-             "connection reset", fail=UpstreamError("Upstream connection reset.")),
-    FailCase("upstream ends without finish", [T("a"), *call(0, GOOD[:40])], [], [T("a")],
-             "upstream_error", None, "ended before"),
-    FailCase("upstream fails inside an invalid complete call",
-             [T("a"), *call(0, BAD)], [], [T("a")], "upstream_error", None,
-             "connection reset", fail=UpstreamError("Upstream connection reset.")),
-    FailCase("arguments for an unstarted call", [T("a"), ToolCallDelta(3, "{}")], [], [T("a")],
-             "upstream_error", None, "before starting"),
-    FailCase("strict output invalid twice", [T('{"text": 1}'), Fin("stop")],
-             [reply(content='{"text": 2}', finish="stop")], [], "json_output_invalid",
-             "/text", "/text must be string", upstream_calls=1),
+    FailCase(
+        "invalid twice",
+        [T("ok "), *call(0, BAD), Fin("tool_calls"), USAGE],
+        [reply(("create_refund", BAD))],
+        [T("ok ")],
+        "tool_arguments_invalid",
+        "/amount_pence",
+        "Arguments for create_refund did not match the schema: /amount_pence must be integer.",
+        upstream_calls=1,
+    ),
+    FailCase(
+        "correction calls no tool",
+        [*call(0, BAD), Fin("tool_calls"), USAGE],
+        [reply(content="sorry", finish="stop")],
+        [],
+        "tool_arguments_invalid",
+        "",
+        "did not call create_refund",
+        upstream_calls=1,
+    ),
+    FailCase(
+        "length cut-off inside a held call",
+        [T("x"), start(0), ToolCallDelta(0, GOOD[:30]), Fin("length"), USAGE],
+        [],
+        [T("x")],
+        "tool_arguments_invalid",
+        "",
+        'finish_reason "length"',
+    ),
+    FailCase(
+        "upstream fails mid-stream",
+        [T("a"), *call(0, GOOD[:40])],
+        [],
+        [T("a")],
+        "upstream_error",
+        None,
+        "connection reset",
+        fail=UpstreamError("Upstream connection reset."),
+    ),
+    FailCase(
+        "upstream ends without finish",
+        [T("a"), *call(0, GOOD[:40])],
+        [],
+        [T("a")],
+        "upstream_error",
+        None,
+        "ended before",
+    ),
+    FailCase(
+        "upstream fails inside an invalid complete call",
+        [T("a"), *call(0, BAD)],
+        [],
+        [T("a")],
+        "upstream_error",
+        None,
+        "connection reset",
+        fail=UpstreamError("Upstream connection reset."),
+    ),
+    FailCase(
+        "arguments for an unstarted call",
+        [T("a"), ToolCallDelta(3, "{}")],
+        [],
+        [T("a")],
+        "upstream_error",
+        None,
+        "before starting",
+    ),
+    FailCase(
+        "strict output invalid twice",
+        [T('{"text": 1}'), Fin("stop")],
+        [reply(content='{"text": 2}', finish="stop")],
+        [],
+        "json_output_invalid",
+        "/text",
+        "/text must be string",
+        upstream_calls=1,
+    ),
 ]
 
 
@@ -346,8 +457,11 @@ async def test_complete_valid_call_released_before_finish() -> None:
 async def test_fragment_ending_in_brace_inside_a_string_is_not_complete() -> None:
     raw = '{"text": "a}'
     events: list[StreamEvent] = [
-        start(0, "add_note"), ToolCallDelta(0, raw), ToolCallDelta(0, ' b"}'),
-        Fin("tool_calls"), USAGE,
+        start(0, "add_note"),
+        ToolCallDelta(0, raw),
+        ToolCallDelta(0, ' b"}'),
+        Fin("tool_calls"),
+        USAGE,
     ]
     hb, _ = make(Script(events), [])
     batches, error = await collect(hb)
@@ -364,8 +478,9 @@ async def test_valid_call_then_upstream_failure() -> None:
 
 
 async def test_correction_request_forces_the_function() -> None:
-    hb, up = make(Script([*call(0, BAD), Fin("tool_calls"), USAGE]),
-                  [reply(("create_refund", GOOD))])
+    hb, up = make(
+        Script([*call(0, BAD), Fin("tool_calls"), USAGE]), [reply(("create_refund", GOOD))]
+    )
     await collect(hb)
     (fixed,) = up.requests
     assert fixed.tool_choice == ForcedTool("create_refund")
@@ -386,8 +501,10 @@ async def test_text_is_released_before_the_upstream_continues() -> None:
 
 async def test_valid_call_released_while_later_call_is_still_streaming() -> None:
     # call 0 closes when call 1 starts: it is released before call 1's arguments arrive.
-    script = Script([*call(0, GOOD), start(1, "add_note"), *frags(1, GOOD2), Fin("tool_calls"),
-                     USAGE], gate_after=len(call(0, GOOD)) + 1)
+    script = Script(
+        [*call(0, GOOD), start(1, "add_note"), *frags(1, GOOD2), Fin("tool_calls"), USAGE],
+        gate_after=len(call(0, GOOD)) + 1,
+    )
     hb, _ = make(script, [])
     it = hb.batches()
     seen: list[HeldEvent] = []
@@ -402,8 +519,9 @@ async def test_later_valid_call_waits_for_earlier_correction_then_flows() -> Non
     # index order is kept (the openai SDK accumulates by position), and the upstream keeps
     # being read while the correction runs.
     gate = asyncio.Event()
-    script = Script([T("a"), *call(0, BAD), *call(1, GOOD2, "add_note"), T("b"), Fin("tool_calls"),
-                     USAGE])
+    script = Script(
+        [T("a"), *call(0, BAD), *call(1, GOOD2, "add_note"), T("b"), Fin("tool_calls"), USAGE]
+    )
     hb, up = make(script, [reply(("create_refund", GOOD))], gate=gate)
     it = hb.batches()
     assert await anext(it) == [T("a")]
@@ -413,8 +531,12 @@ async def test_later_valid_call_waits_for_earlier_correction_then_flows() -> Non
     assert not pulling.done()  # nothing releasable while call 0 is being corrected
     gate.set()
     rest = [*await pulling, *[e async for b in it for e in b]]
-    assert rest[:-1] == [*released(0, GOOD), *released(1, GOOD2, "add_note"), T("b"),
-                         Fin("tool_calls")]
+    assert rest[:-1] == [
+        *released(0, GOOD),
+        *released(1, GOOD2, "add_note"),
+        T("b"),
+        Fin("tool_calls"),
+    ]
 
 
 async def test_second_call_correction_does_not_delay_first() -> None:
@@ -502,8 +624,12 @@ async def test_correction_finishing_while_upstream_read_pending_does_not_read_tw
     script.gate.set()
     batches, error = await asyncio.wait_for(consumer, 2)
     assert error is None
-    assert flat(batches)[:-1] == [*released(0, GOOD), *released(1, GOOD2, "add_note"),
-                                  T("after"), Fin("tool_calls")]
+    assert flat(batches)[:-1] == [
+        *released(0, GOOD),
+        *released(1, GOOD2, "add_note"),
+        T("after"),
+        Fin("tool_calls"),
+    ]
 
 
 async def test_large_calls_are_validated_off_the_event_loop(
@@ -524,7 +650,10 @@ async def test_large_calls_are_validated_off_the_event_loop(
     big_good = orjson.dumps({"text": "x" * 6000}).decode()
     big_bad = orjson.dumps({"text": "y" * 6000, "extra": 1}).decode()
     events: list[StreamEvent] = [
-        *call(0, big_good, "add_note"), *call(1, big_bad, "add_note"), Fin("tool_calls"), USAGE,
+        *call(0, big_good, "add_note"),
+        *call(1, big_bad, "add_note"),
+        Fin("tool_calls"),
+        USAGE,
     ]
     # As in the gateway: a new schema comes from lint_compile_async, on the interpreter.
     req = request()
@@ -538,7 +667,8 @@ async def test_large_calls_are_validated_off_the_event_loop(
     batches, error = await collect(hb)
     assert error is None
     assert flat(batches)[:4] == [
-        *released(0, big_good, "add_note"), *released(1, GOOD2, "add_note"),
+        *released(0, big_good, "add_note"),
+        *released(1, GOOD2, "add_note"),
     ]
     assert len(up.requests) == 1  # only the invalid one was corrected
     big = [on_loop for size, on_loop in checked if size > 4096]

@@ -35,8 +35,10 @@ from tests.support.tool_choice_clients import (
 __all__ = ["gw"]  # the module's gateway fixture
 
 TOOL_ERROR = {"x-syntic-on-invalid": "tool_error"}
-DROPPED = ("The gateway dropped a call to create_refund (tool_arguments_invalid): Arguments "
-           "for create_refund did not match the schema: /amount_pence must be integer.")
+DROPPED = (
+    "The gateway dropped a call to create_refund (tool_arguments_invalid): Arguments "
+    "for create_refund did not match the schema: /amount_pence must be integer."
+)
 
 
 def request(dialect: Dialect, headers: dict[str, str] | None = None, **more: Any) -> dict[str, Any]:
@@ -54,8 +56,12 @@ def twice(upstream: ScriptedUpstream, stream: bool, *steps: Reply) -> None:
 def test_a_call_still_invalid_is_a_text_answer_that_says_why(
     gw: GatewayProcess, upstream: ScriptedUpstream, dialect: Dialect, stream: bool, wire: str
 ) -> None:
-    twice(upstream, stream, Reply(tool_calls=[Call("create_refund", BAD)]),
-          Reply(tool_calls=[Call("create_refund", BAD)]))
+    twice(
+        upstream,
+        stream,
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
     seen = ask(gw, dialect, f"{wire}-strict", stream=stream, extra=request(dialect, TOOL_ERROR))
     got = answer(dialect, seen.final)
     assert (got.text, got.calls, got.finish) == (DROPPED, [], TEXT_END[dialect])
@@ -72,17 +78,29 @@ def test_the_model_setting_and_the_header_that_overrides_it(
     gw: GatewayProcess, upstream: ScriptedUpstream, dialect: Dialect, stream: bool
 ) -> None:
     model = "an-tool-error" if dialect == "messages" else "ch-tool-error"
-    twice(upstream, stream, Reply(tool_calls=[Call("create_refund", BAD)]),
-          Reply(tool_calls=[Call("create_refund", BAD)]))
+    twice(
+        upstream,
+        stream,
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
     seen = ask(gw, dialect, model, stream=stream, extra=request(dialect))
     assert answer(dialect, seen.final).text == DROPPED
     upstream.reset()
-    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", BAD)]))
-    with pytest.raises((openai.UnprocessableEntityError,
-                        anthropic.UnprocessableEntityError)) as info:
-        ask(gw, dialect, model, stream=stream,
-            extra=request(dialect, {"x-syntic-on-invalid": "error"}))
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
+    with pytest.raises(
+        (openai.UnprocessableEntityError, anthropic.UnprocessableEntityError)
+    ) as info:
+        ask(
+            gw,
+            dialect,
+            model,
+            stream=stream,
+            extra=request(dialect, {"x-syntic-on-invalid": "error"}),
+        )
     assert status_error(info.value).response.json()["error"]["code"] == "tool_arguments_invalid"
     assert "x-syntic-on-invalid" not in status_error(info.value).response.headers
 
@@ -93,11 +111,18 @@ def test_an_unknown_header_value_is_a_400_naming_the_header(
     gw: GatewayProcess, upstream: ScriptedUpstream, dialect: Dialect, value: str
 ) -> None:
     with pytest.raises((openai.BadRequestError, anthropic.BadRequestError)) as info:
-        ask(gw, dialect, "ch-strict", stream=False,
-            extra=request(dialect, {"x-syntic-on-invalid": value}))
+        ask(
+            gw,
+            dialect,
+            "ch-strict",
+            stream=False,
+            extra=request(dialect, {"x-syntic-on-invalid": value}),
+        )
     body = status_error(info.value).response.json()
     assert (body["error"]["code"], body["error"]["param"]) == (
-        "invalid_request", "x-syntic-on-invalid")
+        "invalid_request",
+        "x-syntic-on-invalid",
+    )
     assert "must be one of error, tool_error" in body["error"]["message"]
     assert status_error(info.value).response.headers["x-should-retry"] == "false"
     assert upstream.requests == []
@@ -107,16 +132,27 @@ def test_an_unknown_header_value_is_a_400_naming_the_header(
 @pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_required_call_still_missing_is_a_text_answer(
-    gw: GatewayProcess, upstream: ScriptedUpstream, dialect: Dialect, stream: bool,
-    choice: Any, named: str,
+    gw: GatewayProcess,
+    upstream: ScriptedUpstream,
+    dialect: Dialect,
+    stream: bool,
+    choice: Any,
+    named: str,
 ) -> None:
     twice(upstream, stream, Reply(content=None), Reply(content="No."))
-    seen = ask(gw, dialect, "an-strict", stream=stream, extra=request(
-        dialect, TOOL_ERROR, tool_choice=tool_choice(dialect, choice)))
+    seen = ask(
+        gw,
+        dialect,
+        "an-strict",
+        stream=stream,
+        extra=request(dialect, TOOL_ERROR, tool_choice=tool_choice(dialect, choice)),
+    )
     got = answer(dialect, seen.final)
     wanted = "a call to create_refund" if choice == "named" else "a tool call"
-    assert got.text == (f"The gateway found no tool call (tool_call_missing): tool_choice "
-                        f"requires {wanted}, and the answer made none.")
+    assert got.text == (
+        f"The gateway found no tool call (tool_call_missing): tool_choice "
+        f"requires {wanted}, and the answer made none."
+    )
     assert (got.calls, got.finish) == ([], TEXT_END[dialect])
     assert seen.headers["x-syntic-on-invalid"] == f"tool_error; missing={named}"
 
@@ -126,9 +162,12 @@ def test_a_required_call_still_missing_is_a_text_answer(
 def test_the_valid_calls_of_a_parallel_answer_stay(
     gw: GatewayProcess, upstream: ScriptedUpstream, dialect: Dialect, stream: bool
 ) -> None:
-    twice(upstream, stream,
-          Reply(tool_calls=[Call("lookup_order", LOOKUP), Call("create_refund", BAD)]),
-          Reply(tool_calls=[Call("create_refund", BAD)]))
+    twice(
+        upstream,
+        stream,
+        Reply(tool_calls=[Call("lookup_order", LOOKUP), Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
     seen = ask(gw, dialect, "rs-strict", stream=stream, extra=request(dialect, TOOL_ERROR))
     got = answer(dialect, seen.final)
     assert got.calls == [("lookup_order", json.loads(LOOKUP))]
@@ -137,15 +176,29 @@ def test_the_valid_calls_of_a_parallel_answer_stay(
     assert "12.50" not in json.dumps(seen.raw)
 
 
-@pytest.mark.parametrize("way", ["chat.stream", "chat.create", "responses.stream",
-                                 "responses.create", "messages.stream", "messages.create"])
+@pytest.mark.parametrize(
+    "way",
+    [
+        "chat.stream",
+        "chat.create",
+        "responses.stream",
+        "responses.create",
+        "messages.stream",
+        "messages.create",
+    ],
+)
 def test_after_text_streamed_the_words_follow_it(
     gw: GatewayProcess, upstream: ScriptedUpstream, way: str
 ) -> None:
-    upstream.queue(Reply(content="One moment.", tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", BAD)]))
-    dialect: Dialect = "messages" if way.startswith("messages") else (
-        "chat" if way.startswith("chat") else "responses")
+    upstream.queue(
+        Reply(content="One moment.", tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
+    dialect: Dialect = (
+        "messages"
+        if way.startswith("messages")
+        else ("chat" if way.startswith("chat") else "responses")
+    )
     out = consume(way, gw, "ch-strict", tools=tools(dialect), extra_headers=TOOL_ERROR)
     assert "".join(out.text) == "One moment.\n\n" + DROPPED  # no in-band error
     assert out.calls == []
@@ -157,18 +210,27 @@ def test_a_strict_output_still_invalid_stays_a_422(
     gw: GatewayProcess, upstream: ScriptedUpstream, dialect: Dialect
 ) -> None:
     upstream.queue(Reply(content="not json"), Reply(content="still not json"))
-    with pytest.raises((openai.UnprocessableEntityError,
-                        anthropic.UnprocessableEntityError)) as info:
-        ask(gw, dialect, "ch-tool-error", stream=False,
-            extra={**strict_output(dialect), "extra_headers": TOOL_ERROR})
+    with pytest.raises(
+        (openai.UnprocessableEntityError, anthropic.UnprocessableEntityError)
+    ) as info:
+        ask(
+            gw,
+            dialect,
+            "ch-tool-error",
+            stream=False,
+            extra={**strict_output(dialect), "extra_headers": TOOL_ERROR},
+        )
     assert status_error(info.value).response.json()["error"]["code"] == "json_output_invalid"
 
 
 def test_an_unknown_model_setting_stops_the_config(tmp_path: Path) -> None:
     config = tmp_path / "gateway.toml"
     config.write_text('[[models]]\nname = "m"\nprovider = "openai"\non_invalid = "warn"\n')
-    with pytest.raises(ConfigError, match=r"models\[0\]\.on_invalid must be one of "
-                                          r"\['error', 'tool_error'\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"models\[0\]\.on_invalid must be one of "
+        r"\['error', 'tool_error'\]",
+    ):
         load_settings(config, env={})
 
 
@@ -180,6 +242,7 @@ def test_an_upstreams_tool_name_in_the_header_is_percent_encoded(
     upstream.queue(Reply(tool_calls=[Call(evil, "{}")]), Reply(tool_calls=[Call(evil, "{}")]))
     seen = ask(gw, "chat", "ch-strict", stream=False, extra=request("chat", TOOL_ERROR))
     assert seen.headers["x-syntic-on-invalid"] == (
-        "tool_error; dropped=x%0D%0Aset-cookie%3A%20a%3Db%2Cc")
+        "tool_error; dropped=x%0D%0Aset-cookie%3A%20a%3Db%2Cc"
+    )
     assert "set-cookie" not in {k.lower() for k in seen.headers}
     assert answer("chat", seen.final).calls == []

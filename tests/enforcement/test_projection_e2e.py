@@ -157,9 +157,7 @@ def test_streamed(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
         Reply(tool_calls=[Call("lookup", '{"order": 5, "note": null, "detail": null}')]),
         Reply(tool_calls=[Call("lookup", STRICT_ANSWER, id="call_x")]),
     )
-    out = sdk_stream(
-        "sync", gw, tools=oa_tools(), extra_headers={"x-syntic-strictify": "1"}
-    )
+    out = sdk_stream("sync", gw, tools=oa_tools(), extra_headers={"x-syntic-strictify": "1"})
     assert out.error is None and out.completion is not None
     [call] = out.completion.choices[0].message.tool_calls or []
     assert json.loads(call.function.arguments) == CANONICAL  # type: ignore[union-attr]
@@ -245,8 +243,13 @@ def test_a_format_the_vendor_lacks_is_never_returned_broken(
         open_url(gw, "constrained-model")
     error = info.value.response.json()["error"]
     assert (error["code"], error["param"]) == ("tool_arguments_invalid", "/url")
-    assert error["errors"] == [{"pointer": "/url", "message": "/url must be a valid uri",
-                                "schema_path": "/properties/url/format"}]
+    assert error["errors"] == [
+        {
+            "pointer": "/url",
+            "message": "/url must be a valid uri",
+            "schema_path": "/properties/url/format",
+        }
+    ]
 
 
 # pydantic's Cat | Dog union: Dog's "lives" is a required int | None, Cat's an int with a

@@ -35,13 +35,14 @@ from tests.support.tool_choice_clients import (
 __all__ = ["gw"]  # the module's gateway fixture
 
 CHOICES: list[Choice] = ["required", "named"]
-WAY_DIALECT: dict[str, Dialect] = {"chat": "chat", "responses": "responses",
-                                   "messages": "messages"}
+WAY_DIALECT: dict[str, Dialect] = {"chat": "chat", "responses": "responses", "messages": "messages"}
 
 
 def strict(dialect: Dialect, choice: Choice, *, strict_tool: bool = True) -> dict[str, Any]:
-    return {"tools": tools(dialect, strict=strict_tool),
-            "tool_choice": tool_choice(dialect, choice)}
+    return {
+        "tools": tools(dialect, strict=strict_tool),
+        "tool_choice": tool_choice(dialect, choice),
+    }
 
 
 def assert_missing(exc: BaseException, choice: Choice) -> None:
@@ -62,7 +63,8 @@ def forced_upstream(request: RecordedRequest, choice: Choice) -> bool:
     if choice == "named":
         return "create_refund" in json.dumps(sent)
     return sent in ("required", {"type": "any"}) or (
-        isinstance(sent, dict) and sent.get("type") == "any")
+        isinstance(sent, dict) and sent.get("type") == "any"
+    )
 
 
 @pytest.mark.parametrize("wire", WIRES)
@@ -70,12 +72,18 @@ def forced_upstream(request: RecordedRequest, choice: Choice) -> bool:
 @pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_no_call_is_corrected_once_then_a_422(
-    gw: GatewayProcess, upstream: ScriptedUpstream, dialect: Dialect, stream: bool,
-    choice: Choice, wire: str,
+    gw: GatewayProcess,
+    upstream: ScriptedUpstream,
+    dialect: Dialect,
+    stream: bool,
+    choice: Choice,
+    wire: str,
 ) -> None:
     # Streamed, the answer shows nothing before it is known to lack the call: a plain 422.
-    upstream.queue(Reply(content=None if stream else "I would rather explain."),
-                   Reply(content="Still no call."))
+    upstream.queue(
+        Reply(content=None if stream else "I would rather explain."),
+        Reply(content="Still no call."),
+    )
     with pytest.raises((openai.APIStatusError, anthropic.APIStatusError)) as info:
         ask(gw, dialect, f"{wire}-strict", stream=stream, extra=strict(dialect, choice))
     assert_missing(info.value, choice)
@@ -91,8 +99,12 @@ def test_no_call_is_corrected_once_then_a_422(
 @pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_missing_call_is_corrected(
-    gw: GatewayProcess, upstream: ScriptedUpstream, dialect: Dialect, stream: bool,
-    choice: Choice, wire: str,
+    gw: GatewayProcess,
+    upstream: ScriptedUpstream,
+    dialect: Dialect,
+    stream: bool,
+    choice: Choice,
+    wire: str,
 ) -> None:
     steps = [Reply(content=None), Reply(tool_calls=[Call("create_refund", GOOD)])]
     upstream.queue(*steps, *(steps if stream else []))  # a stream is asked twice (``ask``)
@@ -103,8 +115,17 @@ def test_a_missing_call_is_corrected(
     assert len(upstream.requests) == (4 if stream else 2)
 
 
-@pytest.mark.parametrize("way", ["chat.stream", "chat.create", "responses.stream",
-                                 "responses.create", "messages.stream", "messages.create"])
+@pytest.mark.parametrize(
+    "way",
+    [
+        "chat.stream",
+        "chat.create",
+        "responses.stream",
+        "responses.create",
+        "messages.stream",
+        "messages.create",
+    ],
+)
 def test_text_already_streamed_then_no_call_is_the_in_band_error(
     gw: GatewayProcess, upstream: ScriptedUpstream, way: str
 ) -> None:
@@ -128,8 +149,10 @@ def test_text_already_streamed_then_no_call_is_the_in_band_error(
 def test_a_call_to_another_tool_than_the_named_one_is_corrected(
     gw: GatewayProcess, upstream: ScriptedUpstream, dialect: Dialect, stream: bool
 ) -> None:
-    steps = [Reply(tool_calls=[Call("lookup_order", LOOKUP)]),
-             Reply(tool_calls=[Call("create_refund", GOOD)])]
+    steps = [
+        Reply(tool_calls=[Call("lookup_order", LOOKUP)]),
+        Reply(tool_calls=[Call("create_refund", GOOD)]),
+    ]
     upstream.queue(*steps, *(steps if stream else []))
     seen = ask(gw, dialect, "ch-strict", stream=stream, extra=strict(dialect, "named"))
     got = answer(dialect, seen.final)
@@ -144,8 +167,10 @@ def test_a_call_to_another_tool_than_the_named_one_is_corrected(
 def test_another_tool_again_after_the_correction_is_a_422(
     gw: GatewayProcess, upstream: ScriptedUpstream, dialect: Dialect, stream: bool
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("lookup_order", LOOKUP)]),
-                   Reply(tool_calls=[Call("lookup_order", LOOKUP)]))
+    upstream.queue(
+        Reply(tool_calls=[Call("lookup_order", LOOKUP)]),
+        Reply(tool_calls=[Call("lookup_order", LOOKUP)]),
+    )
     with pytest.raises((openai.APIStatusError, anthropic.APIStatusError)) as info:
         ask(gw, dialect, "an-strict", stream=stream, extra=strict(dialect, "named"))
     assert_missing(info.value, "named")
@@ -161,7 +186,9 @@ def test_an_invalid_call_from_the_correction_is_tool_arguments_invalid(
         ask(gw, dialect, "rs-strict", stream=False, extra=strict(dialect, "required"))
     body = status_error(info.value).response.json()
     assert (body["error"]["code"], body["error"]["param"]) == (
-        "tool_arguments_invalid", "/amount_pence")
+        "tool_arguments_invalid",
+        "/amount_pence",
+    )
     assert len(upstream.requests) == 2  # not corrected a second time
 
 
@@ -196,8 +223,13 @@ def test_a_request_that_is_not_strict_is_the_upstreams_word(
 ) -> None:
     steps = [Reply(content="No tool today.")]
     upstream.queue(*steps, *(steps if stream else []))
-    seen = ask(gw, dialect, "ch-strict", stream=stream,
-               extra=strict(dialect, "required", strict_tool=False))
+    seen = ask(
+        gw,
+        dialect,
+        "ch-strict",
+        stream=stream,
+        extra=strict(dialect, "required", strict_tool=False),
+    )
     got = answer(dialect, seen.final)
     assert (got.text, got.calls, got.finish) == ("No tool today.", [], TEXT_END[dialect])
     assert len(upstream.requests) == (2 if stream else 1)

@@ -81,10 +81,16 @@ def fixing_gateway(
     fixing_engine: EngineServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
     """The gateway enforces, and its correction goes under the engine's grammar."""
-    common = {"engine": "llama_cpp_python", "upstream_model": fixing_engine.model,
-              "timeout_s": 300.0}
-    tables = [model_table(FIX, fixing_engine.base_url, constrained=False,
-                          correction="constrained", **common)]
+    common = {
+        "engine": "llama_cpp_python",
+        "upstream_model": fixing_engine.model,
+        "timeout_s": 300.0,
+    }
+    tables = [
+        model_table(
+            FIX, fixing_engine.base_url, constrained=False, correction="constrained", **common
+        )
+    ]
     gw = start_gateway(tmp_path_factory.mktemp("fixing-gateway"), tables)
     try:
         yield gw

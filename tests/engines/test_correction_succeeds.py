@@ -18,10 +18,18 @@ from tests.support.gateway_proc import GatewayProcess
 
 
 def test_an_invalid_first_call_comes_back_corrected(fixing_gateway: GatewayProcess) -> None:
-    with openai.OpenAI(base_url=fixing_gateway.base_url + "/v1", api_key=fixing_gateway.api_key,
-                       max_retries=0, timeout=300) as client:
+    with openai.OpenAI(
+        base_url=fixing_gateway.base_url + "/v1",
+        api_key=fixing_gateway.api_key,
+        max_retries=0,
+        timeout=300,
+    ) as client:
         raw = client.chat.completions.with_raw_response.create(
-            model=FIX, messages=ASK, tools=[TOOL], tool_choice=FORCED, max_tokens=40,
+            model=FIX,
+            messages=ASK,
+            tools=[TOOL],
+            tool_choice=FORCED,
+            max_tokens=40,
             temperature=0,
         )
     completion = raw.parse()

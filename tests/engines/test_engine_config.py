@@ -26,15 +26,23 @@ def _config(tmp_path: Path, table: dict[str, str]) -> Path:
     [
         ({"provider": "openai", "engine": "tgi"}, r"engine must be one of \['openai', 'vllm'"),
         ({"provider": "anthropic", "engine": "vllm"}, 'engine applies to provider "openai"'),
-        ({"provider": "openai", "engine": "llama_cpp_python", "constrained_field": "vllm"},
-         r"engine 'llama_cpp_python' does not read constrained_field 'vllm' "
-         r"\(it reads \['llama_cpp_python'\]"),
-        ({"provider": "openai", "engine": "vllm", "constrained_field": "llama_cpp"},
-         "does not read constrained_field 'llama_cpp'"),
-        ({"provider": "openai", "engine": "ollama", "constrained_field": "vllm"},
-         "leave it unset for 'openai'"),
-        ({"provider": "openai", "engine": "vllm", "api": "responses"},
-         'supported for engine "openai" only'),
+        (
+            {"provider": "openai", "engine": "llama_cpp_python", "constrained_field": "vllm"},
+            r"engine 'llama_cpp_python' does not read constrained_field 'vllm' "
+            r"\(it reads \['llama_cpp_python'\]",
+        ),
+        (
+            {"provider": "openai", "engine": "vllm", "constrained_field": "llama_cpp"},
+            "does not read constrained_field 'llama_cpp'",
+        ),
+        (
+            {"provider": "openai", "engine": "ollama", "constrained_field": "vllm"},
+            "leave it unset for 'openai'",
+        ),
+        (
+            {"provider": "openai", "engine": "vllm", "api": "responses"},
+            'supported for engine "openai" only',
+        ),
         ({"provider": "openai", "correction": "constrained"}, "needs engine"),
     ],
 )
@@ -65,11 +73,16 @@ def test_the_combinations_a_profile_lists_load(tmp_path: Path, table: dict[str, 
 
 
 def test_serve_refuses_it_with_a_message_not_a_traceback(tmp_path: Path) -> None:
-    config = _config(tmp_path, {"provider": "openai", "engine": "llama_cpp_python",
-                                "constrained_field": "sglang"})
+    config = _config(
+        tmp_path,
+        {"provider": "openai", "engine": "llama_cpp_python", "constrained_field": "sglang"},
+    )
     done = subprocess.run(
         [sys.executable, "-m", "gateway", "serve", "--config", str(config)],
-        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 2, done.stderr
     assert "config error: models[0]: engine 'llama_cpp_python' does not read" in done.stderr

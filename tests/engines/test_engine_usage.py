@@ -32,8 +32,7 @@ def usage_gateway(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
     scripted_upstream_server.renderers["/tokenize"] = OpenAIRenderer()
-    tables = [model_table("server", scripted_upstream_server.base_url,
-                          engine="llama_cpp_server")]
+    tables = [model_table("server", scripted_upstream_server.base_url, engine="llama_cpp_server")]
     gw = start_gateway(tmp_path_factory.mktemp("engine-usage"), tables)
     try:
         yield gw
@@ -57,17 +56,22 @@ def _words(text: str) -> Step:
 
 
 def _usage(gw: GatewayProcess, stream: bool) -> Any:
-    with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0,
-                       timeout=30) as client:
+    with openai.OpenAI(
+        base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0, timeout=30
+    ) as client:
         messages: Any = [{"role": "user", "content": "Tell me about Oslo's weather."}]
         if not stream:
             completion = client.chat.completions.create(model="server", messages=messages)
             assert completion.choices[0].message.content == ANSWER
             return completion.usage
-        chunks = list(client.chat.completions.create(
-            model="server", messages=messages, stream=True,
-            stream_options={"include_usage": True},
-        ))
+        chunks = list(
+            client.chat.completions.create(
+                model="server",
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == ANSWER
         return next(c.usage for c in chunks if c.usage is not None)
 

@@ -32,9 +32,15 @@ ORDER = {
     "required": ["item", "quantity"],
     "additionalProperties": False,
 }
-TOOL: Any = {"type": "function", "function": {
-    "name": "order", "description": "Place an order.", "parameters": ORDER, "strict": True,
-}}
+TOOL: Any = {
+    "type": "function",
+    "function": {
+        "name": "order",
+        "description": "Place an order.",
+        "parameters": ORDER,
+        "strict": True,
+    },
+}
 FORCED: Any = {"type": "function", "function": {"name": "order"}}
 ASK: Any = [{"role": "user", "content": "Order 2 apples."}]
 PERSON = {
@@ -47,8 +53,9 @@ LIMITS: dict[str, Any] = {"max_tokens": 40, "temperature": 0}
 
 
 def _client(gw: GatewayProcess) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0,
-                         timeout=180)
+    return openai.OpenAI(
+        base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0, timeout=180
+    )
 
 
 def _valid(schema: dict[str, Any], raw: str) -> bool:
@@ -93,10 +100,20 @@ def test_a_second_turn_after_a_tool_result_is_accepted(
     ``content: ""``, which its request model takes."""
     turn: Any = [
         *ASK,
-        {"role": "assistant", "content": None, "tool_calls": [{
-            "id": "call_1", "type": "function",
-            "function": {"name": "order", "arguments": '{"item": "apple", "quantity": 100}'},
-        }]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {
+                        "name": "order",
+                        "arguments": '{"item": "apple", "quantity": 100}',
+                    },
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "Ordered 100 apples."},
     ]
     with _client(engine_gateway) as client:
@@ -108,12 +125,17 @@ def test_a_second_turn_after_a_tool_result_is_accepted(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_strict_response_format_succeeds(engine_gateway: GatewayProcess, mode: str) -> None:
-    fmt: Any = {"type": "json_schema",
-                "json_schema": {"name": "person", "schema": PERSON, "strict": True}}
+    fmt: Any = {
+        "type": "json_schema",
+        "json_schema": {"name": "person", "schema": PERSON, "strict": True},
+    }
     with _client(engine_gateway) as client:
         try:
             completion = client.chat.completions.create(
-                model=mode, response_format=fmt, max_tokens=60, temperature=0,
+                model=mode,
+                response_format=fmt,
+                max_tokens=60,
+                temperature=0,
                 messages=[{"role": "user", "content": "Describe Ada Lovelace as JSON."}],
             )
         except openai.APIStatusError as exc:
@@ -134,16 +156,26 @@ def test_a_streamed_call_is_held_back_whole_and_its_usage_counted(
     with _client(engine_gateway) as client:
         try:
             stream = client.chat.completions.create(
-                model=FREE, messages=ASK, tools=[TOOL], tool_choice=FORCED, stream=True,
-                stream_options={"include_usage": True}, **LIMITS,
+                model=FREE,
+                messages=ASK,
+                tools=[TOOL],
+                tool_choice=FORCED,
+                stream=True,
+                stream_options={"include_usage": True},
+                **LIMITS,
             )
             chunks = list(stream)
         except openai.APIStatusError as exc:  # refused after the correction, before any byte
             assert exc.status_code == 422, exc.response.text
             assert exc.response.json()["error"]["code"] == "tool_arguments_invalid"
             return
-    fragments = [tc.function.arguments for c in chunks for ch in c.choices
-                 for tc in (ch.delta.tool_calls or ()) if tc.function and tc.function.arguments]
+    fragments = [
+        tc.function.arguments
+        for c in chunks
+        for ch in c.choices
+        for tc in (ch.delta.tool_calls or ())
+        if tc.function and tc.function.arguments
+    ]
     usage = next(c.usage for c in chunks if c.usage is not None)
     extra = usage.model_extra or {}
     assert extra.get("estimated") is True, usage
@@ -163,15 +195,23 @@ def test_streamed_usage_is_the_engines_own_count(
     characters a token; the usage says it is estimated (its prompt part is)."""
     with _client(engine_gateway) as client:
         stream = client.chat.completions.create(
-            model=CONSTRAINED, stream=True, stream_options={"include_usage": True},
-            messages=[{"role": "user", "content": "Say hello."}], max_tokens=12, temperature=0,
+            model=CONSTRAINED,
+            stream=True,
+            stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": "Say hello."}],
+            max_tokens=12,
+            temperature=0,
         )
         chunks = list(stream)
     text = "".join(ch.delta.content or "" for c in chunks for ch in c.choices)
     usage = next(c.usage for c in chunks if c.usage is not None)
     root = engine.base_url.removesuffix("/v1")
-    tokens = httpx.post(root + "/extras/tokenize", content=orjson.dumps({"input": text}),
-                        headers={"content-type": "application/json"}, timeout=30).json()
+    tokens = httpx.post(
+        root + "/extras/tokenize",
+        content=orjson.dumps({"input": text}),
+        headers={"content-type": "application/json"},
+        timeout=30,
+    ).json()
     assert usage.completion_tokens == len(tokens["tokens"]) > 0
     assert (usage.model_extra or {}).get("estimated") is True
     admin = engine_gateway.syntic("keys", "create", "--name", "ops", "--admin")
@@ -184,8 +224,12 @@ def _ledger_row(gw: GatewayProcess, admin: str, completion_tokens: int) -> dict[
     """The ledger row of that stream (newest first), once the writer has flushed it."""
     deadline = time.monotonic() + 20
     while True:
-        rows = httpx.get(gw.base_url + "/admin/requests", params={"model": CONSTRAINED},
-                         headers={"authorization": f"Bearer {admin}"}, timeout=20).json()["data"]
+        rows = httpx.get(
+            gw.base_url + "/admin/requests",
+            params={"model": CONSTRAINED},
+            headers={"authorization": f"Bearer {admin}"},
+            timeout=20,
+        ).json()["data"]
         found = [r for r in rows if r["completion_tokens"] == completion_tokens]
         if found:
             return dict(found[0])
@@ -209,16 +253,26 @@ def test_required_with_one_tool_is_asked_for_as_that_tool(engine_gateway: Gatewa
     """The engine reads ``tool_choice: "required"`` as ``"auto"`` (only a named choice gets
     its grammar); with one tool the gateway names it, so the call comes back a call, under
     the tool's grammar, rather than JSON in the text."""
-    easy: Any = {"type": "function", "function": {
-        "name": "lookup", "parameters": {
-            "type": "object", "properties": {"city": {"type": "string"}},
-            "required": ["city"], "additionalProperties": False,
-        }, "strict": True,
-    }}
+    easy: Any = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+            "strict": True,
+        },
+    }
     with _client(engine_gateway) as client:
         completion = client.chat.completions.create(
-            model=FREE, messages=[{"role": "user", "content": "What is the weather in Oslo?"}],
-            tools=[easy], tool_choice="required", **LIMITS,
+            model=FREE,
+            messages=[{"role": "user", "content": "What is the weather in Oslo?"}],
+            tools=[easy],
+            tool_choice="required",
+            **LIMITS,
         )
     calls = completion.choices[0].message.tool_calls
     assert calls is not None and len(calls) == 1 and calls[0].type == "function"

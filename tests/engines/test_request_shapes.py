@@ -71,8 +71,9 @@ def up(scripted_upstream_server: ScriptedUpstream) -> Iterator[ScriptedUpstream]
 
 
 def _chat(gw: GatewayProcess) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0,
-                         timeout=30)
+    return openai.OpenAI(
+        base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0, timeout=30
+    )
 
 
 def _declared(body: dict[str, Any], spec: dict[str, Any]) -> None:
@@ -103,8 +104,10 @@ def test_a_strict_output_goes_in_the_engines_constrained_form(
 ) -> None:
     spec = _fixture(engine)
     up.queue(Reply(content='{"item": "apple", "quantity": 2}'))
-    fmt: Any = {"type": "json_schema",
-                "json_schema": {"name": "order", "schema": ORDER, "strict": True}}
+    fmt: Any = {
+        "type": "json_schema",
+        "json_schema": {"name": "order", "schema": ORDER, "strict": True},
+    }
     with _chat(shapes_gateway) as client:
         client.chat.completions.create(model=f"{engine}-c", messages=ASK, response_format=fmt)
     body = up.requests[0].body
@@ -119,8 +122,9 @@ def test_the_grammar_correction_uses_the_engines_field(
     """``correction = "constrained"``: the correction asks for the arguments as the reply,
     in the field the engine constrains, with the replayed bad call in a form it reads."""
     spec = _fixture(engine)
-    up.queue(Reply(tool_calls=[Call("order", '{"item": "apple", "quantity": 0}')]),
-             Reply(content=VALID))
+    up.queue(
+        Reply(tool_calls=[Call("order", '{"item": "apple", "quantity": 0}')]), Reply(content=VALID)
+    )
     with _chat(shapes_gateway) as client:
         completion = client.chat.completions.create(
             model=f"{engine}-fix", messages=ASK, tools=TOOLS, tool_choice=FORCED
@@ -142,14 +146,20 @@ def test_a_named_choice_goes_in_a_form_the_engine_reads(
     spec = _fixture(engine)
     up.queue(Reply(tool_calls=[Call("order", VALID)]), Reply(tool_calls=[Call("order", VALID)]))
     with _chat(shapes_gateway) as client:
-        client.chat.completions.create(model=f"{engine}-c", messages=ASK, tools=TOOLS,
-                                       tool_choice=FORCED)
-    with anthropic.Anthropic(base_url=shapes_gateway.base_url, api_key=shapes_gateway.api_key,
-                             max_retries=0, timeout=30) as messages_client:
+        client.chat.completions.create(
+            model=f"{engine}-c", messages=ASK, tools=TOOLS, tool_choice=FORCED
+        )
+    with anthropic.Anthropic(
+        base_url=shapes_gateway.base_url, api_key=shapes_gateway.api_key, max_retries=0, timeout=30
+    ) as messages_client:
         messages_client.messages.create(
-            model=f"{engine}-c", max_tokens=50, messages=ASK,
-            tools=[{"name": "order", "input_schema": ORDER, "strict": True},
-                   {"name": "cancel", "input_schema": OTHER}],
+            model=f"{engine}-c",
+            max_tokens=50,
+            messages=ASK,
+            tools=[
+                {"name": "order", "input_schema": ORDER, "strict": True},
+                {"name": "cancel", "input_schema": OTHER},
+            ],
             tool_choice={"type": "tool", "name": "order"},
         )
     for request in up.requests:  # the chat client's body, then the codec's
@@ -171,14 +181,27 @@ def test_a_streamed_second_turn_reads_as_the_engine_takes_it(
     token limit in a field it reads (``max_tokens`` where ``max_completion_tokens`` is not)."""
     spec = _fixture(engine)
     up.queue(Reply(content="Done."))
-    turn: Any = [*ASK,
-                 {"role": "assistant", "content": None, "tool_calls": [{
-                     "id": "call_1", "type": "function",
-                     "function": {"name": "order", "arguments": VALID}}]},
-                 {"role": "tool", "tool_call_id": "call_1", "content": "Ordered."}]
+    turn: Any = [
+        *ASK,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "order", "arguments": VALID},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "Ordered."},
+    ]
     with _chat(shapes_gateway) as client:
         stream = client.chat.completions.create(
-            model=f"{engine}-c", messages=turn, tools=TOOLS, stream=True,
+            model=f"{engine}-c",
+            messages=turn,
+            tools=TOOLS,
+            stream=True,
             max_completion_tokens=20,
         )
         text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
@@ -186,8 +209,11 @@ def test_a_streamed_second_turn_reads_as_the_engine_takes_it(
     body = up.requests[0].body
     _declared(body, spec)
     assert body["stream_options"] == {"include_usage": True}
-    limit = "max_completion_tokens" if "max_completion_tokens" in spec["request_fields"] \
+    limit = (
+        "max_completion_tokens"
+        if "max_completion_tokens" in spec["request_fields"]
         else "max_tokens"
+    )
     assert body[limit] == 20
 
 
@@ -197,13 +223,18 @@ def test_an_engines_error_names_no_message_the_client_never_sent(
     """The correction's turns come after the client's one message: an engine's error about
     them (here pydantic's location tuple and a bracketed index) does not send the client
     looking for a ``messages[1]`` or ``messages[2]`` it never had."""
-    detail = ("2 validation errors: ('body', 'messages', 1, 'content') Input should be a "
-              "valid string; messages[2].tool_call_id unknown; messages[0] is fine")
-    up.queue(Reply(tool_calls=[Call("order", '{"item": "apple", "quantity": 0}')]),
-             HttpError(500, {"error": {"message": detail, "type": "internal_server_error"}}))
+    detail = (
+        "2 validation errors: ('body', 'messages', 1, 'content') Input should be a "
+        "valid string; messages[2].tool_call_id unknown; messages[0] is fine"
+    )
+    up.queue(
+        Reply(tool_calls=[Call("order", '{"item": "apple", "quantity": 0}')]),
+        HttpError(500, {"error": {"message": detail, "type": "internal_server_error"}}),
+    )
     with _chat(shapes_gateway) as client, pytest.raises(openai.APIStatusError) as caught:
-        client.chat.completions.create(model="vllm-c", messages=ASK, tools=TOOLS,
-                                       tool_choice=FORCED)
+        client.chat.completions.create(
+            model="vllm-c", messages=ASK, tools=TOOLS, tool_choice=FORCED
+        )
     error = caught.value.response.json()["error"]
     assert (caught.value.status_code, error["code"]) == (502, "upstream_error")
     assert "messages', 1" not in error["message"] and "messages[2]" not in error["message"]

@@ -43,8 +43,9 @@ def example_upstream() -> Iterator[ScriptedUpstream]:
 def example_gateway(
     example_upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    gw = start_gateway(tmp_path_factory.mktemp("examples-gw"),
-                       [model_table(MODEL, example_upstream.base_url)])
+    gw = start_gateway(
+        tmp_path_factory.mktemp("examples-gw"), [model_table(MODEL, example_upstream.base_url)]
+    )
     try:
         yield gw
     finally:
@@ -65,13 +66,13 @@ def _run(
     command = ["bash", str(path)] if name.endswith(".sh") else [sys.executable, str(path)]
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTIC_")}
     full_env.update(env or {})
-    return subprocess.run([*command, *args], cwd=ROOT, env=full_env, capture_output=True,
-                          text=True, timeout=90)
+    return subprocess.run(
+        [*command, *args], cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=90
+    )
 
 
 def _client_env(gw: GatewayProcess) -> dict[str, str]:
-    return {"SYNTIC_BASE_URL": gw.base_url, "SYNTIC_API_KEY": gw.api_key,
-            "SYNTIC_MODEL": MODEL}
+    return {"SYNTIC_BASE_URL": gw.base_url, "SYNTIC_API_KEY": gw.api_key, "SYNTIC_MODEL": MODEL}
 
 
 def _call(arguments: str) -> Reply:

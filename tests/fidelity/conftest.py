@@ -43,13 +43,15 @@ def fgw(
 
 @pytest.fixture
 def oai(fgw: GatewayProcess) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=fgw.base_url + "/v1", api_key=fgw.api_key, max_retries=0,
-                       timeout=20) as client:
+    with openai.OpenAI(
+        base_url=fgw.base_url + "/v1", api_key=fgw.api_key, max_retries=0, timeout=20
+    ) as client:
         yield client
 
 
 @pytest.fixture
 def ant(fgw: GatewayProcess) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(base_url=fgw.base_url, api_key=fgw.api_key, max_retries=0,
-                             timeout=20) as client:
+    with anthropic.Anthropic(
+        base_url=fgw.base_url, api_key=fgw.api_key, max_retries=0, timeout=20
+    ) as client:
         yield client

@@ -38,7 +38,7 @@ def _fields(cls: type) -> set[str]:
 def test_the_docs_show_the_table_as_it_is() -> None:
     text = (ROOT / "docs" / "compatibility.md").read_text()
     assert START in text and END in text
-    shown = text[text.index(START) + len(START):text.index(END)].strip("\n")
+    shown = text[text.index(START) + len(START) : text.index(END)].strip("\n")
     assert shown == render_markdown().strip("\n"), (
         "docs/compatibility.md's field-policy table differs from gateway/dialects/policy.py:"
         " paste render_markdown() between the markers"

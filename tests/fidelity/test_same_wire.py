@@ -37,20 +37,42 @@ def test_messages_to_anthropic_keeps_every_field_and_header(
         max_tokens=2048,
         system=[{"type": "text", "text": "You are terse.", "cache_control": cache}],
         messages=[
-            {"role": "user", "content": [{"type": "text", "text": "Find the weather tool.",
-                                          "cache_control": cache}]},
-            {"role": "assistant", "content": [
-                {"type": "thinking", "thinking": "I should search.", "signature": "sig"},
-                {"type": "tool_use", "id": "toolu_1", "name": "tool_search",
-                 "input": {"query": "weather"}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
-                                          "content": [{"type": "tool_reference",
-                                                       "tool_name": "get_weather"}]}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Find the weather tool.", "cache_control": cache}
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "I should search.", "signature": "sig"},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_1",
+                        "name": "tool_search",
+                        "input": {"query": "weather"},
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_1",
+                        "content": [{"type": "tool_reference", "tool_name": "get_weather"}],
+                    }
+                ],
+            },
         ],
         tools=[
-            {"name": "tool_search", "description": "Search tools",
-             "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}},
-             "cache_control": cache},
+            {
+                "name": "tool_search",
+                "description": "Search tools",
+                "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}},
+                "cache_control": cache,
+            },
             {"name": "get_weather", "input_schema": TOOL_SCHEMA, "defer_loading": True},
         ],
         thinking={"type": "enabled", "budget_tokens": 1024},
@@ -79,27 +101,36 @@ def test_messages_system_message_inside_messages_goes_verbatim(
 ) -> None:
     upstream.queue(Reply(content="ok"))
     raw = ant.messages.with_raw_response.create(
-        model="msg-up", max_tokens=64,
+        model="msg-up",
+        max_tokens=64,
         messages=[{"role": "user", "content": "hi"}],
-        extra_body={"messages": [{"role": "system", "content": "Mode: plan."},
-                                 {"role": "user", "content": "hi"}]},
+        extra_body={
+            "messages": [
+                {"role": "system", "content": "Mode: plan."},
+                {"role": "user", "content": "hi"},
+            ]
+        },
     )
     assert raw.status_code == 200
     assert upstream.requests[0].body["messages"][0] == {"role": "system", "content": "Mode: plan."}
 
 
-def test_chat_to_chat_keeps_every_field(
-    oai: openai.OpenAI, upstream: ScriptedUpstream
-) -> None:
+def test_chat_to_chat_keeps_every_field(oai: openai.OpenAI, upstream: ScriptedUpstream) -> None:
     upstream.queue(Reply(content="Hi."))
     raw = oai.chat.completions.with_raw_response.create(
         model="chat-up",
         messages=[
             {"role": "developer", "content": "Be brief.", "name": "ops"},
-            {"role": "user", "content": [
-                {"type": "text", "text": "What is this?"},
-                {"type": "image_url", "image_url": {"url": "https://x.test/a.png",
-                                                    "detail": "low"}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is this?"},
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "https://x.test/a.png", "detail": "low"},
+                    },
+                ],
+            },
         ],
         max_tokens=100,
         prompt_cache_key="tenant-7",
@@ -112,8 +143,9 @@ def test_chat_to_chat_keeps_every_field(
         logit_bias={"50256": -100},
         metadata={"trace": "t1"},
         store=True,
-        tools=[{"type": "function", "function": {"name": "get_weather",
-                                                 "parameters": TOOL_SCHEMA}}],
+        tools=[
+            {"type": "function", "function": {"name": "get_weather", "parameters": TOOL_SCHEMA}}
+        ],
         extra_body={"frobnicate": True, "functions_v2": [1]},
     )
     assert raw.parse().choices[0].message.content == "Hi."
@@ -129,20 +161,31 @@ def test_responses_to_responses_keeps_codex_fields(
     prompt_cache_key, client_metadata, include, a reasoning item replayed."""
     upstream.queue(Reply(content="Patched."))
     namespace = {
-        "type": "namespace", "name": "repo", "description": "Repository tools",
-        "tools": [{"type": "function", "name": "read_file", "strict": False,
-                   "parameters": {"type": "object",
-                                  "properties": {"path": {"type": "string"}}}}],
+        "type": "namespace",
+        "name": "repo",
+        "description": "Repository tools",
+        "tools": [
+            {
+                "type": "function",
+                "name": "read_file",
+                "strict": False,
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+            }
+        ],
     }
     raw = oai.responses.with_raw_response.create(  # type: ignore[call-overload]
         model="resp-up",
         instructions="You are Codex.",
         input=[
-            {"type": "message", "role": "user", "content": [
-                {"type": "input_text", "text": "Fix the bug."},
-                {"type": "input_image", "image_url": "https://x.test/s.png", "detail": "high"}]},
-            {"type": "reasoning", "id": "rs_1", "summary": [],
-             "encrypted_content": "gAAAA"},
+            {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "Fix the bug."},
+                    {"type": "input_image", "image_url": "https://x.test/s.png", "detail": "high"},
+                ],
+            },
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA"},
         ],
         tools=[namespace, {"type": "web_search"}],
         tool_choice="auto",
@@ -168,25 +211,32 @@ def test_owned_fields_are_replaced_and_only_they(
     default ``store`` of a Responses request: ``store: false`` upstream; a chat stream:
     ``include_usage``; ``n``: one call per choice."""
     upstream.responder = lambda request: Reply(content="ok")
-    strict_tool: Any = {"type": "function", "function": {
-        "name": "get_weather", "parameters": TOOL_SCHEMA, "strict": True}}
+    strict_tool: Any = {
+        "type": "function",
+        "function": {"name": "get_weather", "parameters": TOOL_SCHEMA, "strict": True},
+    }
     raw = oai.chat.completions.with_raw_response.create(
-        model="chat-up", messages=[{"role": "user", "content": "hi"}], tools=[strict_tool],
-        n=2, prompt_cache_key="k",
+        model="chat-up",
+        messages=[{"role": "user", "content": "hi"}],
+        tools=[strict_tool],
+        n=2,
+        prompt_cache_key="k",
     )
     sent = _sent(raw.http_request.content)
     first, second = upstream.requests
     assert first.body == second.body
-    unstrict = {"type": "function", "function": {"name": "get_weather",
-                                                 "parameters": TOOL_SCHEMA}}
+    unstrict = {"type": "function", "function": {"name": "get_weather", "parameters": TOOL_SCHEMA}}
     expected = {k: v for k, v in sent.items() if k != "n"}
     assert first.body == {**expected, "model": "chat-up-served", "tools": [unstrict]}
 
     upstream.reset()
     upstream.responder = lambda request: Reply(content="ok")
     with oai.chat.completions.create(
-        model="chat-up", messages=[{"role": "user", "content": "hi"}], stream=True,
-        stream_options={"include_usage": False}, prompt_cache_key="k",
+        model="chat-up",
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
+        stream_options={"include_usage": False},
+        prompt_cache_key="k",
     ) as stream:
         for _ in stream:
             pass
@@ -196,8 +246,9 @@ def test_owned_fields_are_replaced_and_only_they(
 
     upstream.reset()
     upstream.responder = lambda request: Reply(content="ok")
-    raw_r = oai.responses.with_raw_response.create(model="resp-up", input="hi",
-                                                   prompt_cache_key="k")
+    raw_r = oai.responses.with_raw_response.create(
+        model="resp-up", input="hi", prompt_cache_key="k"
+    )
     sent_r = _sent(raw_r.http_request.content)
     assert upstream.requests[0].body == {**sent_r, "model": "resp-up-served", "store": False}
 
@@ -211,11 +262,18 @@ def test_a_correction_appends_its_turns_to_the_clients_body(
     )
     cache = {"type": "ephemeral"}
     raw = ant.messages.with_raw_response.create(  # type: ignore[call-overload]
-        model="msg-up", max_tokens=2048,
+        model="msg-up",
+        max_tokens=2048,
         system=[{"type": "text", "text": "Use tools.", "cache_control": cache}],
         messages=[{"role": "user", "content": "Weather in Oslo?"}],
-        tools=[{"name": "get_weather", "input_schema": TOOL_SCHEMA, "strict": True,
-                "cache_control": cache}],
+        tools=[
+            {
+                "name": "get_weather",
+                "input_schema": TOOL_SCHEMA,
+                "strict": True,
+                "cache_control": cache,
+            }
+        ],
         thinking={"type": "enabled", "budget_tokens": 1024},
         extra_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"},
     )
@@ -223,8 +281,7 @@ def test_a_correction_appends_its_turns_to_the_clients_body(
     assert block.type == "tool_use" and block.input == {"city": "Oslo"}
     sent = _sent(raw.http_request.content)
     first, fix = (r.body for r in upstream.requests)
-    unstrict_tools = [{"name": "get_weather", "input_schema": TOOL_SCHEMA,
-                       "cache_control": cache}]
+    unstrict_tools = [{"name": "get_weather", "input_schema": TOOL_SCHEMA, "cache_control": cache}]
     assert first == {**sent, "model": "msg-up-served", "tools": unstrict_tools}
     # the correction: the client's body, its turns after the client's, the tool forced,
     # thinking off (the API refuses a forced tool choice with thinking on)

@@ -36,8 +36,11 @@ def _dropped(headers: Any) -> list[str]:
     [("chat-up", "max_completion_tokens"), ("chat-legacy", "max_tokens")],
 )
 def test_a_token_limit_reaches_a_chat_upstream_in_its_field(
-    ant: anthropic.Anthropic, oai: openai.OpenAI, upstream: ScriptedUpstream,
-    model: str, field: str,
+    ant: anthropic.Anthropic,
+    oai: openai.OpenAI,
+    upstream: ScriptedUpstream,
+    model: str,
+    field: str,
 ) -> None:
     upstream.responder = lambda request: Reply(content="ok")
     ant.messages.create(model=model, max_tokens=321, messages=USER)
@@ -74,13 +77,19 @@ def test_a_system_message_among_messages_is_folded_into_the_system_prompt(
 ) -> None:
     """Claude Code sends one; 400 before. Another wire gets it in the system prompt."""
     upstream.responder = lambda request: Reply(content="ok")
-    turns: Any = [{"role": "user", "content": "first"},
-             {"role": "system", "content": [{"type": "text", "text": "Plan mode."}]},
-             {"role": "user", "content": "second"}]
+    turns: Any = [
+        {"role": "user", "content": "first"},
+        {"role": "system", "content": [{"type": "text", "text": "Plan mode."}]},
+        {"role": "user", "content": "second"},
+    ]
     for model in ("chat-up", "resp-up"):
         raw = ant.messages.with_raw_response.create(
-            model=model, max_tokens=64, system="Be terse.", messages=USER,
-            extra_body={"messages": turns})
+            model=model,
+            max_tokens=64,
+            system="Be terse.",
+            messages=USER,
+            extra_body={"messages": turns},
+        )
         assert raw.status_code == 200
     chat, responses = (r.body for r in upstream.requests)
     assert chat["messages"][0] == {"role": "system", "content": "Be terse.Plan mode."}
@@ -100,10 +109,12 @@ def test_reasoning_effort_translates_where_there_is_an_equivalent(
     oai.chat.completions.create(model="resp-up", messages=USER, reasoning_effort="high")
     oai.responses.create(model="msg-up", input="hi", reasoning={"effort": "xhigh"})
     oai.responses.create(model="chat-up", input="hi", reasoning={"effort": "low"})
-    ant.messages.create(model="chat-up", max_tokens=64, messages=USER,
-                        output_config={"effort": "max"})
-    ant.messages.create(model="resp-up", max_tokens=64, messages=USER,
-                        output_config={"effort": "medium"})
+    ant.messages.create(
+        model="chat-up", max_tokens=64, messages=USER, output_config={"effort": "max"}
+    )
+    ant.messages.create(
+        model="resp-up", max_tokens=64, messages=USER, output_config={"effort": "medium"}
+    )
     bodies = [r.body for r in upstream.requests]
     assert bodies[0]["output_config"] == {"effort": "low"}
     assert bodies[1]["reasoning"] == {"effort": "high"}
@@ -118,12 +129,16 @@ def test_an_effort_without_equivalent_and_thinking_are_dropped_with_notice(
 ) -> None:
     upstream.responder = lambda request: Reply(content="ok")
     raw = oai.chat.completions.with_raw_response.create(
-        model="msg-up", messages=USER, reasoning_effort="none")
+        model="msg-up", messages=USER, reasoning_effort="none"
+    )
     assert _dropped(raw.headers) == ["reasoning_effort"]
     assert "output_config" not in upstream.requests[0].body
     raw_a = ant.messages.with_raw_response.create(
-        model="chat-up", max_tokens=2048, messages=USER,
-        thinking={"type": "enabled", "budget_tokens": 1024})
+        model="chat-up",
+        max_tokens=2048,
+        messages=USER,
+        thinking={"type": "enabled", "budget_tokens": 1024},
+    )
     assert _dropped(raw_a.headers) == ["thinking"]
     assert "reasoning_effort" not in upstream.requests[1].body
 
@@ -135,19 +150,39 @@ def test_image_detail_is_kept_where_the_target_has_it(
     oai: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:
     upstream.responder = lambda request: Reply(content="ok")
-    chat_image: Any = [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "https://x.test/a.png", "detail": "low"}}]}]
+    chat_image: Any = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": "https://x.test/a.png", "detail": "low"}}
+            ],
+        }
+    ]
     oai.chat.completions.create(model="resp-up", messages=chat_image)
     raw = oai.chat.completions.with_raw_response.create(model="msg-up", messages=chat_image)
-    oai.responses.create(model="chat-up", input=[{"role": "user", "content": [
-        {"type": "input_image", "image_url": "https://x.test/b.png", "detail": "high"}]}])
+    oai.responses.create(
+        model="chat-up",
+        input=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_image", "image_url": "https://x.test/b.png", "detail": "high"}
+                ],
+            }
+        ],
+    )
     responses, messages, chat = (r.body for r in upstream.requests)
     assert responses["input"][0]["content"][0] == {
-        "type": "input_image", "image_url": "https://x.test/a.png", "detail": "low"}
+        "type": "input_image",
+        "image_url": "https://x.test/a.png",
+        "detail": "low",
+    }
     assert "detail" not in str(messages["messages"])
     assert _dropped(raw.headers) == ["messages[].content[].image_url.detail"]
     assert chat["messages"][0]["content"][0]["image_url"] == {
-        "url": "https://x.test/b.png", "detail": "high"}
+        "url": "https://x.test/b.png",
+        "detail": "high",
+    }
 
 
 # -- Claude Code -----------------------------------------------------------------------------
@@ -158,26 +193,44 @@ def test_claude_code_tool_reference_and_deferred_tools_cross_wire(
 ) -> None:
     upstream.queue(Reply(content="ok"))
     raw = ant.messages.with_raw_response.create(
-        model="chat-up", max_tokens=64,
+        model="chat-up",
+        max_tokens=64,
         messages=[
             {"role": "user", "content": "find it"},
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "x"}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
-                                          "content": [{"type": "text", "text": "found"},
-                                                      {"type": "tool_reference",
-                                                       "tool_name": "read"}],
-                                          "cache_control": {"type": "ephemeral"}}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "x"}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_1",
+                        "content": [
+                            {"type": "text", "text": "found"},
+                            {"type": "tool_reference", "tool_name": "read"},
+                        ],
+                        "cache_control": {"type": "ephemeral"},
+                    }
+                ],
+            },
         ],
-        tools=[{"name": "search", "input_schema": {"type": "object"}},
-               {"name": "read", "input_schema": SCHEMA, "defer_loading": True}],
+        tools=[
+            {"name": "search", "input_schema": {"type": "object"}},
+            {"name": "read", "input_schema": SCHEMA, "defer_loading": True},
+        ],
     )
     assert raw.status_code == 200
     assert _dropped(raw.headers) == [
-        "cache_control", "messages[].content[].content[].tool_reference", "tools[].defer_loading"]
+        "cache_control",
+        "messages[].content[].content[].tool_reference",
+        "tools[].defer_loading",
+    ]
     body = upstream.requests[0].body
-    assert body["messages"][-1] == {"role": "tool", "tool_call_id": "toolu_1",
-                                    "content": "found"}
+    assert body["messages"][-1] == {"role": "tool", "tool_call_id": "toolu_1", "content": "found"}
     assert [t["function"]["name"] for t in body["tools"]] == ["search", "read"]
     assert "defer_loading" not in str(body["tools"])
 
@@ -189,9 +242,13 @@ def test_an_anthropic_defined_tool_is_not_an_unknown_tool_on_the_same_wire(
     and does not "correct" a call to it."""
     upstream.queue(Reply(tool_calls=[Call("bash", '{"command": "ls"}')]))
     message = ant.messages.create(
-        model="msg-up", max_tokens=64, messages=USER,
-        tools=[{"type": "bash_20250124", "name": "bash"},
-               {"name": "read", "input_schema": SCHEMA, "strict": True}],
+        model="msg-up",
+        max_tokens=64,
+        messages=USER,
+        tools=[
+            {"type": "bash_20250124", "name": "bash"},
+            {"name": "read", "input_schema": SCHEMA, "strict": True},
+        ],
     )
     [block] = message.content
     assert block.type == "tool_use" and block.name == "bash"
@@ -203,8 +260,12 @@ def test_server_tools_cross_wire_are_refused(
     ant: anthropic.Anthropic, upstream: ScriptedUpstream
 ) -> None:
     with pytest.raises(anthropic.BadRequestError) as info:
-        ant.messages.create(model="chat-up", max_tokens=64, messages=USER,
-                            tools=[{"type": "web_search_20250305", "name": "web_search"}])
+        ant.messages.create(
+            model="chat-up",
+            max_tokens=64,
+            messages=USER,
+            tools=[{"type": "web_search_20250305", "name": "web_search"}],
+        )
     error = info.value.response.json()["error"]
     assert (error["code"], error["param"]) == ("unsupported_parameter", "tools[0].type")
     assert upstream.requests == []
@@ -213,21 +274,34 @@ def test_server_tools_cross_wire_are_refused(
 # -- Codex ---------------------------------------------------------------------------------
 
 NAMESPACE: Any = {
-    "type": "namespace", "name": "repo", "description": "Repository tools",
-    "tools": [{"type": "function", "name": "read_file", "parameters": SCHEMA},
-              {"type": "function", "name": "list_dir", "strict": False,
-               "parameters": {"type": "object", "properties": {}}}],
+    "type": "namespace",
+    "name": "repo",
+    "description": "Repository tools",
+    "tools": [
+        {"type": "function", "name": "read_file", "parameters": SCHEMA},
+        {
+            "type": "function",
+            "name": "list_dir",
+            "strict": False,
+            "parameters": {"type": "object", "properties": {}},
+        },
+    ],
 }
 
 
 def test_codex_namespace_tools_are_flattened_cross_wire_and_enforced(
     oai: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("read_file", '{"path": 3}')]),
-                   Reply(tool_calls=[Call("read_file", '{"path": "a.py"}')]))
+    upstream.queue(
+        Reply(tool_calls=[Call("read_file", '{"path": 3}')]),
+        Reply(tool_calls=[Call("read_file", '{"path": "a.py"}')]),
+    )
     raw = oai.responses.with_raw_response.create(
-        model="chat-up", input="read a.py", tools=[NAMESPACE],
-        reasoning={"summary": "auto"}, prompt_cache_key="thread-1",
+        model="chat-up",
+        input="read a.py",
+        tools=[NAMESPACE],
+        reasoning={"summary": "auto"},
+        prompt_cache_key="thread-1",
         extra_body={"client_metadata": {"session": "s"}},
     )
     response = raw.parse()
@@ -242,8 +316,10 @@ def test_codex_namespace_tools_are_flattened_cross_wire_and_enforced(
 def test_codex_namespace_tools_are_enforced_on_the_same_wire(
     oai: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("read_file", '{"path": 3}')]),
-                   Reply(tool_calls=[Call("read_file", '{"path": "a.py"}')]))
+    upstream.queue(
+        Reply(tool_calls=[Call("read_file", '{"path": 3}')]),
+        Reply(tool_calls=[Call("read_file", '{"path": "a.py"}')]),
+    )
     response = oai.responses.create(model="resp-up", input="read a.py", tools=[NAMESPACE])
     [call] = [item for item in response.output if item.type == "function_call"]
     assert call.arguments == '{"path": "a.py"}'
@@ -276,8 +352,8 @@ def test_legacy_function_calling_is_refused_explicitly(
 ) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         oai.chat.completions.create(
-            model=model, messages=USER,
-            functions=[{"name": "f", "parameters": {"type": "object"}}])
+            model=model, messages=USER, functions=[{"name": "f", "parameters": {"type": "object"}}]
+        )
     assert (info.value.code, info.value.param) == ("unsupported_parameter", "functions")
     assert upstream.requests == []
 
@@ -285,23 +361,31 @@ def test_legacy_function_calling_is_refused_explicitly(
 def test_an_unknown_field_is_the_vendors_to_judge_on_its_own_wire(
     oai: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(HttpError(400, body={"error": {
-        "message": "Unrecognized request argument supplied: frobnicate",
-        "type": "invalid_request_error", "param": "frobnicate", "code": None}}))
+    upstream.queue(
+        HttpError(
+            400,
+            body={
+                "error": {
+                    "message": "Unrecognized request argument supplied: frobnicate",
+                    "type": "invalid_request_error",
+                    "param": "frobnicate",
+                    "code": None,
+                }
+            },
+        )
+    )
     with pytest.raises(openai.BadRequestError) as info:
-        oai.chat.completions.create(model="chat-up", messages=USER,
-                                    extra_body={"frobnicate": 1})
+        oai.chat.completions.create(model="chat-up", messages=USER, extra_body={"frobnicate": 1})
     assert info.value.code == "upstream_rejected" and info.value.param == "frobnicate"
     assert upstream.requests[0].body["frobnicate"] == 1
 
 
-def test_the_dropped_header_is_bounded(
-    oai: openai.OpenAI, upstream: ScriptedUpstream
-) -> None:
+def test_the_dropped_header_is_bounded(oai: openai.OpenAI, upstream: ScriptedUpstream) -> None:
     upstream.queue(Reply(content="ok"))
     extra = {f"unknown_field_number_{i:03d}": i for i in range(60)}
     raw = oai.chat.completions.with_raw_response.create(
-        model="msg-up", messages=USER, extra_body=extra)
+        model="msg-up", messages=USER, extra_body=extra
+    )
     header = raw.headers["x-syntic-dropped"]
     assert len(header) <= 1024 and header.endswith(tuple(f",+{n}" for n in range(1, 60)))
     assert header.startswith("unknown_field_number_000,unknown_field_number_001,")
@@ -319,15 +403,22 @@ def test_a_schema_error_names_the_tools_place_in_the_clients_body(
     """Tools the canonical request does not model (a server tool, a namespace) shift the
     canonical index; the ``param`` is still the client's own place."""
     with pytest.raises(anthropic.BadRequestError) as info:
-        ant.messages.create(model="msg-up", max_tokens=64, messages=USER, tools=[
-            {"type": "bash_20250124", "name": "bash"},
-            {"name": "read", "input_schema": LOOSE, "strict": True}])
+        ant.messages.create(
+            model="msg-up",
+            max_tokens=64,
+            messages=USER,
+            tools=[
+                {"type": "bash_20250124", "name": "bash"},
+                {"name": "read", "input_schema": LOOSE, "strict": True},
+            ],
+        )
     assert info.value.response.json()["error"]["param"].startswith("tools[1].input_schema")
-    namespace: Any = {**NAMESPACE, "tools": [{"type": "function", "name": "read_file",
-                                         "parameters": LOOSE}]}
+    namespace: Any = {
+        **NAMESPACE,
+        "tools": [{"type": "function", "name": "read_file", "parameters": LOOSE}],
+    }
     with pytest.raises(openai.BadRequestError) as oinfo:
-        oai.responses.create(model="resp-up", input="x",
-                             tools=[{"type": "web_search"}, namespace])
+        oai.responses.create(model="resp-up", input="x", tools=[{"type": "web_search"}, namespace])
     assert str(oinfo.value.param).startswith("tools[1].tools[0].parameters")
     assert upstream.requests == []
 
@@ -337,8 +428,10 @@ def test_a_schema_error_names_the_tools_place_in_the_clients_body(
     [
         ('provider = "openai"\nmax_tokens_field = "n_predict"', "max_tokens_field must be one of"),
         ('provider = "anthropic"\nmax_tokens_field = "max_tokens"', "applies to provider"),
-        ('provider = "openai"\napi = "responses"\nmax_tokens_field = "max_tokens"',
-         "applies to provider"),
+        (
+            'provider = "openai"\napi = "responses"\nmax_tokens_field = "max_tokens"',
+            "applies to provider",
+        ),
     ],
 )
 def test_max_tokens_field_config_errors(tmp_path: Path, extra: str, message: str) -> None:
@@ -353,7 +446,9 @@ def test_the_default_max_tokens_field_spelled_out_is_accepted_anywhere(
     tmp_path: Path, provider: str
 ) -> None:
     config = tmp_path / "g.toml"
-    config.write_text(f'[[models]]\nname = "m"\nbase_url = "http://127.0.0.1:1/v1"\n'
-                      f'provider = "{provider}"\nmax_tokens_field = "max_completion_tokens"\n')
+    config.write_text(
+        f'[[models]]\nname = "m"\nbase_url = "http://127.0.0.1:1/v1"\n'
+        f'provider = "{provider}"\nmax_tokens_field = "max_completion_tokens"\n'
+    )
     (model,) = load_settings(config, env={}).models
     assert model.max_tokens_field == "max_completion_tokens"

@@ -59,8 +59,10 @@ def nginx_available() -> None:
     if nginx_binary() is None:
         if os.environ.get("SYNTIC_REQUIRE_NGINX") == "1":  # CI must not skip this
             pytest.fail("SYNTIC_REQUIRE_NGINX=1 but nginx is not installed")
-        pytest.skip("nginx is not installed and could not be installed "
-                    "(scripts/test installs it with apt-get when run as root)")
+        pytest.skip(
+            "nginx is not installed and could not be installed "
+            "(scripts/test installs it with apt-get when run as root)"
+        )
 
 
 @pytest.fixture
@@ -86,7 +88,8 @@ def _responder() -> Callable[[RecordedRequest], Step]:
 def _served_chats(gw: GatewayProcess) -> float:
     text = httpx.get(gw.base_url + "/metrics", timeout=5).text
     return sum(
-        float(line.split()[-1]) for line in text.splitlines()
+        float(line.split()[-1])
+        for line in text.splitlines()
         if line.startswith("syntic_requests_total{") and "/v1/chat/completions" in line
     )
 
@@ -111,8 +114,9 @@ class Clients:
     """``WORKERS`` clients through nginx, each retrying a 502 with the same key."""
 
     def __init__(self, base_url: str, api_key: str) -> None:
-        self.sdk = openai.AsyncOpenAI(base_url=base_url + "/v1", api_key=api_key,
-                                      max_retries=0, timeout=ATTEMPT_TIMEOUT_S)
+        self.sdk = openai.AsyncOpenAI(
+            base_url=base_url + "/v1", api_key=api_key, max_retries=0, timeout=ATTEMPT_TIMEOUT_S
+        )
         self.outcomes: list[Outcome] = []
         self.answered = 0
         self.stopping = asyncio.Event()
@@ -128,7 +132,8 @@ class Clients:
     async def attempt(self, key: str, text: str = "hi") -> Attempt:
         try:
             raw = await self.sdk.chat.completions.with_raw_response.create(
-                model=MODEL, messages=[{"role": "user", "content": text}],
+                model=MODEL,
+                messages=[{"role": "user", "content": text}],
                 extra_headers={"Idempotency-Key": key},
             )
         except openai.APIStatusError as exc:
@@ -137,8 +142,12 @@ class Clients:
                 body: Any = exc.response.json()
             except ValueError:
                 body = exc.response.text  # e.g. an HTML error page
-            return Attempt(exc.status_code, headers.get("x-request-id", ""), body,
-                           float(headers.get("retry-after", 0)))
+            return Attempt(
+                exc.status_code,
+                headers.get("x-request-id", ""),
+                body,
+                float(headers.get("retry-after", 0)),
+            )
         except openai.APIConnectionError:
             return Attempt(0, "", None)
         return Attempt(raw.http_response.status_code, raw.headers["x-request-id"], raw.parse())
@@ -180,7 +189,10 @@ class Seen:
 
 
 async def _scenario(
-    victim: GatewayProcess, proxy: NginxProxy, upstream: ScriptedUpstream, log: Path,
+    victim: GatewayProcess,
+    proxy: NginxProxy,
+    upstream: ScriptedUpstream,
+    log: Path,
 ) -> tuple[Seen, GatewayProcess]:
     clients = Clients(proxy.base_url, victim.api_key)
     direct = Clients(victim.base_url, victim.api_key)
@@ -192,7 +204,10 @@ async def _scenario(
 
 
 async def _run_scenario(
-    clients: Clients, direct: Clients, victim: GatewayProcess, upstream: ScriptedUpstream,
+    clients: Clients,
+    direct: Clients,
+    victim: GatewayProcess,
+    upstream: ScriptedUpstream,
     log: Path,
 ) -> tuple[Seen, GatewayProcess]:
     workers = [asyncio.create_task(clients.worker()) for _ in range(WORKERS)]
@@ -228,14 +243,21 @@ def _wait_for_held_call(upstream: ScriptedUpstream, timeout: float = 10.0) -> No
 
 
 def test_a_replica_killed_under_load_loses_no_row_and_comes_back(
-    nginx_available: None, upstream: ScriptedUpstream, tmp_path: Path, pg_url: str,
+    nginx_available: None,
+    upstream: ScriptedUpstream,
+    tmp_path: Path,
+    pg_url: str,
 ) -> None:
     upstream.responder = _responder()
     with PrivateRedis() as redis:
-        env = {"SYNTIC_DATABASE_URL": pg_url, "SYNTIC_REDIS_URL": redis.url,
-               "SYNTIC_DATA_DIR": str(tmp_path / "data-victim")}
-        victim = start_gateway(tmp_path / "victim", e2e_models(upstream.base_url), env=env,
-                               server=SERVER)
+        env = {
+            "SYNTIC_DATABASE_URL": pg_url,
+            "SYNTIC_REDIS_URL": redis.url,
+            "SYNTIC_DATA_DIR": str(tmp_path / "data-victim"),
+        }
+        victim = start_gateway(
+            tmp_path / "victim", e2e_models(upstream.base_url), env=env, server=SERVER
+        )
         gateways = [victim]
         try:
             survivor_env = {**victim.env, "SYNTIC_DATA_DIR": str(tmp_path / "data-survivor")}
@@ -262,7 +284,8 @@ def test_a_replica_killed_under_load_loses_no_row_and_comes_back(
         assert body["error"]["code"] == "gateway_unavailable", body
         assert body["request_id"].startswith("nginx_")
     assert all(o.attempts[-1].status == 200 for o in seen.outcomes), [
-        o.attempts for o in seen.outcomes if o.attempts[-1].status != 200][:3]
+        o.attempts for o in seen.outcomes if o.attempts[-1].status != 200
+    ][:3]
     assert seen.held.attempts[0].status in (0, 502)  # the victim died holding it
     assert seen.held.attempts[-1].status == 200
     assert seen.held.attempts[-1].body.choices[0].message.content == "ok"  # served afresh
@@ -280,11 +303,14 @@ def test_a_replica_killed_under_load_loses_no_row_and_comes_back(
     billed = sum(r["upstream_calls"] for r in rows.values())
     assert calls <= billed <= calls + len(interrupted), (calls, billed, len(interrupted))
     assert seen.back_after_s is not None, (
-        f"the restarted replica got no traffic through nginx within {BACK_WITHIN_S} s")
-    print(f"fleet crash: {len(seen.outcomes)} requests, {len(proxy_errors)} nginx 502s "
-          f"retried, {len(rows)} ledger rows, {calls} upstream calls, "
-          f"{len(interrupted)} interrupted calls billed; restarted replica served again "
-          f"{seen.back_after_s:.2f} s after listening")
+        f"the restarted replica got no traffic through nginx within {BACK_WITHIN_S} s"
+    )
+    print(
+        f"fleet crash: {len(seen.outcomes)} requests, {len(proxy_errors)} nginx 502s "
+        f"retried, {len(rows)} ledger rows, {calls} upstream calls, "
+        f"{len(interrupted)} interrupted calls billed; restarted replica served again "
+        f"{seen.back_after_s:.2f} s after listening"
+    )
 
 
 async def _ledger(pg_url: str) -> dict[str, dict[str, Any]]:

@@ -44,8 +44,12 @@ def key_id_for(gw: GatewayProcess, name: str) -> str:
 
 
 def post(gw: GatewayProcess, key: str) -> httpx.Response:
-    return httpx.post(gw.base_url + "/v1/chat/completions", json=BODY, timeout=20,
-                      headers={"authorization": f"Bearer {key}"})
+    return httpx.post(
+        gw.base_url + "/v1/chat/completions",
+        json=BODY,
+        timeout=20,
+        headers={"authorization": f"Bearer {key}"},
+    )
 
 
 @pytest.fixture
@@ -91,11 +95,16 @@ def _away_from_window_edge(client: redis.Redis, margin_s: float = 8.0) -> None:
 
 async def _burst(gws: list[GatewayProcess], key: str, n: int) -> list[httpx.Response]:
     async with httpx.AsyncClient(timeout=30) as client:
-        return await asyncio.gather(*(
-            client.post(gws[i % len(gws)].base_url + "/v1/chat/completions", json=BODY,
-                        headers={"authorization": f"Bearer {key}"})
-            for i in range(n)
-        ))
+        return await asyncio.gather(
+            *(
+                client.post(
+                    gws[i % len(gws)].base_url + "/v1/chat/completions",
+                    json=BODY,
+                    headers={"authorization": f"Bearer {key}"},
+                )
+                for i in range(n)
+            )
+        )
 
 
 def test_three_gateways_share_redis_limits_and_flush_ledger_on_sigterm(
@@ -158,8 +167,11 @@ def test_two_gateways_with_reservations_admit_exactly_the_limit(
         _away_from_window_edge(client, margin_s=20.0)
         with httpx.Client(timeout=20) as http:
             statuses = [
-                http.post(gws[i % 2].base_url + "/v1/chat/completions", json=BODY,
-                          headers={"authorization": f"Bearer {key}"}).status_code
+                http.post(
+                    gws[i % 2].base_url + "/v1/chat/completions",
+                    json=BODY,
+                    headers={"authorization": f"Bearer {key}"},
+                ).status_code
                 for i in range(260)
             ]
         reserved = [_metric(gw, "syntic_ratelimit_reserved_total") for gw in gws]

@@ -62,9 +62,7 @@ class FakeLimiter:
         self.checked: list[int] = []
         self.added: list[int] = []
 
-    async def check(
-        self, principal: Principal, tokens: int, requests: int = 1
-    ) -> RateDecision:
+    async def check(self, principal: Principal, tokens: int, requests: int = 1) -> RateDecision:
         self.checked.append(tokens)
         return self.decision
 
@@ -74,18 +72,26 @@ class FakeLimiter:
 
 def reply(*calls: str, usage: Usage = USAGE, content: str | None = None) -> ChatResponse:
     tool_calls = tuple(ToolCall(f"call_{i}", "create_refund", args) for i, args in enumerate(calls))
-    return ChatResponse(id="r", model="u", content=content, tool_calls=tool_calls,
-                        finish_reason="tool_calls" if calls else "stop", usage=usage)
+    return ChatResponse(
+        id="r",
+        model="u",
+        content=content,
+        tool_calls=tool_calls,
+        finish_reason="tool_calls" if calls else "stop",
+        usage=usage,
+    )
 
 
 def request(model: str = "m", strict: bool = True, n: int = 1) -> ChatRequest:
     tool = ToolSpec(name="create_refund", parameters=REFUND_SCHEMA, strict=strict)
-    return ChatRequest(model=model, messages=(Message("user", (TextPart("refund"),)),),
-                       tools=(tool,), n=n)
+    return ChatRequest(
+        model=model, messages=(Message("user", (TextPart("refund"),)),), tools=(tool,), n=n
+    )
 
 
-def service(upstream: FakeUpstream, limiter: FakeLimiter | None = None,
-            retries: int = 0) -> ChatService:
+def service(
+    upstream: FakeUpstream, limiter: FakeLimiter | None = None, retries: int = 0
+) -> ChatService:
     settings = Settings(models=(MODEL,), upstream_retries=retries)
     return ChatService(settings, UpstreamRegistry({"openai": upstream}), limiter)
 
@@ -113,7 +119,10 @@ async def test_an_unknown_model_is_404_after_the_rate_check_and_gets_its_tokens_
             request("nope"), context(), OPENAI_PATHS, estimated_tokens=40
         )
     assert (info.value.status, info.value.code, info.value.param) == (
-        404, "model_not_found", "model")
+        404,
+        "model_not_found",
+        "model",
+    )
     assert "'nope'" in info.value.message
     # The request counts against the key; its estimated tokens are given back.
     assert upstream.requests == [] and limiter.checked == [40] and limiter.added == [-40]
@@ -122,14 +131,28 @@ async def test_an_unknown_model_is_404_after_the_rate_check_and_gets_its_tokens_
 @pytest.mark.parametrize(
     ("decision", "expected"),
     [
-        (RateDecision(False, limit_requests=3, remaining_requests=0, reset_s=12,
-                      retry_after_s=2.2),
-         {"retry-after": "3", "x-ratelimit-limit-requests": "3",
-          "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset": "12s"}),
-        (RateDecision(False, limit_tokens=1000, remaining_tokens=40, reset_s=0.5,
-                      retry_after_s=0.01),
-         {"retry-after": "1", "x-ratelimit-limit-tokens": "1000",
-          "x-ratelimit-remaining-tokens": "40", "x-ratelimit-reset": "0.5s"}),
+        (
+            RateDecision(
+                False, limit_requests=3, remaining_requests=0, reset_s=12, retry_after_s=2.2
+            ),
+            {
+                "retry-after": "3",
+                "x-ratelimit-limit-requests": "3",
+                "x-ratelimit-remaining-requests": "0",
+                "x-ratelimit-reset": "12s",
+            },
+        ),
+        (
+            RateDecision(
+                False, limit_tokens=1000, remaining_tokens=40, reset_s=0.5, retry_after_s=0.01
+            ),
+            {
+                "retry-after": "1",
+                "x-ratelimit-limit-tokens": "1000",
+                "x-ratelimit-remaining-tokens": "40",
+                "x-ratelimit-reset": "0.5s",
+            },
+        ),
         (RateDecision(False, retry_after_s=0), {"retry-after": "1"}),
     ],
     ids=["requests", "tokens-retry-rounds-up", "no-limit-headers"],
@@ -140,8 +163,7 @@ async def test_a_refused_rate_check_is_429_with_its_headers_and_no_upstream_call
     upstream, limiter = FakeUpstream(reply(GOOD_ARGS)), FakeLimiter(decision)
     ctx = context()
     with pytest.raises(RateLimited) as info:
-        await service(upstream, limiter).complete(request(), ctx, OPENAI_PATHS,
-                                                  estimated_tokens=42)
+        await service(upstream, limiter).complete(request(), ctx, OPENAI_PATHS, estimated_tokens=42)
     assert (info.value.status, info.value.code) == (429, "rate_limit_exceeded")
     # The service keeps the decision; the HTTP layer renders its x-ratelimit-* headers.
     assert ctx.rate is decision
@@ -154,10 +176,14 @@ async def test_an_admitted_request_carries_the_rate_headers() -> None:
     decision = RateDecision(True, limit_requests=10, remaining_requests=9, reset_s=60)
     ctx = context()
     await service(FakeUpstream(reply(GOOD_ARGS)), FakeLimiter(decision)).complete(
-        request(), ctx, OPENAI_PATHS)
+        request(), ctx, OPENAI_PATHS
+    )
     got = rate_headers(ctx)
-    assert (got["x-ratelimit-limit-requests"], got["x-ratelimit-remaining-requests"],
-            got["x-ratelimit-reset"]) == ("10", "9", "60s")
+    assert (
+        got["x-ratelimit-limit-requests"],
+        got["x-ratelimit-remaining-requests"],
+        got["x-ratelimit-reset"],
+    ) == ("10", "9", "60s")
 
 
 @pytest.mark.parametrize("principal", [None, PRINCIPAL], ids=["no-principal", "no-limiter"])
@@ -184,13 +210,17 @@ async def test_a_valid_call_goes_through_untouched_and_the_upstream_sees_no_stri
 
 
 async def test_an_invalid_call_is_corrected_once_and_usage_sums_both_calls() -> None:
-    upstream = FakeUpstream(reply(BAD_ARGS, usage=Usage(10, 5)),
-                            reply(GOOD_ARGS, usage=Usage(30, 7)))
+    upstream = FakeUpstream(
+        reply(BAD_ARGS, usage=Usage(10, 5)), reply(GOOD_ARGS, usage=Usage(30, 7))
+    )
     ctx = context()
     answer = await service(upstream).complete(request(), ctx, OPENAI_PATHS)
     (call,) = answer.tool_calls
     assert (call.id, call.name, orjson.loads(call.raw_arguments)) == (
-        "call_0", "create_refund", orjson.loads(GOOD_ARGS))
+        "call_0",
+        "create_refund",
+        orjson.loads(GOOD_ARGS),
+    )
     assert answer.usage == Usage(40, 12)
     assert ctx.tally is not None
     assert (ctx.tally.upstream_calls, ctx.tally.retries) == (2, 1)
@@ -217,8 +247,11 @@ async def test_a_correction_that_stays_invalid_is_422_never_returned() -> None:
         ([reply(GOOD_ARGS, usage=Usage(60, 40))], 30, [70]),  # charged the difference
         ([reply(GOOD_ARGS, usage=Usage(20, 10))], 100, [-70]),  # refunded the estimate
         ([reply(GOOD_ARGS, usage=Usage(20, 10))], 30, []),  # the estimate was exact
-        ([reply(BAD_ARGS, usage=Usage(20, 10)), reply(GOOD_ARGS, usage=Usage(25, 5))], 0,
-         [60]),  # the correction counts too
+        (
+            [reply(BAD_ARGS, usage=Usage(20, 10)), reply(GOOD_ARGS, usage=Usage(25, 5))],
+            0,
+            [60],
+        ),  # the correction counts too
         ([UpstreamStatusError("no", upstream_status=500)], 25, [-25]),  # failed: no tokens
     ],
     ids=["more", "less", "exact", "corrected", "failed"],
@@ -240,14 +273,16 @@ async def test_a_failed_upstream_call_is_tallied_with_unknown_tokens() -> None:
     ctx = context()
     with pytest.raises(UpstreamStatusError):
         await service(FakeUpstream(UpstreamStatusError("no", upstream_status=500))).complete(
-            request(), ctx, OPENAI_PATHS)
+            request(), ctx, OPENAI_PATHS
+        )
     assert ctx.tally is not None
     assert (ctx.tally.upstream_calls, ctx.tally.total) == (1, Usage())
 
 
 async def test_a_retried_attempt_counts_as_an_upstream_call() -> None:
-    upstream = FakeUpstream(UpstreamStatusError("busy", upstream_status=503, retry_after_s=0),
-                            reply(GOOD_ARGS))
+    upstream = FakeUpstream(
+        UpstreamStatusError("busy", upstream_status=503, retry_after_s=0), reply(GOOD_ARGS)
+    )
     ctx = context()
     await service(upstream, retries=1).complete(request(), ctx, OPENAI_PATHS)
     assert ctx.tally is not None
@@ -258,7 +293,8 @@ async def test_a_retried_attempt_counts_as_an_upstream_call() -> None:
 async def test_choices_are_one_call_each_and_one_failure_fails_them_all() -> None:
     ctx = context()
     answers = await service(FakeUpstream(reply(GOOD_ARGS), reply(GOOD_ARGS))).complete_choices(
-        request(n=2), ctx, OPENAI_PATHS)
+        request(n=2), ctx, OPENAI_PATHS
+    )
     assert len(answers) == 2 and ctx.tally is not None and ctx.tally.upstream_calls == 2
     failing = FakeUpstream(reply(GOOD_ARGS), UpstreamStatusError("no", upstream_status=500))
     with pytest.raises(UpstreamStatusError):
@@ -272,7 +308,6 @@ def _strict_flags(upstream: FakeUpstream) -> list[bool]:
 async def test_a_constrained_model_gets_the_strict_flag_through() -> None:
     constrained = ModelConfig(name="c", provider="openai", upstream_model="u", constrained=True)
     upstream = FakeUpstream(reply(GOOD_ARGS))
-    svc = ChatService(Settings(models=(constrained,)), UpstreamRegistry({"openai": upstream}),
-                      None)
+    svc = ChatService(Settings(models=(constrained,)), UpstreamRegistry({"openai": upstream}), None)
     await svc.complete(request("c"), context(), OPENAI_PATHS)
     assert _strict_flags(upstream) == [True]

@@ -21,7 +21,11 @@ def syntic(db_url: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[st
     env.pop("SYNTIC_CONFIG", None)
     return subprocess.run(
         [sys.executable, "-m", "gateway", *args],
-        env=env, cwd=cwd, capture_output=True, text=True, timeout=60,
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

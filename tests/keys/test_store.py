@@ -46,7 +46,11 @@ async def test_create_then_authenticate(
     principal = await store.authenticate(created.secret)
     assert principal is not None
     assert (principal.key_id, principal.name, principal.rpm, principal.tpm, principal.admin) == (
-        created.info.id, "alice", rpm, tpm, admin,
+        created.info.id,
+        "alice",
+        rpm,
+        tpm,
+        admin,
     )
     # A second process (fresh cache) finds it in the database too.
     other = DbKeyStore(db, SERVER_SECRET)
@@ -209,8 +213,9 @@ async def test_cut_link_serves_cached_keys_fast_and_recovers(pg_url: str) -> Non
     with NetCut(5432) as link:
         db = open_database(f"postgresql://postgres@127.0.0.1:{link.port}/{name}")
         try:
-            store = DbKeyStore(db, SERVER_SECRET, ttl_s=0.1, outage_retry_s=0.2,
-                               clock=lambda: now[0])
+            store = DbKeyStore(
+                db, SERVER_SECRET, ttl_s=0.1, outage_retry_s=0.2, clock=lambda: now[0]
+            )
             created = await store.create("kim")
             assert await store.authenticate(created.secret) is not None
             link.cut()

@@ -123,28 +123,51 @@ CASES: tuple[Case, ...] = (
     Case("refund-pounds", REFUND, "Order 582131 arrived crushed, please refund the £12.50 pot."),
     Case("refund-hash", REFUND, "Refund #58-2131, twelve quid, it came a week late."),
     Case("refund-words", REFUND, "order five eight two one three one: refund nine pounds 99p"),
-    Case("refund-reason", REFUND, "Refund 100200 for 3.00 GBP because the customer changed "
-         "their mind and also it was the wrong colour and late."),
+    Case(
+        "refund-reason",
+        REFUND,
+        "Refund 100200 for 3.00 GBP because the customer changed "
+        "their mind and also it was the wrong colour and late.",
+    ),
     Case("refund-long-note", REFUND, "Refund 123456, £1. Note: " + "very " * 60 + "unhappy."),
     Case("refund-letters", REFUND, "Please refund order AB1234 in full, it was £40."),
-    Case("meeting-relative", MEETING, "Book me a room next Tuesday at half past three for "
-         "an hour and a half with Bob and alice@example.com."),
-    Case("meeting-pm", MEETING, "Meeting on 3rd March 2025 at 2pm for 20 mins with "
-         "ALICE@EXAMPLE.COM."),
+    Case(
+        "meeting-relative",
+        MEETING,
+        "Book me a room next Tuesday at half past three for "
+        "an hour and a half with Bob and alice@example.com.",
+    ),
+    Case(
+        "meeting-pm",
+        MEETING,
+        "Meeting on 3rd March 2025 at 2pm for 20 mins with ALICE@EXAMPLE.COM.",
+    ),
     Case("meeting-nobody", MEETING, "Reserve a room tomorrow at 9 for a quick sync, just me."),
-    Case("meeting-many", MEETING, "2025-07-01 at 10:00, 45 minutes, invite a@example.com, "
-         "b@example.com, c@example.com, d@example.com, e@example.com, f@example.com."),
+    Case(
+        "meeting-many",
+        MEETING,
+        "2025-07-01 at 10:00, 45 minutes, invite a@example.com, "
+        "b@example.com, c@example.com, d@example.com, e@example.com, f@example.com.",
+    ),
     Case("thermo-fahrenheit", THERMOSTAT, "Make the lounge 72 degrees Fahrenheit please."),
     Case("thermo-hot", THERMOSTAT, "Crank the office heating up to 35!"),
     Case("thermo-auto", THERMOSTAT, "Set the bedroom to auto mode, around nineteen and a half."),
     Case("transfer-euros", TRANSFER, "Send 15.75 euros from account 1234 to ACC-9876."),
     Case("transfer-dollar", TRANSFER, "Move $1,200 from ACC-0001 into my savings ACC-42."),
     Case("transfer-yen", TRANSFER, "Transfer 5000 yen from ACC-1111 to ACC-2222."),
-    Case("ticket-urgent", TICKET, "URGENT!!! customer 1042 (no email on file) can't log in "
-         "and was double billed, open a ticket titled 'Customer cannot log in after the "
-         "password reset and was charged twice'."),
-    Case("ticket-tags", TICKET, "Open a low priority ticket for customer id 'C-77' "
-         "(c77@example.com) about a UI bug, tags: ui, bug, cosmetic, frontend."),
+    Case(
+        "ticket-urgent",
+        TICKET,
+        "URGENT!!! customer 1042 (no email on file) can't log in "
+        "and was double billed, open a ticket titled 'Customer cannot log in after the "
+        "password reset and was charged twice'.",
+    ),
+    Case(
+        "ticket-tags",
+        TICKET,
+        "Open a low priority ticket for customer id 'C-77' "
+        "(c77@example.com) about a UI bug, tags: ui, bug, cosmetic, frontend.",
+    ),
     Case("ticket-sev", TICKET, "sev1 ticket: checkout broken for customer #9, email unknown."),
     Case("ticket-vague", TICKET, "Make a ticket for the thing we talked about."),
     Case("refund-negative", REFUND, "Order 654321: the customer owes us £5, refund -500 pence."),

@@ -51,7 +51,9 @@ REFUND = ToolSpec(
 
 def _ask(text: str, **fields: Any) -> ChatRequest:
     return ChatRequest(
-        model="m", messages=(Message(role="user", content=(TextPart(text),)),), temperature=0.0,
+        model="m",
+        messages=(Message(role="user", content=(TextPart(text),)),),
+        temperature=0.0,
         **fields,
     )
 
@@ -84,7 +86,9 @@ def test_real_template_renders_tools_and_prefill(upstream: LocalUpstream) -> Non
 @pytest.mark.slow
 async def test_forced_call_free_mode(upstream: LocalUpstream) -> None:
     request = _ask(
-        "Order 582131 arrived crushed.", tools=(REFUND,), tool_choice=ForcedTool("create_refund"),
+        "Order 582131 arrived crushed.",
+        tools=(REFUND,),
+        tool_choice=ForcedTool("create_refund"),
         max_tokens=60,
     )
     response = await upstream.complete(request, FREE)
@@ -108,7 +112,8 @@ async def test_grammar_mode_json_output(upstream: LocalUpstream) -> None:
     }
     request = _ask(
         "Describe the sky in one word, and how many suns there are.",
-        response_format=JsonSchemaFormat(schema=schema, strict=True), max_tokens=40,
+        response_format=JsonSchemaFormat(schema=schema, strict=True),
+        max_tokens=40,
     )
     response = await upstream.complete(request, CONSTRAINED)
     assert response.tool_calls == ()

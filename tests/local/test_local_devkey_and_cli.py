@@ -53,8 +53,14 @@ def test_models_endpoint_lists_the_grammar_model_first(tmp_path: Path) -> None:
     env.pop("SYNTIC_CONFIG", None)
     cli = [sys.executable, "-m", "gateway"]
     subprocess.run([*cli, "migrate"], env=env, cwd=ROOT, check=True, capture_output=True)
-    out = subprocess.run([*cli, "keys", "create", "--name", "t"], env=env, cwd=ROOT,
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [*cli, "keys", "create", "--name", "t"],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     key = out.stdout.strip().splitlines()[-1]
     with (
         InProcessGateway(create_app(load_settings(None, env))) as gw,
@@ -62,7 +68,10 @@ def test_models_endpoint_lists_the_grammar_model_first(tmp_path: Path) -> None:
     ):
         models = list(client.models.list())
     assert [m.id for m in models] == [
-        "qwen2.5-0.5b", "qwen2.5-0.5b-free", "qwen2.5-0.5b-constrained"]
+        "qwen2.5-0.5b",
+        "qwen2.5-0.5b-free",
+        "qwen2.5-0.5b-constrained",
+    ]
     constrained = [(m.model_extra or {})["capabilities"]["constrained"] for m in models]
     assert constrained == [True, False, True]
 
@@ -78,7 +87,11 @@ def test_models_list_command(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "gateway", "models", "list"],
         env={"SYNTIC_MODELS_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     rows = {line.split()[0]: line for line in out.stdout.splitlines()}
     assert set(rows) == {"qwen2.5-0.5b", "smollm2-135m"}

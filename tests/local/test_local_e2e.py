@@ -146,7 +146,9 @@ def test_streaming_strict_call(local_gateway: GatewayProcess) -> None:
 def test_anthropic_sdk_strict_tool(local_gateway: GatewayProcess) -> None:
     case = next(c for c in CASES if c.id == "thermo-fahrenheit")
     client = anthropic.Anthropic(
-        base_url=local_gateway.base_url, api_key=local_gateway.api_key, max_retries=0,
+        base_url=local_gateway.base_url,
+        api_key=local_gateway.api_key,
+        max_retries=0,
         timeout=180,
     )
     tool: dict[str, Any] = {

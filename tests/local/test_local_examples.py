@@ -42,8 +42,14 @@ def test_example_as_written_gets_a_valid_refund_call(
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTIC_")}
     env.update(SYNTIC_BASE_URL=default_gateway.base_url, SYNTIC_API_KEY=default_gateway.api_key)
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / name)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     found = CALL.search(done.stdout)
     assert found is not None, done.stdout

@@ -24,8 +24,10 @@ llama_cpp = pytest.importorskip("llama_cpp", reason="run scripts/install-local-m
 convert = llama_cpp.llama_grammar.json_schema_to_gbnf
 
 TOOLS = tuple(
-    {c.tool["name"]: ToolSpec(name=c.tool["name"], parameters=c.schema, strict=True)
-     for c in CASES}.values()
+    {
+        c.tool["name"]: ToolSpec(name=c.tool["name"], parameters=c.schema, strict=True)
+        for c in CASES
+    }.values()
 )
 CHOICES: list[ToolChoice | None] = [None, "required", *(ForcedTool(t.name) for t in TOOLS)]
 

@@ -103,8 +103,12 @@ def test_install_assembles_and_verifies_from_installed_package(tmp_path: Path) -
     assert is_installed(spec, env, rehash=True)
     # A wrong pinned hash is refused and leaves nothing behind.
     bad = LocalModelSpec(
-        id="bad", filename="bad.gguf", size=spec.size, sha256="0" * 64,
-        packages=spec.packages, description="",
+        id="bad",
+        filename="bad.gguf",
+        size=spec.size,
+        sha256="0" * 64,
+        packages=spec.packages,
+        description="",
     )
     with pytest.raises(LocalModelError, match="does not verify"):
         install(bad, env, pip=_no_pip, log=lambda _: None)

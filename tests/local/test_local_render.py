@@ -88,9 +88,7 @@ def test_open_object_prefill_for_a_forced_call() -> None:
         model="m", messages=(_user("x"),), tools=(LOOKUP,), tool_choice=ForcedTool("lookup")
     )
     required = dataclasses.replace(forced, tool_choice="required")
-    assert render_prompt(TOOL_TEMPLATE, forced, open_object=True).prefill.endswith(
-        '"arguments": {'
-    )
+    assert render_prompt(TOOL_TEMPLATE, forced, open_object=True).prefill.endswith('"arguments": {')
     assert render_prompt(TOOL_TEMPLATE, required, open_object=True).prefill == "<tool_call>\n"
 
 
@@ -115,9 +113,19 @@ def test_chatml_fallback_writes_tools_into_system() -> None:
     text = render_prompt(None, request).text
     system = text.split("<|im_end|>")[0]
     assert system.startswith("<|im_start|>system\nBe brief.\n\n# Tools")
-    assert json.dumps({"type": "function", "function": {
-        "name": "lookup", "description": "Find <things>", "parameters": LOOKUP.parameters,
-    }}) in system
+    assert (
+        json.dumps(
+            {
+                "type": "function",
+                "function": {
+                    "name": "lookup",
+                    "description": "Find <things>",
+                    "parameters": LOOKUP.parameters,
+                },
+            }
+        )
+        in system
+    )
     assert '<tool_call>\n{"name": "lookup", "arguments": {"q": "a"}}\n</tool_call>' in text
     assert "<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>" in text
     assert text.endswith("<|im_start|>assistant\n")

@@ -37,7 +37,8 @@ def test_the_runtime_generates_in_a_fresh_process(local_runtime: None) -> None:
         "out = llm.create_completion('One, two,', max_tokens=4, temperature=0)\n"
         "print(len(out['choices'][0]['text']) > 0)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.strip() == "True"

@@ -57,8 +57,13 @@ async def inner(scope: Scope, receive: Receive, send: Send) -> None:
         raise RateLimited("slow down", headers={"retry-after": "7"})
     ctx = request_context(scope)
     ctx.enforced = True
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/plain")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/plain")],
+        }
+    )
     await send({"type": "http.response.body", "body": str(len(body)).encode()})
 
 
@@ -69,8 +74,9 @@ def ledger() -> RecordingLedger:
 
 @pytest.fixture
 async def client(ledger: RecordingLedger) -> AsyncIterator[httpx.AsyncClient]:
-    app = GatewayMiddleware(AuthMiddleware(inner, keys=OneKey), max_body_bytes=100,
-                            ledger=lambda: ledger)
+    app = GatewayMiddleware(
+        AuthMiddleware(inner, keys=OneKey), max_body_bytes=100, ledger=lambda: ledger
+    )
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
         yield c
@@ -113,9 +119,15 @@ async def test_unhandled_exception_is_500_envelope(
 ) -> None:
     r = await client.post("/v1/boom", headers=AUTH)
     assert r.status_code == 500
-    assert r.json() == {"error": {"type": "server_error", "code": "internal_error",
-                                  "message": "Internal server error.", "param": None},
-                        "request_id": r.headers["x-request-id"]}
+    assert r.json() == {
+        "error": {
+            "type": "server_error",
+            "code": "internal_error",
+            "message": "Internal server error.",
+            "param": None,
+        },
+        "request_id": r.headers["x-request-id"],
+    }
     assert "secret internal detail" not in r.text and "Traceback" not in r.text
     assert (ledger.records[0].status, ledger.records[0].error_code) == (500, "internal_error")
 
@@ -147,9 +159,7 @@ async def test_auth_failure_recorded_without_key(
     assert (ledger.records[0].key_id, ledger.records[0].error_code) == (None, "invalid_api_key")
 
 
-async def test_admin_key_refused_on_v1(
-    client: httpx.AsyncClient, ledger: RecordingLedger
-) -> None:
+async def test_admin_key_refused_on_v1(client: httpx.AsyncClient, ledger: RecordingLedger) -> None:
     r = await client.post("/v1/echo", headers={"authorization": "Bearer admin"})
     assert r.status_code == 403
     assert r.json()["error"]["code"] == "permission_denied"
@@ -182,10 +192,11 @@ def test_gateway_error_default_is_500() -> None:
     assert GatewayError("x").status == 500
 
 
-@pytest.mark.parametrize("body", [b"", b'{"a":1}', "{\"é\":\"ü\"}".encode() * 300])
+@pytest.mark.parametrize("body", [b"", b'{"a":1}', '{"é":"ü"}'.encode() * 300])
 async def test_json_response_sends_what_starlette_response_sends(body: bytes) -> None:
     """``JsonResponse`` (the chat endpoints' 200) must put the same ASGI messages on
     the wire as ``Response(body, media_type="application/json")``."""
+
     async def sent(response: Response) -> list[Message]:
         out: list[Message] = []
 

@@ -1,6 +1,6 @@
 """CPU cost of the ops layer per request (not a test).
 
-    .venv/bin/python -m tests.ops.bench_observer
+.venv/bin/python -m tests.ops.bench_observer
 """
 
 from __future__ import annotations
@@ -38,9 +38,16 @@ def main() -> None:
     ctx = RequestContext.start("req_x", "/v1/chat/completions")
     ctx.principal = Principal(key_id="key_abc", name="n")
     ctx.model, ctx.status = "m", 200
-    entry = RequestLog(request_id="req_x", route="/v1/chat/completions", status=200,
-                       latency_ms=1.2345, key_id="key_abc", model="m")
+    entry = RequestLog(
+        request_id="req_x",
+        route="/v1/chat/completions",
+        status=200,
+        latency_ms=1.2345,
+        key_id="key_abc",
+        model="m",
+    )
     bench("count_request", lambda: m.count_request("/v1/chat/completions", 200, None))
+
     def observe() -> None:
         obs.started(ctx)
         obs.finished(ctx)

@@ -16,8 +16,12 @@ from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
 def test_redis_down_is_served_and_counted(upstream: ScriptedUpstream, tmp_path: Path) -> None:
     dead = f"redis://127.0.0.1:{free_port()}/0"
-    gw = start_gateway(tmp_path, [model_table("m", upstream.base_url)],
-                       env={"SYNTIC_REDIS_URL": dead}, key_name="failopen")
+    gw = start_gateway(
+        tmp_path,
+        [model_table("m", upstream.base_url)],
+        env={"SYNTIC_REDIS_URL": dead},
+        key_name="failopen",
+    )
     try:
         limited = gw.create_key("limited", "--rpm", "100")
         before = scrape(gw.base_url)

@@ -67,9 +67,7 @@ def test_redact(text: str, expected: str) -> None:
         lambda lg: lg.info("stack", stack_info=True, extra={"k": CANARY}),
     ],
 )
-def test_no_record_shape_leaks_the_key(
-    captured: io.StringIO, emit: object
-) -> None:
+def test_no_record_shape_leaks_the_key(captured: io.StringIO, emit: object) -> None:
     emit(logging.getLogger("some.library"))  # type: ignore[operator]
     out = captured.getvalue()
     assert out, "nothing was logged"
@@ -81,8 +79,14 @@ def test_no_record_shape_leaks_the_key(
 def test_request_line_shape(captured: io.StringIO) -> None:
     log_request(
         RequestLog(
-            request_id="req_1", route="/v1/chat/completions", status=422, latency_ms=12.34567,
-            key_id="key_1", model="amara", code="tool_arguments_invalid", schema_retries=1,
+            request_id="req_1",
+            route="/v1/chat/completions",
+            status=422,
+            latency_ms=12.34567,
+            key_id="key_1",
+            model="amara",
+            code="tool_arguments_invalid",
+            schema_retries=1,
             streamed=False,
         )
     )
@@ -90,13 +94,29 @@ def test_request_line_shape(captured: io.StringIO) -> None:
     assert line["msg"] == "request"
     assert line["logger"] == "syntic.access"
     assert line["level"] == "info"
-    assert {k: line[k] for k in (
-        "request_id", "key_id", "model", "route", "status", "code", "schema_retries",
-        "latency_ms", "streamed",
-    )} == {
-        "request_id": "req_1", "key_id": "key_1", "model": "amara",
-        "route": "/v1/chat/completions", "status": 422, "code": "tool_arguments_invalid",
-        "schema_retries": 1, "latency_ms": 12.346, "streamed": False,
+    assert {
+        k: line[k]
+        for k in (
+            "request_id",
+            "key_id",
+            "model",
+            "route",
+            "status",
+            "code",
+            "schema_retries",
+            "latency_ms",
+            "streamed",
+        )
+    } == {
+        "request_id": "req_1",
+        "key_id": "key_1",
+        "model": "amara",
+        "route": "/v1/chat/completions",
+        "status": 422,
+        "code": "tool_arguments_invalid",
+        "schema_retries": 1,
+        "latency_ms": 12.346,
+        "streamed": False,
     }
     assert str(line["ts"]).endswith("Z")
 
@@ -149,8 +169,16 @@ def test_log_format_from_env_refuses_unknown() -> None:
 
 def test_client_supplied_fields_in_the_request_line_are_redacted(captured: io.StringIO) -> None:
     # "model" comes from the client: a key pasted there must not reach the log
-    log_request(RequestLog(request_id="r", route="/v1/messages", status=404, latency_ms=1,
-                           model=f"oops {CANARY}", code="model_not_found"))
+    log_request(
+        RequestLog(
+            request_id="r",
+            route="/v1/messages",
+            status=404,
+            latency_ms=1,
+            model=f"oops {CANARY}",
+            code="model_not_found",
+        )
+    )
     (line,) = _lines(captured)
     assert line["model"] == "oops sk_live_[REDACTED]"
     assert CANARY not in captured.getvalue()
@@ -260,8 +288,14 @@ def test_nothing_is_lost_on_a_clean_exit() -> None:
         "                               latency_ms=1))\n"
         "asyncio.run(main())\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, cwd=Path(__file__).resolve().parents[2], check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+        check=True,
+    )
     ids = [json.loads(x)["request_id"] for x in out.stderr.splitlines() if x.startswith("{")]
     assert ids == ["r0", "r1", "r2"]
 
@@ -294,9 +328,19 @@ def test_the_access_record_is_a_standard_record(kept: _Keep, status: int) -> Non
         log_request(RequestLog(request_id="r", route="/x", status=status, latency_ms=1))
     after = time.time()
     reference = logging.getLogger("syntic.access").makeRecord(
-        "syntic.access", logging.INFO, "m", 0, "request", (), None)
-    extras = {"request_id", "key_id", "model", "route", "status", "code", "schema_retries",
-              "latency_ms", "streamed"}
+        "syntic.access", logging.INFO, "m", 0, "request", (), None
+    )
+    extras = {
+        "request_id",
+        "key_id",
+        "model",
+        "route",
+        "status",
+        "code",
+        "schema_retries",
+        "latency_ms",
+        "streamed",
+    }
     first, second = kept.records
     assert first is not second
     for record in kept.records:
@@ -327,8 +371,15 @@ def test_a_custom_record_factory_is_used_for_the_access_line(kept: _Keep) -> Non
 
 def _entry(model: str | None = "amara") -> RequestLog:
     return RequestLog(
-        request_id="req_9", route="/v1/chat/completions", status=200, latency_ms=3.21,
-        key_id="key_9", model=model, code=None, schema_retries=2, streamed=True,
+        request_id="req_9",
+        route="/v1/chat/completions",
+        status=200,
+        latency_ms=3.21,
+        key_id="key_9",
+        model=model,
+        code=None,
+        schema_retries=2,
+        streamed=True,
     )
 
 
@@ -349,9 +400,14 @@ sys.stdout.write(buf.getvalue())
 def _served_line(model: str) -> dict[str, object]:
     """The access line as a served process writes it (a subprocess: under pytest its own
     handlers sit on the root logger)."""
-    out = subprocess.run([sys.executable, "-c", SERVED_SCRIPT, model], capture_output=True,
-                         text=True, timeout=60, check=True,
-                         cwd=Path(__file__).resolve().parents[2]).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", SERVED_SCRIPT, model],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    ).stdout
     (line,) = [json.loads(line) for line in out.splitlines() if line]
     return dict(line)
 
@@ -359,10 +415,20 @@ def _served_line(model: str) -> dict[str, object]:
 def test_the_served_access_line_has_every_field() -> None:
     line = _served_line("amara")
     assert line.pop("ts")
-    assert line == {"level": "info", "logger": "syntic.access", "msg": "request",
-                    "request_id": "req_9", "key_id": "key_9", "model": "amara",
-                    "route": "/v1/chat/completions", "status": 200, "code": None,
-                    "schema_retries": 2, "latency_ms": 3.21, "streamed": True}
+    assert line == {
+        "level": "info",
+        "logger": "syntic.access",
+        "msg": "request",
+        "request_id": "req_9",
+        "key_id": "key_9",
+        "model": "amara",
+        "route": "/v1/chat/completions",
+        "status": 200,
+        "code": None,
+        "schema_retries": 2,
+        "latency_ms": 3.21,
+        "streamed": True,
+    }
 
 
 def test_the_served_access_line_redacts_a_key_sent_as_the_model() -> None:

@@ -34,54 +34,105 @@ def _samples(m: GatewayMetrics) -> Samples:
 
 # What dashboards were built on: (family as exposed, type, HELP).
 CONTRACT = [
-    ("syntic_requests_total", "counter",
-     "HTTP requests by route template, status and error code ('' on success)."),
-    ("syntic_upstream_latency_seconds", "histogram",
-     "Duration of one upstream model call (streams: until the last event)."),
-    ("syntic_upstream_calls_total", "counter",
-     "Upstream model calls (attempts): kind=first, correction (schema correction calls) or "
-     "retry (attempts that failed safely and were retried)."),
-    ("syntic_upstream_retries_total", "counter",
-     "Upstream attempts retried after a safe failure; reason=connect or the upstream status "
-     "(429, 502, 503, 529)."),
-    ("syntic_inflight_refused_total", "counter",
-     "Requests refused with 503 overloaded: max_inflight already in flight."),
-    ("syntic_schema_corrections_total", "counter",
-     "Correction calls made because strict tool arguments or JSON output did not match the "
-     "schema."),
-    ("syntic_tool_arguments_invalid_total", "counter",
-     "422 responses: output still invalid after one correction."),
-    ("syntic_ratelimit_decisions_total", "counter",
-     "Rate limit checks by decision (allowed|limited)."),
-    ("syntic_ratelimit_fail_open_total", "counter",
-     "Rate limit checks decided locally because Redis was unreachable."),
+    (
+        "syntic_requests_total",
+        "counter",
+        "HTTP requests by route template, status and error code ('' on success).",
+    ),
+    (
+        "syntic_upstream_latency_seconds",
+        "histogram",
+        "Duration of one upstream model call (streams: until the last event).",
+    ),
+    (
+        "syntic_upstream_calls_total",
+        "counter",
+        "Upstream model calls (attempts): kind=first, correction (schema correction calls) or "
+        "retry (attempts that failed safely and were retried).",
+    ),
+    (
+        "syntic_upstream_retries_total",
+        "counter",
+        "Upstream attempts retried after a safe failure; reason=connect or the upstream status "
+        "(429, 502, 503, 529).",
+    ),
+    (
+        "syntic_inflight_refused_total",
+        "counter",
+        "Requests refused with 503 overloaded: max_inflight already in flight.",
+    ),
+    (
+        "syntic_schema_corrections_total",
+        "counter",
+        "Correction calls made because strict tool arguments or JSON output did not match the "
+        "schema.",
+    ),
+    (
+        "syntic_tool_arguments_invalid_total",
+        "counter",
+        "422 responses: output still invalid after one correction.",
+    ),
+    (
+        "syntic_ratelimit_decisions_total",
+        "counter",
+        "Rate limit checks by decision (allowed|limited).",
+    ),
+    (
+        "syntic_ratelimit_fail_open_total",
+        "counter",
+        "Rate limit checks decided locally because Redis was unreachable.",
+    ),
     ("syntic_ratelimit_redis_trips_total", "counter", "Rate limit check scripts sent to Redis."),
-    ("syntic_ratelimit_reserved_total", "counter",
-     "Requests admitted from slots this process reserved in Redis (no round trip)."),
+    (
+        "syntic_ratelimit_reserved_total",
+        "counter",
+        "Requests admitted from slots this process reserved in Redis (no round trip).",
+    ),
     ("syntic_ledger_queue_depth", "gauge", "Usage records waiting to be written to the database."),
-    ("syntic_ledger_held_rows", "gauge",
-     "Usage records in memory only: neither the spool nor the database took them yet (past "
-     "ledger_max_held_rows: 503 ledger_unavailable)."),
+    (
+        "syntic_ledger_held_rows",
+        "gauge",
+        "Usage records in memory only: neither the spool nor the database took them yet (past "
+        "ledger_max_held_rows: 503 ledger_unavailable).",
+    ),
     ("syntic_inflight_requests", "gauge", "Requests being served right now by this process."),
-    ("syntic_body_offloaded_total", "counter",
-     "Jobs on large request bodies (and stored conversations) run off the event loop: bounds "
-     "checked in a child process, parsing, decoding and re-encoding in a worker thread."),
-    ("syntic_body_workers_busy", "gauge",
-     "Body workers running a job now (at most body_offload_workers)."),
+    (
+        "syntic_body_offloaded_total",
+        "counter",
+        "Jobs on large request bodies (and stored conversations) run off the event loop: bounds "
+        "checked in a child process, parsing, decoding and re-encoding in a worker thread.",
+    ),
+    (
+        "syntic_body_workers_busy",
+        "gauge",
+        "Body workers running a job now (at most body_offload_workers).",
+    ),
     ("syntic_body_workers_waiting", "gauge", "Large bodies waiting for a free body worker now."),
     ("syntic_schema_cache_hits_total", "counter", "Compiled-schema cache hits."),
-    ("syntic_schema_cache_misses_total", "counter",
-     "Compiled-schema cache misses (a schema compiled)."),
+    (
+        "syntic_schema_cache_misses_total",
+        "counter",
+        "Compiled-schema cache misses (a schema compiled).",
+    ),
     ("syntic_schema_cache_evictions_total", "counter", "Compiled schemas evicted from the cache."),
     ("syntic_schema_cache_size", "gauge", "Compiled schemas held in this process's cache."),
-    ("syntic_schema_cache_bytes", "gauge",
-     "Canonical JSON bytes of the compiled schemas in this process's cache (its second bound; "
-     "the compiled forms take ~10-20x this in memory)."),
-    ("syntic_lint_cache_hits_total", "counter",
-     "Request-path schema verdicts (lint + compiled schema) found in the gateway's cache: a "
-     "repeated schema costs one hash."),
-    ("syntic_lint_cache_misses_total", "counter",
-     "Request-path schema verdicts computed (lint, then compile via the compiled-schema cache)."),
+    (
+        "syntic_schema_cache_bytes",
+        "gauge",
+        "Canonical JSON bytes of the compiled schemas in this process's cache (its second bound; "
+        "the compiled forms take ~10-20x this in memory).",
+    ),
+    (
+        "syntic_lint_cache_hits_total",
+        "counter",
+        "Request-path schema verdicts (lint + compiled schema) found in the gateway's cache: a "
+        "repeated schema costs one hash.",
+    ),
+    (
+        "syntic_lint_cache_misses_total",
+        "counter",
+        "Request-path schema verdicts computed (lint, then compile via the compiled-schema cache).",
+    ),
 ]
 
 
@@ -108,8 +159,10 @@ def test_gateway_metric_set_exports_every_named_series() -> None:
     s = _samples(m)
     route = ("route", "/v1/chat/completions")
     assert s[("syntic_requests_total", (("code", ""), route, ("status", "200")))] == 1
-    assert s[("syntic_requests_total",
-              (("code", "tool_arguments_invalid"), route, ("status", "422")))] == 1
+    assert (
+        s[("syntic_requests_total", (("code", "tool_arguments_invalid"), route, ("status", "422")))]
+        == 1
+    )
     assert s[("syntic_tool_arguments_invalid_total", (("code", "tool_arguments_invalid"),))] == 1
     assert s[("syntic_upstream_latency_seconds_count", (("model", "amara"),))] == 1
     assert s[("syntic_upstream_latency_seconds_bucket", (("le", "0.25"), ("model", "amara")))] == 0
@@ -135,8 +188,9 @@ def test_gateway_metric_set_exports_every_named_series() -> None:
 def test_fed_values_are_read_at_scrape_time_and_counters_never_go_back() -> None:
     source = {"trips": 3.0, "depth": 7.0}
     m = GatewayMetrics.create(cache_stats=_Stats)
-    m.bind(ratelimit_redis_trips=lambda: source["trips"],
-           ledger_queue_depth=lambda: source["depth"])
+    m.bind(
+        ratelimit_redis_trips=lambda: source["trips"], ledger_queue_depth=lambda: source["depth"]
+    )
     trips, depth = ("syntic_ratelimit_redis_trips_total", ()), ("syntic_ledger_queue_depth", ())
     assert (_samples(m)[trips], _samples(m)[depth]) == (3, 7)
     source.update(trips=10.0, depth=2.0)  # read when scraped, not when bound
@@ -163,8 +217,10 @@ def test_a_failing_source_keeps_its_last_value_and_the_rest_renders() -> None:
     s = _samples(m)
     assert calls["n"] == 2
     assert s[("syntic_ledger_queue_depth", ())] == 5
-    assert s[("syntic_requests_total", (("code", ""), ("route", "/v1/models"),
-                                        ("status", "200")))] == 1
+    assert (
+        s[("syntic_requests_total", (("code", ""), ("route", "/v1/models"), ("status", "200")))]
+        == 1
+    )
 
 
 @pytest.mark.parametrize("code", ['quote"inside', "back\\slash", "new\nline", "ünïcode", ""])
@@ -195,6 +251,8 @@ def test_updates_from_several_threads_are_not_lost() -> None:
     route = ("route", "/v1/chat/completions")
     assert s[("syntic_requests_total", (("code", ""), route, ("status", "200")))] == 5000
     assert s[("syntic_requests_total", (("code", ""), route, ("status", "201")))] == 5000
-    assert sum(s[("syntic_upstream_latency_seconds_count", (("model", f"m{k}"),))]
-               for k in range(3)) == 10000
+    assert (
+        sum(s[("syntic_upstream_latency_seconds_count", (("model", f"m{k}"),))] for k in range(3))
+        == 10000
+    )
     assert s[("syntic_ratelimit_decisions_total", (("decision", "allowed"),))] == 5000

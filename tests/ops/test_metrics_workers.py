@@ -34,8 +34,10 @@ from tests.support.scripted_upstream import Reply, ScriptedUpstream
 REQUESTS = 40
 Series = tuple[str, tuple[tuple[str, str], ...]]
 
-CHAT = ("syntic_requests_total",
-        (("code", ""), ("route", "/v1/chat/completions"), ("status", "200")))
+CHAT = (
+    "syntic_requests_total",
+    (("code", ""), ("route", "/v1/chat/completions"), ("status", "200")),
+)
 FIRST_CALLS = ("syntic_upstream_calls_total", (("kind", "first"), ("model", "m")))
 LATENCY_COUNT = ("syntic_upstream_latency_seconds_count", (("model", "m"),))
 INFLIGHT = ("syntic_inflight_requests", ())
@@ -49,8 +51,9 @@ def two_workers(upstream: ScriptedUpstream, tmp_path: Path) -> Iterator[GatewayP
     gw.stop()
     (tmp_path / "tmp").mkdir()  # where serve makes the metrics directory
     env = {**gw.env, "TMPDIR": str(tmp_path / "tmp")}
-    multi = serve_replica(gw, free_port(), tmp_path / "workers.log", env,
-                          args=("--workers", "2"), ready_timeout=30)
+    multi = serve_replica(
+        gw, free_port(), tmp_path / "workers.log", env, args=("--workers", "2"), ready_timeout=30
+    )
     try:
         yield multi
     finally:
@@ -74,16 +77,21 @@ def _scrape(base_url: str, types: tuple[str, ...] = MONOTONIC) -> dict[Series, f
 def _chat(gw: GatewayProcess, text: str, timeout: float = 20) -> str | None:
     """One chat completion through the openai SDK on a connection of its own."""
     with httpx2.Client(limits=httpx2.Limits(max_keepalive_connections=0)) as http:
-        client = openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key,
-                               http_client=http, max_retries=0, timeout=timeout)
+        client = openai.OpenAI(
+            base_url=gw.base_url + "/v1",
+            api_key=gw.api_key,
+            http_client=http,
+            max_retries=0,
+            timeout=timeout,
+        )
         reply = client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": text}])
+            model="m", messages=[{"role": "user", "content": text}]
+        )
     return reply.choices[0].message.content
 
 
 def _worker_pids(gw: GatewayProcess) -> set[int]:
-    return {int(p) for p in re.findall(r"startup heap frozen: \d+ objects \(pid (\d+)\)",
-                                       gw.log())}
+    return {int(p) for p in re.findall(r"startup heap frozen: \d+ objects \(pid (\d+)\)", gw.log())}
 
 
 def _until(check: Callable[[], bool], timeout: float, what: str) -> None:

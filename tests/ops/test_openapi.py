@@ -86,10 +86,16 @@ def test_operations_are_complete() -> None:
 @pytest.mark.parametrize(
     ("instance", "component", "valid"),
     [
-        ({"error": {"type": "t", "code": "c", "message": "m", "param": None}, "request_id": "r"},
-         "ErrorEnvelope", True),
-        ({"error": {"type": "t", "code": "c", "message": "m"}, "request_id": "r"},
-         "ErrorEnvelope", False),
+        (
+            {"error": {"type": "t", "code": "c", "message": "m", "param": None}, "request_id": "r"},
+            "ErrorEnvelope",
+            True,
+        ),
+        (
+            {"error": {"type": "t", "code": "c", "message": "m"}, "request_id": "r"},
+            "ErrorEnvelope",
+            False,
+        ),
         ({"ok": True, "schemas": [], "issues": []}, "SchemaCheckResult", True),
         ({"ok": True, "schemas": [{"param": "p"}], "issues": []}, "SchemaCheckResult", False),
     ],

@@ -73,7 +73,8 @@ def _ledger(database: str, request_ids: list[str], timeout: float = 10.0) -> lis
     while time.monotonic() < deadline:
         rows = _pg(
             "SELECT request_id, key_id, status FROM usage_records WHERE request_id = ANY($1)",
-            database, request_ids,
+            database,
+            request_ids,
         )
         if len(rows) == len(request_ids):
             break
@@ -111,7 +112,8 @@ def test_three_replicas_share_keys_ledger_and_revocation(
             if i not in refused:
                 res = httpx.get(
                     gw.base_url + "/v1/models",
-                    headers={"authorization": f"Bearer {key}"}, timeout=5,
+                    headers={"authorization": f"Bearer {key}"},
+                    timeout=5,
                 )
                 if res.status_code == 401:
                     refused[i] = time.monotonic()
@@ -121,6 +123,7 @@ def test_three_replicas_share_keys_ledger_and_revocation(
     assert sorted(refused) == [0, 1, 2], "a replica still accepts the revoked key"
     # the replicas' own keys are untouched
     for gw in fleet:
-        ok = httpx.get(gw.base_url + "/v1/models",
-                       headers={"authorization": f"Bearer {gw.api_key}"}, timeout=5)
+        ok = httpx.get(
+            gw.base_url + "/v1/models", headers={"authorization": f"Bearer {gw.api_key}"}, timeout=5
+        )
         assert ok.status_code == 200

@@ -145,8 +145,9 @@ def test_logs_have_one_line_per_request_and_never_a_key(
     )
     assert res.status_code == 200, res.text
     request_id = res.headers["x-request-id"]
-    denied = httpx.post(gw.base_url + ROUTE, headers={"authorization": f"Bearer {bogus}"},
-                        json={}, timeout=5)
+    denied = httpx.post(
+        gw.base_url + ROUTE, headers={"authorization": f"Bearer {bogus}"}, json={}, timeout=5
+    )
     assert denied.status_code == 401
 
     # the access line is written once the response has gone out: wait for it, bounded
@@ -195,12 +196,20 @@ def test_live_responses_match_the_openapi_document(
     conforms(httpx.get(base + "/v1/models", headers=auth, timeout=5).json(), "ModelList")
     conforms(httpx.get(base + "/readyz", timeout=5).json(), "Readiness")
     conforms(httpx.get(base + "/v1/models", timeout=5).json(), "ErrorEnvelope")
-    check = httpx.post(base + "/v1/schemas/check", headers=auth, timeout=5,
-                       json={"tools": [TOOL, {"name": "a", "input_schema": {"type": "object"}}]})
+    check = httpx.post(
+        base + "/v1/schemas/check",
+        headers=auth,
+        timeout=5,
+        json={"tools": [TOOL, {"name": "a", "input_schema": {"type": "object"}}]},
+    )
     conforms(check.json(), "SchemaCheckResult")
     upstream.queue(Reply(tool_calls=[Call("refund", '{"amount_pence": 5}')]))
-    res = httpx.post(base + ROUTE, headers=auth, timeout=20,
-                     json={"model": "ops-model", "messages": MESSAGES, "tools": [TOOL]})
+    res = httpx.post(
+        base + ROUTE,
+        headers=auth,
+        timeout=20,
+        json={"model": "ops-model", "messages": MESSAGES, "tools": [TOOL]},
+    )
     conforms(res.json(), "ChatCompletion")
     assert res.headers["x-syntic-schema-retries"] == "0"
 
@@ -213,7 +222,10 @@ def test_streamed_request_is_timed_counted_and_logged(
     stream = cast(
         "openai.Stream[ChatCompletionChunk]",
         client.chat.completions.create(
-            model="ops-model", messages=MESSAGES, tools=[TOOL], stream=True  # type: ignore[arg-type, list-item]
+            model="ops-model",
+            messages=MESSAGES,  # type: ignore[arg-type]
+            tools=[TOOL],  # type: ignore[list-item]
+            stream=True,
         ),
     )
     chunks = list(stream)

@@ -18,7 +18,9 @@ from tests.support.gateway_proc import InProcessGateway, free_port
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 REDIS = "redis://127.0.0.1:6379/0"
-MODEL = ModelConfig(name="m", provider="openai", upstream_model="m", base_url="http://127.0.0.1:9/v1")
+MODEL = ModelConfig(
+    name="m", provider="openai", upstream_model="m", base_url="http://127.0.0.1:9/v1"
+)
 
 
 def _settings(tmp_path: Path, database_url: str, redis_url: str | None, models: bool) -> Settings:

@@ -43,15 +43,21 @@ def test_table_has_no_duplicate_route() -> None:
     assert len(pairs) == len(set(pairs))
 
 
-@pytest.mark.parametrize("spec", [s for s in ROUTES if "POST" in s.methods],
-                         ids=lambda s: s.path)
+@pytest.mark.parametrize("spec", [s for s in ROUTES if "POST" in s.methods], ids=lambda s: s.path)
 def test_idempotency_key_is_read_exactly_on_the_tables_idempotent_routes(
     gw: GatewayProcess, spec: RouteSpec
 ) -> None:
     path = spec.path
-    r = httpx.post(gw.base_url + path, content=b"{}", timeout=20, headers={
-        "authorization": f"Bearer {gw.api_key}", "content-type": "application/json",
-        "idempotency-key": BAD_IDEMPOTENCY_KEY})
+    r = httpx.post(
+        gw.base_url + path,
+        content=b"{}",
+        timeout=20,
+        headers={
+            "authorization": f"Bearer {gw.api_key}",
+            "content-type": "application/json",
+            "idempotency-key": BAD_IDEMPOTENCY_KEY,
+        },
+    )
     code = r.json()["error"]["code"] if r.status_code >= 400 else None
     if path in idempotent_paths():
         assert (r.status_code, code) == (400, "invalid_idempotency_key")
@@ -60,10 +66,16 @@ def test_idempotency_key_is_read_exactly_on_the_tables_idempotent_routes(
 
 
 def test_the_app_serves_the_table_and_nothing_else() -> None:
-    app = create_app(Settings(models=(ModelConfig(name="m", provider="openai",
-                                                   upstream_model="m"),)))
-    served = {(r.path, m) for r in app.routes if isinstance(r, Route)
-              for m in (r.methods or ()) if m != "HEAD"}
+    app = create_app(
+        Settings(models=(ModelConfig(name="m", provider="openai", upstream_model="m"),))
+    )
+    served = {
+        (r.path, m)
+        for r in app.routes
+        if isinstance(r, Route)
+        for m in (r.methods or ())
+        if m != "HEAD"
+    }
     assert served == {(s.path, m) for s in ROUTES for m in s.methods}
 
 
@@ -71,10 +83,15 @@ def test_metric_labels_follow_the_table(gw: GatewayProcess) -> None:
     assert "/v1/models" in metric_paths() and "/v1/responses/{response_id}" not in metric_paths()
     auth = {"authorization": f"Bearer {gw.api_key}"}
     assert httpx.get(gw.base_url + "/v1/models", headers=auth, timeout=20).status_code == 200
-    assert httpx.get(gw.base_url + "/v1/responses/resp_nothere", headers=auth,
-                     timeout=20).status_code == 404
-    routes = {dict(labels).get("route") for (name, labels) in scrape(gw.base_url)
-              if name == "syntic_requests_total"}
+    assert (
+        httpx.get(gw.base_url + "/v1/responses/resp_nothere", headers=auth, timeout=20).status_code
+        == 404
+    )
+    routes = {
+        dict(labels).get("route")
+        for (name, labels) in scrape(gw.base_url)
+        if name == "syntic_requests_total"
+    }
     assert "/v1/models" in routes and "other" in routes
     assert routes - {"other"} <= metric_paths()
 

@@ -39,8 +39,7 @@ UNSUPPORTED = {**copy.deepcopy(STRICT), "allOf": [{"type": "object"}]}
 
 
 def openai_tool(schema: Any, strict: bool = True, name: str = "create_refund") -> dict[str, Any]:
-    return {"type": "function",
-            "function": {"name": name, "strict": strict, "parameters": schema}}
+    return {"type": "function", "function": {"name": name, "strict": strict, "parameters": schema}}
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +104,8 @@ def test_check(
             s["param"],
             s["ok"],
             [(i["code"], i["param"]) for i in s["issues"]],
-            None if s["strictify"] is None
+            None
+            if s["strictify"] is None
             else ("projected" if s["strictify"]["ok"] else "refused"),
         )
         for s in out["schemas"]
@@ -138,13 +138,17 @@ def test_tool_strict_flag_and_name_are_echoed(gw: GatewayProcess) -> None:
         ({}, "tools"),
         ({"tools": {}}, "tools"),
         ({"tools": [1]}, "tools[0]"),
-        ({"tools": [{"type": "function", "function": {"name": "x"}}]},
-         "tools[0].function.parameters"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "x"}}]},
+            "tools[0].function.parameters",
+        ),
         ({"tools": [{"name": "x"}]}, "tools[0]"),
         ({"tools": [openai_tool(STRICT)] * 129}, "tools"),
         ({"response_format": {"type": "text"}}, "response_format.type"),
-        ({"response_format": {"type": "json_schema", "json_schema": {}}},
-         "response_format.json_schema.schema"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {}}},
+            "response_format.json_schema.schema",
+        ),
         ({"output_config": {"format": "x"}}, "output_config.format"),
         ([1, 2], "body"),
     ],
@@ -157,8 +161,12 @@ def test_malformed_requests_are_400_with_param(gw: GatewayProcess, body: Any, pa
 
 
 def test_not_json_is_400(gw: GatewayProcess) -> None:
-    res = httpx.post(gw.base_url + "/v1/schemas/check", content=b"{nope",
-                     headers={"authorization": f"Bearer {gw.api_key}"}, timeout=20)
+    res = httpx.post(
+        gw.base_url + "/v1/schemas/check",
+        content=b"{nope",
+        headers={"authorization": f"Bearer {gw.api_key}"},
+        timeout=20,
+    )
     assert res.status_code == 400
     assert res.json()["error"]["code"] == "invalid_json"
 
@@ -195,8 +203,9 @@ def test_counts_against_the_keys_request_limit(gw: GatewayProcess) -> None:
     body = {"tools": [openai_tool(STRICT)]}
     headers = {"authorization": f"Bearer {limited}"}
     statuses = [
-        httpx.post(gw.base_url + "/v1/schemas/check", json=body, headers=headers,
-                   timeout=20).status_code
+        httpx.post(
+            gw.base_url + "/v1/schemas/check", json=body, headers=headers, timeout=20
+        ).status_code
         for _ in range(3)
     ]
     assert statuses == [200, 200, 429]
@@ -204,8 +213,12 @@ def test_counts_against_the_keys_request_limit(gw: GatewayProcess) -> None:
 
 def _wide(tag: str, n: int = 60) -> dict[str, Any]:
     props = {f"{tag}_{i:03d}": {"type": ["string", "null"]} for i in range(n)}
-    return {"type": "object", "properties": props, "required": list(props),
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": props,
+        "required": list(props),
+        "additionalProperties": False,
+    }
 
 
 def test_compiled_schemas_are_bounded_by_bytes(
@@ -223,8 +236,12 @@ def test_compiled_schemas_are_bounded_by_bytes(
     try:
         headers = {"authorization": f"Bearer {proc.api_key}"}
         for i in range(20):  # ~2.6 KiB each: ~52 KiB in all
-            r = httpx.post(proc.base_url + "/v1/schemas/check", headers=headers, timeout=20,
-                           json={"tools": [openai_tool(_wide(f"t{i:02d}"))]})
+            r = httpx.post(
+                proc.base_url + "/v1/schemas/check",
+                headers=headers,
+                timeout=20,
+                json={"tools": [openai_tool(_wide(f"t{i:02d}"))]},
+            )
             assert r.status_code == 200 and r.json()["schemas"][0]["ok"] is True
         samples = scrape(proc.base_url)
         held = samples[("syntic_schema_cache_bytes", ())]

@@ -23,6 +23,12 @@ print(before[0], after[0], after[1:] == before[1:], gc.get_freeze_count() > 0,
 
 
 def test_serving_process_freezes_its_heap_and_raises_the_young_threshold() -> None:
-    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True,
-                         text=True, timeout=60, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
     assert out == ["700", str(GC_GEN0_THRESHOLD), "True", "True", str(SWITCH_INTERVAL_S)]

@@ -98,9 +98,24 @@ def workers(upstream: ScriptedUpstream, tmp_path: Path) -> Iterator[GatewayProce
     log = tmp_path / "workers.log"
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway", "serve", "--config", str(gw.config_path),
-             "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
-            env=gw.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "gateway",
+                "serve",
+                "--config",
+                str(gw.config_path),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+            ],
+            env=gw.env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     multi = GatewayProcess(proc, port, gw.api_key, gw.config_path, gw.env, log, [gw.api_key])
     try:

@@ -31,15 +31,15 @@ async def stored_counts(prefix: str, key_id: str) -> tuple[int, int]:
     return int(r or 0), int(t or 0)
 
 
-async def run_together(
-    script: str, *args: str, n: int = 4, wait_s: float = 60
-) -> list[list[str]]:
+async def run_together(script: str, *args: str, n: int = 4, wait_s: float = 60) -> list[list[str]]:
     """Start ``n`` interpreters on ``script`` (which reads one line from stdin before its
     burst), release them together, and return each one's stdout split into words."""
     procs = [
         subprocess.Popen(  # noqa: ASYNC220 - plain Popen is fine for a test driver
             [sys.executable, "-c", script, *args],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for _ in range(n)
     ]

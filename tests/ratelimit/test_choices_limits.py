@@ -35,14 +35,16 @@ def _held(request: RecordedRequest) -> Step:
 
 @pytest.fixture(scope="module", params=["local", "redis"])
 def gw(
-    request: pytest.FixtureRequest, scripted_upstream_server: ScriptedUpstream,
+    request: pytest.FixtureRequest,
+    scripted_upstream_server: ScriptedUpstream,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[GatewayProcess]:
     env = {"SYNTIC_REDIS_URL": REDIS_URL} if request.param == "redis" else {}
     gw = start_gateway(
         tmp_path_factory.mktemp("choices-limits"),
         [model_table("m", scripted_upstream_server.base_url)],
-        server={"max_inflight": 4, "max_concurrent_per_key": 4}, env=env,
+        server={"max_inflight": 4, "max_concurrent_per_key": 4},
+        env=env,
     )
     try:
         yield gw
@@ -57,8 +59,7 @@ def _client(gw: GatewayProcess, key: str) -> openai.OpenAI:
 def _status(client: openai.OpenAI, n: int) -> tuple[int, dict[str, Any], dict[str, str]]:
     """Status, error object (empty on success) and headers of one ``n``-choice request."""
     try:
-        raw = client.chat.completions.with_raw_response.create(
-            model="m", messages=MESSAGES, n=n)
+        raw = client.chat.completions.with_raw_response.create(model="m", messages=MESSAGES, n=n)
     except openai.APIStatusError as exc:
         return exc.status_code, exc.response.json()["error"], dict(exc.response.headers)
     assert len(raw.parse().choices) == n
@@ -83,17 +84,14 @@ def test_n_counts_n_requests_against_the_keys_rpm(
     assert len(upstream.requests) == 3 + 1
 
 
-def test_n_holds_n_of_the_in_flight_slots(
-    gw: GatewayProcess, upstream: ScriptedUpstream
-) -> None:
+def test_n_holds_n_of_the_in_flight_slots(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
     upstream.responder = _held
     with _client(gw, gw.api_key) as client, ThreadPoolExecutor(2) as pool:
         status, error, _ = _status(client, 5)  # more than max_inflight = 4, ever
         assert (status, error["code"], error["param"]) == (400, "n_above_limit", "n")
         wide = pool.submit(_status, client, 4)
         upstream.wait_for_requests(4, timeout=20)  # all four slots taken, calls held
-        more: Future[tuple[int, dict[str, Any], dict[str, str]]] = pool.submit(
-            _status, client, 2)
+        more: Future[tuple[int, dict[str, Any], dict[str, str]]] = pool.submit(_status, client, 2)
         _done_or_upstream_called(more, upstream, 5)
         upstream.release()
         assert wide.result(timeout=20)[0] == 200
@@ -120,8 +118,7 @@ def test_a_request_past_its_slots_costs_the_key_nothing(
     """503 for want of slots comes before the rate limiter: the key's rpm is untouched."""
     upstream.responder = _held
     key = gw.create_key("rpm-4", "--rpm", "4")
-    with _client(gw, gw.api_key) as busy, _client(gw, key) as client, \
-            ThreadPoolExecutor(1) as pool:
+    with _client(gw, gw.api_key) as busy, _client(gw, key) as client, ThreadPoolExecutor(1) as pool:
         wide = pool.submit(_status, busy, 3)
         upstream.wait_for_requests(3, timeout=20)
         status, error, _ = _status(client, 2)  # 3 + 2 > 4 slots
@@ -153,12 +150,14 @@ def test_one_key_holds_at_most_its_share_of_the_slots(
 ) -> None:
     upstream.responder = _held
     greedy, other = shared.create_key("greedy"), shared.create_key("other")
-    with _client(shared, greedy) as mine, _client(shared, other) as theirs, \
-            ThreadPoolExecutor(3) as pool:
+    with (
+        _client(shared, greedy) as mine,
+        _client(shared, other) as theirs,
+        ThreadPoolExecutor(3) as pool,
+    ):
         first = pool.submit(_status, mine, 4)  # its whole share: half of 8
         upstream.wait_for_requests(4, timeout=20)
-        again: Future[tuple[int, dict[str, Any], dict[str, str]]] = pool.submit(
-            _status, mine, 1)
+        again: Future[tuple[int, dict[str, Any], dict[str, str]]] = pool.submit(_status, mine, 1)
         _done_or_upstream_called(again, upstream, 5)
         # another key still gets the other half
         second = pool.submit(_status, theirs, 4)
@@ -169,7 +168,10 @@ def test_one_key_holds_at_most_its_share_of_the_slots(
         assert first.result(timeout=20)[0] == second.result(timeout=20)[0] == 200
         status, error, headers = again.result(timeout=20)
     assert (status, error.get("code"), headers.get("retry-after")) == (
-        429, "concurrency_limit_exceeded", "1")
+        429,
+        "concurrency_limit_exceeded",
+        "1",
+    )
     assert upstream.max_in_flight == 8
     assert len(upstream.requests) == 8
 

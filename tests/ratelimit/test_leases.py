@@ -33,9 +33,7 @@ async def test_busy_key_is_admitted_from_reservations_with_exact_headers(prefix:
     assert all(d.allowed for d in decisions)
     # One process alone: the counts it reports are exact, reservation or not.
     assert [d.remaining_requests for d in decisions] == list(range(99_999, 99_999 - 300, -1))
-    assert [d.remaining_tokens for d in decisions] == [
-        10_000_000 - 10 * i for i in range(1, 301)
-    ]
+    assert [d.remaining_tokens for d in decisions] == [10_000_000 - 10 * i for i in range(1, 301)]
     assert lim.leased_count + lim.trip_count == 300
     assert lim.trip_count < 30, lim.trip_count  # instead of 300 round trips
     assert await _stored(prefix, p) == (300, 3000)  # the unused slots went back at close

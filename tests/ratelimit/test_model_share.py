@@ -63,8 +63,12 @@ def test_one_key_holds_at_most_half_of_a_models_slots(
 ) -> None:
     upstream.responder = _held
     keys = [gw.create_key(f"tenant-{i}") for i in range(3)]
-    with _client(gw, keys[0]) as flood, _client(gw, keys[1]) as other, \
-            _client(gw, keys[2]) as third, ThreadPoolExecutor(4) as pool:
+    with (
+        _client(gw, keys[0]) as flood,
+        _client(gw, keys[1]) as other,
+        _client(gw, keys[2]) as third,
+        ThreadPoolExecutor(4) as pool,
+    ):
         mine = [pool.submit(_status, flood, "narrow") for _ in range(2)]
         upstream.wait_for_requests(2, timeout=20)  # the flooding key's whole share
         status, error = _status(flood, "narrow")

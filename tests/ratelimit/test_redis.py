@@ -24,9 +24,7 @@ async def test_concurrent_burst_from_separate_clients_admits_exactly_the_limit(
     p = Principal(f"key_{secrets.token_hex(4)}", "burst", rpm=25)
     await _away_from_window_edge()
     try:
-        results = await asyncio.gather(
-            *(lim.check(p, 1) for lim in limiters for _ in range(40))
-        )
+        results = await asyncio.gather(*(lim.check(p, 1) for lim in limiters for _ in range(40)))
     finally:
         for lim in limiters:
             await lim.aclose()

@@ -27,7 +27,7 @@ def sections(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for i, head in enumerate(heads):
         end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
-        out[head.group(1)] = text[head.end():end]
+        out[head.group(1)] = text[head.end() : end]
     return out
 
 
@@ -73,7 +73,7 @@ def invocations(text: str, program: str) -> list[list[str]]:
     pattern = re.compile(rf"(?:^|[\s/(`$]){re.escape(program)}(?=\s|$)")
     for line in code_lines(text):
         for match in pattern.finditer(line):
-            rest = line[match.end():]
+            rest = line[match.end() :]
             stop = _STOP.search(rest)
             command = rest[: stop.start()] if stop else rest
             try:

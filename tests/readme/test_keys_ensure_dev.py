@@ -22,8 +22,14 @@ PEPPER = "ensure-dev-pepper"
 def _ensure_dev(db_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTIC_")}
     env.update(SYNTIC_DATABASE_URL=db_url, SYNTIC_KEY_SECRET=PEPPER, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "gateway", "keys", "ensure-dev"], env=env,
-                          cwd=cwd, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", "keys", "ensure-dev"],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 async def _prepare(db_url: str, existing: str) -> None:
@@ -50,12 +56,15 @@ async def _names(db_url: str, secret: str | None) -> tuple[list[str], str | None
         await db.aclose()
 
 
-@pytest.mark.parametrize(("existing", "creates"), [
-    ("none", True),
-    ("revoked", True),  # a revoked key is no key
-    ("active", False),
-    ("admin", False),  # any active key counts
-])
+@pytest.mark.parametrize(
+    ("existing", "creates"),
+    [
+        ("none", True),
+        ("revoked", True),  # a revoked key is no key
+        ("active", False),
+        ("admin", False),  # any active key counts
+    ],
+)
 def test_ensure_dev_creates_a_key_only_when_none_is_active(
     tmp_path: Path, existing: str, creates: bool
 ) -> None:

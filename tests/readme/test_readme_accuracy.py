@@ -40,8 +40,14 @@ from validator.__main__ import _parser as validator_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "README.md").read_text()
-USER_DOCS = ["README.md", "docs/configuration.md", "docs/operations.md", "docs/security.md",
-             "docs/validator.md", "docs/agents.md"]
+USER_DOCS = [
+    "README.md",
+    "docs/configuration.md",
+    "docs/operations.md",
+    "docs/security.md",
+    "docs/validator.md",
+    "docs/agents.md",
+]
 DOCS = {name: (ROOT / name).read_text() for name in USER_DOCS}
 CONFIGURATION = DOCS["docs/configuration.md"]
 # [server] keys whose example value is not the default (there is none to show)
@@ -85,11 +91,14 @@ def test_parsing_helpers_see_commands_in_blocks_and_spans() -> None:
     assert _check_args(build_parser(), "syntic", ["serve", "--port", "1"]) is None
 
 
-@pytest.mark.parametrize(("program", "parser"), [
-    ("syntic", build_parser()),
-    ("-m gateway", build_parser()),
-    ("-m validator", validator_parser()),
-])
+@pytest.mark.parametrize(
+    ("program", "parser"),
+    [
+        ("syntic", build_parser()),
+        ("-m gateway", build_parser()),
+        ("-m validator", validator_parser()),
+    ],
+)
 def test_every_command_and_flag_written_exists(
     program: str, parser: argparse.ArgumentParser
 ) -> None:
@@ -252,7 +261,7 @@ def test_configuration_tables_list_every_key_with_its_default() -> None:
 
 def test_validator_doc_names_every_public_name() -> None:
     text = DOCS["docs/validator.md"]
-    public = text[text.index("Public API"):]
+    public = text[text.index("Public API") :]
     missing = [name for name in validator.__all__ if f"`{name}`" not in public]
     assert not missing, f"docs/validator.md does not list {missing}"
 

@@ -55,8 +55,11 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``git archive HEAD`` unpacked: what a fresh clone holds, without the working tree."""
     dest = tmp_path_factory.mktemp("checkout")
     archive = dest.parent / f"{dest.name}.tar"
-    subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive),
-                    "HEAD"], check=True, timeout=60)
+    subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), "HEAD"],
+        check=True,
+        timeout=60,
+    )
     with tarfile.open(archive) as tar:
         tar.extractall(dest, filter="tar")
     archive.unlink()
@@ -91,7 +94,9 @@ def _strict_call_with_one_correction(base_url: str, key: str, up: ScriptedUpstre
     )
     client = openai.OpenAI(base_url=base_url + "/v1", api_key=key, max_retries=0, timeout=30)
     raw = client.chat.completions.with_raw_response.create(
-        model=MODEL, messages=MESSAGES, tools=[refund_tool()]  # type: ignore[list-item]
+        model=MODEL,
+        messages=MESSAGES,
+        tools=[refund_tool()],  # type: ignore[list-item]
     )
     completion = raw.parse()
     assert raw.headers["x-syntic-schema-retries"] == "1"
@@ -119,16 +124,25 @@ def _stop(proc: subprocess.Popen[bytes]) -> int:
 # --- the run command's steps in a fresh virtualenv (non-editable install) ---------------------
 
 
-def test_run_steps_in_a_fresh_venv_from_a_clean_checkout(
-    checkout: Path, tmp_path: Path
-) -> None:
+def test_run_steps_in_a_fresh_venv_from_a_clean_checkout(checkout: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     env = _clean_env()
     install = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-         "--disable-pip-version-check", str(checkout)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            str(checkout),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert install.returncode == 0, install.stderr[-3000:]
 
@@ -137,7 +151,12 @@ def test_run_steps_in_a_fresh_venv_from_a_clean_checkout(
     syntic = str(venv / "bin" / "syntic")
     where = subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import gateway; print(gateway.__file__)"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=60, check=True,
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     ).stdout.strip()
     assert where.startswith(str(venv)), where
 
@@ -146,8 +165,9 @@ def test_run_steps_in_a_fresh_venv_from_a_clean_checkout(
         env = _clean_env(SYNTIC_CONFIG=str(config))
 
         def run(*args: str) -> str:
-            done = subprocess.run([syntic, *args], cwd=work, env=env, capture_output=True,
-                                  text=True, timeout=60)
+            done = subprocess.run(
+                [syntic, *args], cwd=work, env=env, capture_output=True, text=True, timeout=60
+            )
             assert done.returncode == 0, f"syntic {' '.join(args)}: {done.stderr[-2000:]}"
             return done.stdout
 
@@ -163,7 +183,10 @@ def test_run_steps_in_a_fresh_venv_from_a_clean_checkout(
         log = (tmp_path / "serve.log").open("wb")
         proc = subprocess.Popen(
             [syntic, "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=work,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         try:
             base = f"http://127.0.0.1:{port}"
@@ -213,7 +236,10 @@ class RunStarter:
         with out.open("wb") as o, err.open("wb") as e:
             self.proc = subprocess.Popen(
                 [str(self.checkout / "scripts" / "run"), *args],
-                cwd=self.logs, env=dict(env), stdout=o, stderr=e,
+                cwd=self.logs,
+                env=dict(env),
+                stdout=o,
+                stderr=e,
             )
         try:
             wait_ready(f"http://127.0.0.1:{port}", self.proc, timeout=240)

@@ -31,16 +31,23 @@ from tests.support.scripted_upstream import (
 )
 
 N = 4
-REJECTED = {"error": {"message": "the vendor refuses this one", "type": "invalid_request_error",
-                      "param": "messages", "code": None}}
+REJECTED = {
+    "error": {
+        "message": "the vendor refuses this one",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": None,
+    }
+}
 
 
 def _is_correction(request: RecordedRequest) -> bool:
     return bool(request.body["messages"][-1]["role"] == "tool")
 
 
-def _one_fails_last(first: Callable[[int], Step], corrections: Callable[[int], Step]
-                    ) -> Callable[[RecordedRequest], Step]:
+def _one_fails_last(
+    first: Callable[[int], Step], corrections: Callable[[int], Step]
+) -> Callable[[RecordedRequest], Step]:
     """Steps by arrival order, first calls and corrections counted apart (the choices'
     requests arrive concurrently)."""
     counters = {False: itertools.count(), True: itertools.count()}
@@ -66,16 +73,22 @@ def _bad_first(k: int) -> Step:
 
 def _bad_correction(k: int) -> Step:
     # every choice needs a correction; the last one in stays invalid (422) once all are in
-    return Reply(tool_calls=[Call("create_refund", BAD_ARGS)], after=2 * N) if k == N - 1 \
-        else Hang()
+    return (
+        Reply(tool_calls=[Call("create_refund", BAD_ARGS)], after=2 * N) if k == N - 1 else Hang()
+    )
 
 
 def _create(gw: GatewayProcess, stream: bool) -> tuple[openai.APIStatusError | None, str]:
     """One ``n = N`` request; the error the SDK raised (None: none) and the request id."""
-    with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0,
-                       timeout=20) as client:
-        kw: dict[str, Any] = {"model": "strict-model", "messages": MESSAGES,
-                              "tools": [refund_tool()], "n": N}
+    with openai.OpenAI(
+        base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0, timeout=20
+    ) as client:
+        kw: dict[str, Any] = {
+            "model": "strict-model",
+            "messages": MESSAGES,
+            "tools": [refund_tool()],
+            "n": N,
+        }
         try:
             raw = client.chat.completions.with_raw_response.create(stream=stream, **kw)
         except openai.APIStatusError as exc:
@@ -95,7 +108,10 @@ def test_a_failing_choice_ends_the_request_with_its_own_error_and_bills_every_ca
     assert error is not None and error.status_code == 400, error
     body = error.response.json()["error"]
     assert (body["code"], body["param"], body["message"]) == (
-        "upstream_rejected", "messages", "the vendor refuses this one")
+        "upstream_rejected",
+        "messages",
+        "the vendor refuses this one",
+    )
     # the other choices were cancelled: the upstream saw each of them leave
     assert sum(upstream.wait_for_disconnect(i) for i in range(N)) == N - 1
     row = ledger_rows(gateway, [request_id])[request_id]

@@ -106,8 +106,10 @@ def test_an_oversize_body_that_arrived_whole_is_refused(gw: GatewayProcess) -> N
     """No content-length, the whole chunked body in one write: refused once the body
     read passes the cap, with the ledger row."""
     body = b"x" * (BODY_LIMIT + 100)
-    raw, _ = raw_http(gw.port, [_head(gw, "transfer-encoding: chunked")
-                                + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)])
+    raw, _ = raw_http(
+        gw.port,
+        [_head(gw, "transfer-encoding: chunked") + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)],
+    )
     status, headers, answer = parse_response(raw)
     assert (status, answer["error"]["code"]) == (413, "request_too_large")
     assert headers["x-request-id"] == answer["request_id"]
@@ -185,8 +187,12 @@ def test_in_flight_bound_refuses_with_503_and_retry_after(
     def post(i: int) -> httpx.Response:
         if i >= 3:  # the first three are in flight first
             upstream.wait_for_requests(3, timeout=10)
-        return httpx.post(gw.base_url + "/v1/chat/completions", content=body, timeout=10,
-                          headers={"authorization": f"Bearer {gw.api_key}"})
+        return httpx.post(
+            gw.base_url + "/v1/chat/completions",
+            content=body,
+            timeout=10,
+            headers={"authorization": f"Bearer {gw.api_key}"},
+        )
 
     with concurrent.futures.ThreadPoolExecutor(5) as pool:
         responses = list(pool.map(post, range(5)))
@@ -205,8 +211,12 @@ def test_request_deadline_bounds_a_hanging_upstream(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
     upstream.queue(Reply(content="too late", delay=20))
-    r = httpx.post(gw.base_url + "/v1/chat/completions", json=chat_body(tools=[]),
-                   headers={"authorization": f"Bearer {gw.api_key}"}, timeout=15)
+    r = httpx.post(
+        gw.base_url + "/v1/chat/completions",
+        json=chat_body(tools=[]),
+        headers={"authorization": f"Bearer {gw.api_key}"},
+        timeout=15,
+    )
     assert (r.status_code, r.json()["error"]["code"]) == (504, "upstream_timeout")
     # the request deadline's own error (request_timeout_s = 3), not the upstream's timeout
     assert "within its 3s deadline" in r.json()["error"]["message"]
@@ -221,16 +231,36 @@ DEEP = '{"order_number": ' + "[" * 10_000 + "]" * 10_000 + "}"
 @pytest.mark.parametrize(
     "steps, stream, status, code",
     [
-        ([Reply(tool_calls=[Call("create_refund", HUGE)])], False, 502,
-         "upstream_output_too_large"),
-        ([Reply(tool_calls=[Call("create_refund", HUGE)], fragment=4096)], True, 502,
-         "upstream_output_too_large"),
-        ([Reply(tool_calls=[Call("create_refund", DEEP)])] * 2, False, 422,
-         "tool_arguments_invalid"),
-        ([Reply(tool_calls=[Call("create_refund", DEEP)], fragment=4096)] * 2, True, 422,
-         "tool_arguments_invalid"),
-        ([Raw(b'{"choices": [' * 1 + b" " * (300 * 1024) + b"]}")], False, 502,
-         "upstream_output_too_large"),
+        (
+            [Reply(tool_calls=[Call("create_refund", HUGE)])],
+            False,
+            502,
+            "upstream_output_too_large",
+        ),
+        (
+            [Reply(tool_calls=[Call("create_refund", HUGE)], fragment=4096)],
+            True,
+            502,
+            "upstream_output_too_large",
+        ),
+        (
+            [Reply(tool_calls=[Call("create_refund", DEEP)])] * 2,
+            False,
+            422,
+            "tool_arguments_invalid",
+        ),
+        (
+            [Reply(tool_calls=[Call("create_refund", DEEP)], fragment=4096)] * 2,
+            True,
+            422,
+            "tool_arguments_invalid",
+        ),
+        (
+            [Raw(b'{"choices": [' * 1 + b" " * (300 * 1024) + b"]}")],
+            False,
+            502,
+            "upstream_output_too_large",
+        ),
     ],
     ids=["huge-args", "huge-args-stream", "deep-args", "deep-args-stream", "huge-body"],
 )
@@ -244,8 +274,12 @@ def test_hostile_model_output_is_a_clean_error(
 ) -> None:
     upstream.queue(*steps)
     # handled within the 3 s request deadline, else the answer would be its 504
-    r = httpx.post(gw.base_url + "/v1/chat/completions", json=chat_body(stream=stream),
-                   headers={"authorization": f"Bearer {gw.api_key}"}, timeout=15)
+    r = httpx.post(
+        gw.base_url + "/v1/chat/completions",
+        json=chat_body(stream=stream),
+        headers={"authorization": f"Bearer {gw.api_key}"},
+        timeout=15,
+    )
     if r.status_code == 200 and stream:  # committed stream: the error is in-band
         events = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
         error = orjson.loads(events[-1])["error"]

@@ -38,21 +38,20 @@ def gw(
     if request.param == "redis":
         env["SYNTIC_REDIS_URL"] = request.getfixturevalue("redis_server").url
     workdir: Path = tmp_path_factory.mktemp(f"idem-{request.param}")
-    gateway = start_gateway(workdir, [model_table("m", scripted_upstream_server.base_url)],
-                            env=env)
+    gateway = start_gateway(workdir, [model_table("m", scripted_upstream_server.base_url)], env=env)
     try:
         yield gateway
     finally:
         gateway.stop()
 
 
-def _post(gw: GatewayProcess, body: dict[str, Any], key: str | None,
-          api_key: str | None = None) -> httpx.Response:
+def _post(
+    gw: GatewayProcess, body: dict[str, Any], key: str | None, api_key: str | None = None
+) -> httpx.Response:
     headers = {"authorization": f"Bearer {api_key or gw.api_key}"}
     if key is not None:
         headers["idempotency-key"] = key
-    return httpx.post(gw.base_url + "/v1/chat/completions", json=body, headers=headers,
-                      timeout=20)
+    return httpx.post(gw.base_url + "/v1/chat/completions", json=body, headers=headers, timeout=20)
 
 
 def test_retry_returns_the_stored_response_without_a_second_call(
@@ -98,9 +97,7 @@ def test_same_key_with_a_different_body_is_refused(
     assert len(upstream.requests) == 1
 
 
-def test_retryable_failures_are_not_stored(
-    gw: GatewayProcess, upstream: ScriptedUpstream
-) -> None:
+def test_retryable_failures_are_not_stored(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
     upstream.queue(HttpError(500), OK)
     key = str(uuid.uuid4())
     assert _post(gw, chat_body(), key).status_code == 502
@@ -109,9 +106,7 @@ def test_retryable_failures_are_not_stored(
     assert len(upstream.requests) == 2
 
 
-def test_a_final_422_is_stored_and_replayed(
-    gw: GatewayProcess, upstream: ScriptedUpstream
-) -> None:
+def test_a_final_422_is_stored_and_replayed(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
     upstream.queue(BAD, BAD, BAD, BAD)
     key = str(uuid.uuid4())
     first = _post(gw, chat_body(), key)
@@ -132,9 +127,7 @@ def test_keys_are_scoped_per_api_key(gw: GatewayProcess, upstream: ScriptedUpstr
     assert len(upstream.requests) == 2
 
 
-def test_streaming_requests_pass_through(
-    gw: GatewayProcess, upstream: ScriptedUpstream
-) -> None:
+def test_streaming_requests_pass_through(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
     upstream.queue(Reply(content="hi"), Reply(content="hi"))
     key = str(uuid.uuid4())
     for _ in range(2):
@@ -156,8 +149,10 @@ def test_two_gateways_sharing_redis_replay_each_others_responses(
     tmp_path: Path,
 ) -> None:
     models = [model_table("m", scripted_upstream_server.base_url)]
-    env = {"SYNTIC_REDIS_URL": redis_server.url,
-           "SYNTIC_DATABASE_URL": f"sqlite:///{tmp_path / 'shared.db'}"}
+    env = {
+        "SYNTIC_REDIS_URL": redis_server.url,
+        "SYNTIC_DATABASE_URL": f"sqlite:///{tmp_path / 'shared.db'}",
+    }
     one = start_gateway(tmp_path / "one", models, env=env)
     two = start_gateway(tmp_path / "two", models, env=env)
     try:
@@ -178,10 +173,11 @@ def test_messages_endpoint_replays_too(gw: GatewayProcess, upstream: ScriptedUps
     upstream.queue(Reply(content="hello"), Reply(content="hello"))
     key = str(uuid.uuid4())
     body = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
-    headers = {"x-api-key": gw.api_key, "anthropic-version": "2023-06-01",
-               "idempotency-key": key}
-    first, again = (httpx.post(gw.base_url + "/v1/messages", json=body, headers=headers,
-                               timeout=20) for _ in range(2))
+    headers = {"x-api-key": gw.api_key, "anthropic-version": "2023-06-01", "idempotency-key": key}
+    first, again = (
+        httpx.post(gw.base_url + "/v1/messages", json=body, headers=headers, timeout=20)
+        for _ in range(2)
+    )
     assert first.status_code == again.status_code == 200
     assert again.content == first.content and first.json()["type"] == "message"
     assert again.headers["idempotent-replayed"] == "true"

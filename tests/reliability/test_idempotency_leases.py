@@ -31,42 +31,54 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
 
 
 def _start(
-    tmp_path_factory: pytest.TempPathFactory, upstream: ScriptedUpstream,
-    env: dict[str, str], name: str, **server: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    upstream: ScriptedUpstream,
+    env: dict[str, str],
+    name: str,
+    **server: Any,
 ) -> GatewayProcess:
-    return start_gateway(tmp_path_factory.mktemp(name),
-                         [model_table("m", upstream.base_url)], env=env,
-                         server={**LEASE, **server})
+    return start_gateway(
+        tmp_path_factory.mktemp(name),
+        [model_table("m", upstream.base_url)],
+        env=env,
+        server={**LEASE, **server},
+    )
 
 
 @pytest.fixture(scope="module")
 def brief(
-    tmp_path_factory: pytest.TempPathFactory, scripted_upstream_server: ScriptedUpstream,
+    tmp_path_factory: pytest.TempPathFactory,
+    scripted_upstream_server: ScriptedUpstream,
     shared: dict[str, str],
 ) -> Iterator[GatewayProcess]:
     """A replica whose waiters give up after one second."""
-    gw = _start(tmp_path_factory, scripted_upstream_server, shared, "brief",
-                idempotency_wait_s=1.0)
+    gw = _start(tmp_path_factory, scripted_upstream_server, shared, "brief", idempotency_wait_s=1.0)
     yield gw
     gw.stop()
 
 
 @pytest.fixture(scope="module")
 def patient(
-    tmp_path_factory: pytest.TempPathFactory, scripted_upstream_server: ScriptedUpstream,
+    tmp_path_factory: pytest.TempPathFactory,
+    scripted_upstream_server: ScriptedUpstream,
     shared: dict[str, str],
 ) -> Iterator[GatewayProcess]:
     """A replica whose waiters would wait a minute (longer than any test here)."""
-    gw = _start(tmp_path_factory, scripted_upstream_server, shared, "patient",
-                idempotency_wait_s=60.0)
+    gw = _start(
+        tmp_path_factory, scripted_upstream_server, shared, "patient", idempotency_wait_s=60.0
+    )
     yield gw
     gw.stop()
 
 
 def _post(gw: GatewayProcess, api_key: str, key: str, timeout: float = 20) -> httpx.Response:
     headers = {"authorization": f"Bearer {api_key}", "idempotency-key": key}
-    return httpx.post(gw.base_url + "/v1/chat/completions", json=chat_body(tools=[]),
-                      headers=headers, timeout=timeout)
+    return httpx.post(
+        gw.base_url + "/v1/chat/completions",
+        json=chat_body(tools=[]),
+        headers=headers,
+        timeout=timeout,
+    )
 
 
 def _inflight(gw: GatewayProcess) -> float:
@@ -83,8 +95,11 @@ def _until(check: Any, timeout: float = 10.0) -> None:
 
 
 def test_a_killed_owner_claim_lapses_and_the_retry_is_served(
-    tmp_path_factory: pytest.TempPathFactory, scripted_upstream_server: ScriptedUpstream,
-    upstream: ScriptedUpstream, shared: dict[str, str], brief: GatewayProcess,
+    tmp_path_factory: pytest.TempPathFactory,
+    scripted_upstream_server: ScriptedUpstream,
+    upstream: ScriptedUpstream,
+    shared: dict[str, str],
+    brief: GatewayProcess,
 ) -> None:
     victim = _start(tmp_path_factory, scripted_upstream_server, shared, "victim")
     key = str(uuid.uuid4())
@@ -104,7 +119,8 @@ def test_a_killed_owner_claim_lapses_and_the_retry_is_served(
 
 
 def test_a_waiter_gets_409_with_retry_after_then_the_replay(
-    upstream: ScriptedUpstream, brief: GatewayProcess,
+    upstream: ScriptedUpstream,
+    brief: GatewayProcess,
 ) -> None:
     key = str(uuid.uuid4())
     upstream.queue(Reply(content="slow", delay=4))
@@ -130,7 +146,9 @@ def _waiter_rows(gw: GatewayProcess, since: float) -> list[dict[str, Any]]:
 
 
 def test_a_waiter_stops_when_its_client_leaves(
-    upstream: ScriptedUpstream, brief: GatewayProcess, patient: GatewayProcess,
+    upstream: ScriptedUpstream,
+    brief: GatewayProcess,
+    patient: GatewayProcess,
 ) -> None:
     key = str(uuid.uuid4())
     upstream.queue(Reply(content="slow", delay=4))
@@ -150,7 +168,9 @@ def test_a_waiter_stops_when_its_client_leaves(
 
 
 def test_a_waiter_does_not_hold_up_shutdown(
-    upstream: ScriptedUpstream, brief: GatewayProcess, patient: GatewayProcess,
+    upstream: ScriptedUpstream,
+    brief: GatewayProcess,
+    patient: GatewayProcess,
 ) -> None:
     key = str(uuid.uuid4())
     upstream.queue(Reply(content="slow", delay=4))

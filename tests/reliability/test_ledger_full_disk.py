@@ -35,12 +35,17 @@ def _ok(request: RecordedRequest) -> Step:
     return Reply(content="ok")
 
 
-def _gateway(tmp_path: Path, upstream: ScriptedUpstream, pg: PrivatePostgres,
-             disk: SmallDisk, bound: int) -> GatewayProcess:
+def _gateway(
+    tmp_path: Path, upstream: ScriptedUpstream, pg: PrivatePostgres, disk: SmallDisk, bound: int
+) -> GatewayProcess:
     return start_gateway(
-        tmp_path / "gw", [model_table("m", upstream.base_url)],
-        env={"SYNTIC_DATABASE_URL": pg.url, "SYNTIC_DATA_DIR": str(disk.path),
-             "SYNTIC_LEDGER_MAX_HELD_ROWS": str(bound)},
+        tmp_path / "gw",
+        [model_table("m", upstream.base_url)],
+        env={
+            "SYNTIC_DATABASE_URL": pg.url,
+            "SYNTIC_DATA_DIR": str(disk.path),
+            "SYNTIC_LEDGER_MAX_HELD_ROWS": str(bound),
+        },
     )
 
 

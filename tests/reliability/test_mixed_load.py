@@ -50,8 +50,9 @@ def responder(request: RecordedRequest) -> Step:
     correcting = any(m.get("role") == "tool" for m in body.get("messages") or ())
     steps: dict[str, Callable[[], Step]] = {
         "good": lambda: Reply(tool_calls=[Call("create_refund", GOOD_ARGS)]),
-        "fixable": lambda: Reply(tool_calls=[
-            Call("create_refund", GOOD_ARGS if correcting else BAD_ARGS)]),
+        "fixable": lambda: Reply(
+            tool_calls=[Call("create_refund", GOOD_ARGS if correcting else BAD_ARGS)]
+        ),
         "hopeless": lambda: Reply(tool_calls=[Call("create_refund", BAD_ARGS)]),
         "text": lambda: Reply(content="hello there", fragment=3),
         "huge-args": lambda: Reply(tool_calls=[Call("create_refund", HUGE_ARGS)]),
@@ -75,26 +76,40 @@ class Kind:
     upstream_fault: bool = False  # 5xx here are the upstream's doing
 
 
-def _chat(cue: str, *, model: str = "m", stream: bool = False, tools: Any = None,
-          **extra: Any) -> Callable[[GatewayProcess], tuple[bytes, dict[str, str]]]:
+def _chat(
+    cue: str, *, model: str = "m", stream: bool = False, tools: Any = None, **extra: Any
+) -> Callable[[GatewayProcess], tuple[bytes, dict[str, str]]]:
     def build(gw: GatewayProcess) -> tuple[bytes, dict[str, str]]:
-        body = {"model": model, "messages": [{"role": "user", "content": f"cue:{cue}"}],
-                "tools": [refund_tool()] if tools is None else tools, "stream": stream,
-                **extra}
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": f"cue:{cue}"}],
+            "tools": [refund_tool()] if tools is None else tools,
+            "stream": stream,
+            **extra,
+        }
         return orjson.dumps(body), {"authorization": f"Bearer {gw.api_key}"}
+
     return build
 
 
-def _raw(content: bytes, auth: bool = True) -> Callable[[GatewayProcess],
-                                                         tuple[bytes, dict[str, str]]]:
+def _raw(
+    content: bytes, auth: bool = True
+) -> Callable[[GatewayProcess], tuple[bytes, dict[str, str]]]:
     def build(gw: GatewayProcess) -> tuple[bytes, dict[str, str]]:
         return content, ({"authorization": f"Bearer {gw.api_key}"} if auth else {})
+
     return build
 
 
-HOSTILE_SCHEMA = {"type": "object", "properties": {"a": {"type": "string",
-                  "pattern": "(a+)+$"}, "b": {"$ref": "http://169.254.169.254/x"}},
-                  "required": ["a", "b"], "additionalProperties": False}
+HOSTILE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "string", "pattern": "(a+)+$"},
+        "b": {"$ref": "http://169.254.169.254/x"},
+    },
+    "required": ["a", "b"],
+    "additionalProperties": False,
+}
 NOT_STRICT = {k: v for k, v in REFUND_SCHEMA.items() if k != "additionalProperties"}
 
 KINDS = [
@@ -105,23 +120,31 @@ KINDS = [
     Kind("stream-strict", _chat("fixable", stream=True), frozenset({200})),
     Kind("bad-json", _raw(b'{"model": "m", "messages": [}'), frozenset({400})),
     Kind("wrong-shape", _raw(b'{"model": 7, "messages": "x"}'), frozenset({400})),
-    Kind("not-strict", _chat("good", tools=[refund_tool(schema=NOT_STRICT)]),
-         frozenset({400})),
-    Kind("hostile-schema", _chat("good", tools=[refund_tool(schema=HOSTILE_SCHEMA)]),
-         frozenset({400, 422, 200})),
+    Kind("not-strict", _chat("good", tools=[refund_tool(schema=NOT_STRICT)]), frozenset({400})),
+    Kind(
+        "hostile-schema",
+        _chat("good", tools=[refund_tool(schema=HOSTILE_SCHEMA)]),
+        frozenset({400, 422, 200}),
+    ),
     Kind("unknown-model", _chat("good", model="nope"), frozenset({404})),
-    Kind("oversized", _raw(b'{"model": "m", "pad": "' + b"x" * (2 * BODY_LIMIT) + b'"}'),
-         frozenset({413})),
+    Kind(
+        "oversized",
+        _raw(b'{"model": "m", "pad": "' + b"x" * (2 * BODY_LIMIT) + b'"}'),
+        frozenset({413}),
+    ),
     Kind("no-auth", _raw(b"{}", auth=False), frozenset({401})),
     Kind("deep-args", _chat("deep-args"), frozenset({422})),
     Kind("huge-args", _chat("huge-args"), frozenset({502}), upstream_fault=True),
     Kind("upstream-503", _chat("503"), frozenset({502}), upstream_fault=True),
     Kind("upstream-500", _chat("500"), frozenset({502}), upstream_fault=True),
     Kind("upstream-drop", _chat("drop"), frozenset({502}), upstream_fault=True),
-    Kind("upstream-slow", _chat("slow", model="slow"), frozenset({504}),
-         upstream_fault=True),
-    Kind("stream-stall", _chat("stall", model="slow", stream=True, tools=[]),
-         frozenset({200, 504}), upstream_fault=True),  # in-band error after commit
+    Kind("upstream-slow", _chat("slow", model="slow"), frozenset({504}), upstream_fault=True),
+    Kind(
+        "stream-stall",
+        _chat("stall", model="slow", stream=True, tools=[]),
+        frozenset({200, 504}),
+        upstream_fault=True,
+    ),  # in-band error after commit
 ]
 WEIGHTS = {"valid": 6, "corrected": 3, "stream": 2, "stream-strict": 2}
 
@@ -136,9 +159,15 @@ def load_gw(
     # A pooled client connection left idle past the server's keep-alive timeout races the
     # server's close when it is picked again (HTTP/1.1's own race, which clients retry for
     # idempotent requests only); here the load's ebb and flow must not decide the verdict.
-    gateway = start_gateway(workdir, models, server={
-        "max_body_bytes": BODY_LIMIT, "max_argument_bytes": 16 * 1024,
-        "keepalive_timeout_s": 120})
+    gateway = start_gateway(
+        workdir,
+        models,
+        server={
+            "max_body_bytes": BODY_LIMIT,
+            "max_argument_bytes": 16 * 1024,
+            "keepalive_timeout_s": 120,
+        },
+    )
     try:
         yield gateway
     finally:
@@ -164,14 +193,12 @@ async def _run(gw: GatewayProcess, plan: list[Kind]) -> list[tuple[Kind, int, st
             async with gate:
                 started = time.monotonic()
                 try:
-                    r = await client.post("/v1/chat/completions", content=content,
-                                          headers=headers)
+                    r = await client.post("/v1/chat/completions", content=content, headers=headers)
                 except httpx.HTTPError as exc:  # which kind of request lost its answer
                     raise AssertionError(f"{kind.name}: no answer: {exc!r}") from exc
                 took = time.monotonic() - started
             status = r.status_code
-            if status == 200 and b"\ndata: {\"error\"" in b"\n" + r.content.replace(
-                    b"\n\n", b"\n"):
+            if status == 200 and b'\ndata: {"error"' in b"\n" + r.content.replace(b"\n\n", b"\n"):
                 status = 504 if b"upstream_timeout" in r.content else 502  # in-band
             if status not in kind.ok:
                 SAMPLES.append(f"{kind.name}: {r.text[-300:]}")
@@ -194,12 +221,17 @@ def test_mixed_load(load_gw: GatewayProcess, upstream: ScriptedUpstream) -> None
     elapsed = time.monotonic() - started
 
     outcomes = collections.Counter((k.name, s) for k, s, _, _ in results)
-    unexpected = {key: n for key, n in outcomes.items()
-                  if key[1] not in next(k for k in KINDS if k.name == key[0]).ok}
+    unexpected = {
+        key: n
+        for key, n in outcomes.items()
+        if key[1] not in next(k for k in KINDS if k.name == key[0]).ok
+    }
     input_5xx = [(k.name, s) for k, s, _, _ in results if s >= 500 and not k.upstream_fault]
     upstream_5xx = sum(1 for k, s, _, _ in results if s >= 500 and k.upstream_fault)
-    print(f"\n{TOTAL} requests in {elapsed:.1f}s ({TOTAL / elapsed:.0f}/s), "
-          f"upstream-caused 5xx: {upstream_5xx}, outcomes: {dict(sorted(outcomes.items()))}")
+    print(
+        f"\n{TOTAL} requests in {elapsed:.1f}s ({TOTAL / elapsed:.0f}/s), "
+        f"upstream-caused 5xx: {upstream_5xx}, outcomes: {dict(sorted(outcomes.items()))}"
+    )
     assert input_5xx == [], f"5xx caused by input: {collections.Counter(input_5xx)} {SAMPLES}"
     assert unexpected == {}, unexpected
 

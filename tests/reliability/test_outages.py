@@ -25,8 +25,12 @@ from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
 
 def _post(gw: GatewayProcess, key: str) -> httpx.Response:
-    return httpx.post(gw.base_url + "/v1/chat/completions", json=chat_body(tools=[]),
-                      headers={"authorization": f"Bearer {key}"}, timeout=20)
+    return httpx.post(
+        gw.base_url + "/v1/chat/completions",
+        json=chat_body(tools=[]),
+        headers={"authorization": f"Bearer {key}"},
+        timeout=20,
+    )
 
 
 def _ledger(url: str) -> list[dict[str, Any]]:
@@ -56,9 +60,13 @@ def test_postgres_outage_serves_cached_keys_and_loses_no_ledger_rows(
     with PrivatePostgres() as pg:
         data_dir = tmp_path / "data"
         gw = start_gateway(
-            tmp_path / "gw", [model_table("m", scripted_upstream_server.base_url)],
-            env={"SYNTIC_DATABASE_URL": pg.url, "SYNTIC_DATA_DIR": str(data_dir),
-                 "SYNTIC_KEY_CACHE_TTL_S": "1"},
+            tmp_path / "gw",
+            [model_table("m", scripted_upstream_server.base_url)],
+            env={
+                "SYNTIC_DATABASE_URL": pg.url,
+                "SYNTIC_DATA_DIR": str(data_dir),
+                "SYNTIC_KEY_CACHE_TTL_S": "1",
+            },
         )
         try:
             unseen_key = gw.create_key("never-used-before-the-outage")
@@ -104,8 +112,11 @@ def test_redis_outage_is_served_with_local_limits_and_counted(
     scripted_upstream_server: ScriptedUpstream, upstream: ScriptedUpstream, tmp_path: Path
 ) -> None:
     with PrivateRedis() as redis:
-        gw = start_gateway(tmp_path / "gw", [model_table("m", scripted_upstream_server.base_url)],
-                           env={"SYNTIC_REDIS_URL": redis.url})
+        gw = start_gateway(
+            tmp_path / "gw",
+            [model_table("m", scripted_upstream_server.base_url)],
+            env={"SYNTIC_REDIS_URL": redis.url},
+        )
         try:
             upstream.queue(*[Reply(content="ok")] * 30)
             limited = gw.create_key("limited", "--rpm", "5")
@@ -115,25 +126,36 @@ def test_redis_outage_is_served_with_local_limits_and_counted(
             # served, and limited locally: the key's 5 rpm still holds in this process
             assert statuses[:4] == [200] * 4 and statuses[-1] == 429, statuses
             metrics = httpx.get(gw.base_url + "/metrics", timeout=5).text
-            line = next(m for m in metrics.splitlines()
-                        if m.startswith("syntic_ratelimit_fail_open_total"))
+            line = next(
+                m for m in metrics.splitlines() if m.startswith("syntic_ratelimit_fail_open_total")
+            )
             assert float(line.split()[-1]) >= 1
             # Idempotency claims live in Redis; while it is down a key whose claim can't be
             # checked is refused (503, retry-after) rather than risk a second upstream call
             # from another replica. Requests without the header are still served.
             upstream.reset()
             idem = {"authorization": f"Bearer {gw.api_key}", "idempotency-key": "outage-1"}
-            refused = httpx.post(gw.base_url + "/v1/chat/completions",
-                                 json=chat_body(tools=[]), headers=idem, timeout=20)
+            refused = httpx.post(
+                gw.base_url + "/v1/chat/completions",
+                json=chat_body(tools=[]),
+                headers=idem,
+                timeout=20,
+            )
             assert refused.status_code == 503, refused.text
             assert refused.json()["error"]["code"] == "idempotency_unavailable"
             assert refused.headers["retry-after"] == "1"
             assert upstream.requests == []  # no upstream call was made for it
             upstream.queue(Reply(content="once"), Reply(content="plain"))
             redis.start()  # back: the key is served, and replayed
-            first, again = (httpx.post(gw.base_url + "/v1/chat/completions",
-                                       json=chat_body(tools=[]), headers=idem, timeout=20)
-                            for _ in range(2))
+            first, again = (
+                httpx.post(
+                    gw.base_url + "/v1/chat/completions",
+                    json=chat_body(tools=[]),
+                    headers=idem,
+                    timeout=20,
+                )
+                for _ in range(2)
+            )
             assert first.status_code == again.status_code == 200
             assert again.headers["idempotent-replayed"] == "true"
             assert _post(gw, gw.api_key).status_code == 200

@@ -33,50 +33,75 @@ from gateway.upstream.retry import (
 
 def test_edge_settings_from_file_and_env(tmp_path: Path) -> None:
     config = tmp_path / "gw.toml"
-    config.write_text('[server]\nmax_inflight = 7\nbody_timeout_s = 2.5\n'
-                      'request_timeout_s = 9\n[[models]]\nname = "m"\nprovider = "openai"\n')
+    config.write_text(
+        "[server]\nmax_inflight = 7\nbody_timeout_s = 2.5\n"
+        'request_timeout_s = 9\n[[models]]\nname = "m"\nprovider = "openai"\n'
+    )
     s = load_settings(config, env={"SYNTIC_MAX_INFLIGHT": "11", "SYNTIC_UPSTREAM_RETRIES": "0"})
     assert (s.max_inflight, s.body_timeout_s, s.request_timeout_s, s.upstream_retries) == (
-        11, 2.5, 9.0, 0)
+        11,
+        2.5,
+        9.0,
+        0,
+    )
     with pytest.raises(ConfigError, match="max_header_bytes"):
         load_settings(config, env={"SYNTIC_MAX_HEADER_BYTES": "lots"})
     with pytest.raises(ConfigError, match="negative"):
         load_settings(config, env={"SYNTIC_MAX_INFLIGHT": "-1"})
     with pytest.raises(ConfigError, match="at least 1"):
         load_settings(config, env={"SYNTIC_SCHEMA_CACHE_MAX_BYTES": "0"})
-    assert load_settings(
-        config, env={"SYNTIC_SCHEMA_CACHE_MAX_BYTES": "65536"}
-    ).schema_cache_max_bytes == 65536
+    assert (
+        load_settings(config, env={"SYNTIC_SCHEMA_CACHE_MAX_BYTES": "65536"}).schema_cache_max_bytes
+        == 65536
+    )
 
 
 def test_fleet_settings_are_bounded_and_read_from_file_and_env(tmp_path: Path) -> None:
     config = tmp_path / "gw.toml"
-    config.write_text('[server]\nidempotency_lease_s = 2\ndata_dir = "/srv/d"\n'
-                      '[[models]]\nname = "m"\nprovider = "openai"\n')
+    config.write_text(
+        '[server]\nidempotency_lease_s = 2\ndata_dir = "/srv/d"\n'
+        '[[models]]\nname = "m"\nprovider = "openai"\n'
+    )
     s = load_settings(config, env={"SYNTIC_IDEMPOTENCY_WAIT_S": "3"})
     assert (s.idempotency_lease_s, s.idempotency_wait_s, s.data_dir) == (2.0, 3.0, "/srv/d")
     assert load_settings(config, env={"SYNTIC_DATA_DIR": "/e"}).data_dir == "/e"
     defaults = load_settings(None, env={})
     assert (defaults.ledger_flush_interval_s, defaults.idempotency_lease_s) == (0.2, 5.0)
-    for name, value in [("IDEMPOTENCY_LEASE_S", "0.1"), ("IDEMPOTENCY_LEASE_S", "600"),
-                        ("IDEMPOTENCY_WAIT_S", "3600"), ("LEDGER_FLUSH_INTERVAL_S", "0"),
-                        ("LEDGER_SPOOL_SEGMENT_BYTES", "100")]:
+    for name, value in [
+        ("IDEMPOTENCY_LEASE_S", "0.1"),
+        ("IDEMPOTENCY_LEASE_S", "600"),
+        ("IDEMPOTENCY_WAIT_S", "3600"),
+        ("LEDGER_FLUSH_INTERVAL_S", "0"),
+        ("LEDGER_SPOOL_SEGMENT_BYTES", "100"),
+    ]:
         with pytest.raises(ConfigError, match="between"):
             load_settings(config, env={f"SYNTIC_{name}": value})
 
 
 def test_body_and_model_share_settings_are_bounded(tmp_path: Path) -> None:
     config = tmp_path / "gw.toml"
-    config.write_text('[server]\nmax_input_items = 500\nbody_offload_bytes = 65536\n'
-                      '[[models]]\nname = "m"\nprovider = "openai"\nmax_concurrent = 8\n')
-    s = load_settings(config, env={"SYNTIC_BODY_OFFLOAD_WORKERS": "3",
-                                   "SYNTIC_MODEL_SHARE_PER_KEY": "0.25"})
-    assert (s.max_input_items, s.body_offload_bytes, s.body_offload_workers,
-            s.model_share_per_key, s.models[0].max_concurrent) == (500, 65536, 3, 0.25, 8)
+    config.write_text(
+        "[server]\nmax_input_items = 500\nbody_offload_bytes = 65536\n"
+        '[[models]]\nname = "m"\nprovider = "openai"\nmax_concurrent = 8\n'
+    )
+    s = load_settings(
+        config, env={"SYNTIC_BODY_OFFLOAD_WORKERS": "3", "SYNTIC_MODEL_SHARE_PER_KEY": "0.25"}
+    )
+    assert (
+        s.max_input_items,
+        s.body_offload_bytes,
+        s.body_offload_workers,
+        s.model_share_per_key,
+        s.models[0].max_concurrent,
+    ) == (500, 65536, 3, 0.25, 8)
     defaults = load_settings(tmp_path / "gw.toml", env={})
     assert (defaults.body_offload_workers, defaults.model_share_per_key) == (2, 0.5)
-    for name, value in [("MAX_INPUT_ITEMS", "0"), ("BODY_OFFLOAD_BYTES", "10"),
-                        ("BODY_OFFLOAD_WORKERS", "0"), ("MODEL_SHARE_PER_KEY", "1.5")]:
+    for name, value in [
+        ("MAX_INPUT_ITEMS", "0"),
+        ("BODY_OFFLOAD_BYTES", "10"),
+        ("BODY_OFFLOAD_WORKERS", "0"),
+        ("MODEL_SHARE_PER_KEY", "1.5"),
+    ]:
         with pytest.raises(ConfigError, match="between"):
             load_settings(config, env={f"SYNTIC_{name}": value})
     for bad in ("-1", "true", '"8"'):
@@ -111,9 +136,16 @@ def test_retry_after_is_honoured_within_the_deadline() -> None:
     assert policy.delay(0, hinted, ctx.remaining_s()) is None
 
 
-@pytest.mark.parametrize("value, seconds", [("2", 2.0), (" 0.5 ", 0.5), ("-1", None),
-                                            ("Wed, 21 Oct 2015 07:28:00 GMT", None),
-                                            (None, None)])
+@pytest.mark.parametrize(
+    "value, seconds",
+    [
+        ("2", 2.0),
+        (" 0.5 ", 0.5),
+        ("-1", None),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", None),
+        (None, None),
+    ],
+)
 def test_parse_retry_after(value: str | None, seconds: float | None) -> None:
     assert parse_retry_after(value) == seconds
 
@@ -157,7 +189,9 @@ def test_a_key_holds_at_most_its_own_share_and_gets_it_back() -> None:
         with pytest.raises(RateLimited) as info:
             gate.hold(second, 2, greedy)  # 3 + 2 > 4
         assert (info.value.code, info.value.headers["retry-after"]) == (
-            "concurrency_limit_exceeded", "1")
+            "concurrency_limit_exceeded",
+            "1",
+        )
         gate.hold(second, 1, greedy)
         gate.hold(third, 1, own)
         with pytest.raises(RateLimited):
@@ -206,8 +240,10 @@ async def test_deadlines_fire_in_time_order_whatever_the_order_armed() -> None:
 
     start = loop.time()
     tasks = {name: asyncio.create_task(sleeper(name)) for name in ("late", "early", "mid")}
-    armed = {name: deadlines.arm(tasks[name], start + at)
-             for name, at in (("late", 0.30), ("early", 0.10), ("mid", 0.20))}
+    armed = {
+        name: deadlines.arm(tasks[name], start + at)
+        for name, at in (("late", 0.30), ("early", 0.10), ("mid", 0.20))
+    }
     kept = asyncio.create_task(asyncio.sleep(0.5))
     deadlines.arm(kept, start + 0.15).disarm()  # disarmed: never fires
     # the sleepers' own 10 s is the hang guard: a deadline that never fires leaves no entry

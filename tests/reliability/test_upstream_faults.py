@@ -59,53 +59,88 @@ class Case:
 
 
 CASES: dict[str, Case] = {
-    "connect-refused": Case([], 502, "upstream_unavailable", 0, model="dead",
-                            attempts=3, retried={"connect": 2}),
+    "connect-refused": Case(
+        [], 502, "upstream_unavailable", 0, model="dead", attempts=3, retried={"connect": 2}
+    ),
     "429-then-ok-honours-retry-after": Case(
-        [_retry_after(429, "0.3"), OK], 200, None, 2, min_gap_s=0.3, retried={"429": 1}),
+        [_retry_after(429, "0.3"), OK], 200, None, 2, min_gap_s=0.3, retried={"429": 1}
+    ),
     "503-then-ok": Case([HttpError(503), OK], 200, None, 2, retried={"503": 1}),
-    "502-every-time-bounded": Case([HttpError(502)] * 3, 502, "upstream_error", 3,
-                                   retried={"502": 2}),
+    "502-every-time-bounded": Case(
+        [HttpError(502)] * 3, 502, "upstream_error", 3, retried={"502": 2}
+    ),
     "retry-after-past-deadline-fails-fast": Case(
-        [_retry_after(503, "60")], 502, "upstream_error", 1),
+        [_retry_after(503, "60")], 502, "upstream_error", 1
+    ),
     "500-not-retried": Case([HttpError(500)], 502, "upstream_error", 1),
     "400-not-retried": Case([HttpError(400)], 400, "upstream_rejected", 1),
     "reset-mid-response-not-retried": Case([Drop(delay=0.1)], 502, "upstream_error", 1),
-    "timeout-not-retried": Case([Reply(content="x", delay=2)], 504, "upstream_timeout", 1,
-                                model="slow"),
-    "malformed-json": Case([Raw(b'{"choices": [ {"mess')], 502, "upstream_invalid_response",
-                           1),
+    "timeout-not-retried": Case(
+        [Reply(content="x", delay=2)], 504, "upstream_timeout", 1, model="slow"
+    ),
+    "malformed-json": Case([Raw(b'{"choices": [ {"mess')], 502, "upstream_invalid_response", 1),
     "json-of-wrong-shape": Case([Raw(b"[1, 2, 3]")], 502, "upstream_invalid_response", 1),
     "choices-of-wrong-type": Case(
         [Raw(b'{"choices": [{"message": {"tool_calls": [{"function": 7}]}}]}')],
-        502, "upstream_invalid_response", 1),
-    "anthropic-529-then-ok": Case([HttpError(529), OK], 200, None, 2, model="an",
-                                  retried={"529": 1}),
-    "anthropic-429-retry-after": Case([_retry_after(429, "0.3"), OK], 200, None, 2,
-                                      model="an", min_gap_s=0.3, retried={"429": 1}),
-    "anthropic-500-not-retried": Case([HttpError(500)], 502, "upstream_error", 1,
-                                      model="an"),
-    "stream-503-then-ok": Case([HttpError(503), TEXT], 200, None, 2, stream=True,
-                               retried={"503": 1}),
-    "stream-stall": Case([Reply(content="a b c d e f", fragment=2, stall_after=3)],
-                         504, "upstream_timeout", 1, model="slow", stream=True),
-    "stream-reset": Case([Reply(content="a b c d e f", fragment=2, drop_after=3)],
-                         502, "upstream_error", 1, stream=True),
+        502,
+        "upstream_invalid_response",
+        1,
+    ),
+    "anthropic-529-then-ok": Case(
+        [HttpError(529), OK], 200, None, 2, model="an", retried={"529": 1}
+    ),
+    "anthropic-429-retry-after": Case(
+        [_retry_after(429, "0.3"), OK], 200, None, 2, model="an", min_gap_s=0.3, retried={"429": 1}
+    ),
+    "anthropic-500-not-retried": Case([HttpError(500)], 502, "upstream_error", 1, model="an"),
+    "stream-503-then-ok": Case(
+        [HttpError(503), TEXT], 200, None, 2, stream=True, retried={"503": 1}
+    ),
+    "stream-stall": Case(
+        [Reply(content="a b c d e f", fragment=2, stall_after=3)],
+        504,
+        "upstream_timeout",
+        1,
+        model="slow",
+        stream=True,
+    ),
+    "stream-reset": Case(
+        [Reply(content="a b c d e f", fragment=2, drop_after=3)],
+        502,
+        "upstream_error",
+        1,
+        stream=True,
+    ),
     "stream-broken-framing": Case(
         [RawStream([START, b'data: {"choices": [{"index": 0, "delta": {"tool_c\n\n'])],
-        502, "upstream_invalid_response", 1, stream=True),
+        502,
+        "upstream_invalid_response",
+        1,
+        stream=True,
+    ),
     "stream-tool-call-broken-framing": Case(
-        [RawStream([
-            _sse(b'{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c",'
-                 b' "function": {"name": "create_refund", "arguments": "{\\"order"}}]}}]}'),
-            b'data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "func',
-            b'tion": {"arguments": "_number\\": \\"1"}}]}}]}\ndata: [DO\n\n',
-        ])],
-        502, "upstream_invalid_response", 1, stream=True),
-    "stream-non-object-chunk": Case([RawStream([START, _sse(b"5")])], 502,
-                                    "upstream_invalid_response", 1, stream=True),
-    "stream-ends-without-finish": Case([RawStream([START])], 502, "upstream_error", 1,
-                                       stream=True),
+        [
+            RawStream(
+                [
+                    _sse(
+                        b'{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, '
+                        b'"id": "c",'
+                        b' "function": {"name": "create_refund", "arguments": "{\\"order"}}]}}]}'
+                    ),
+                    b'data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "func',
+                    b'tion": {"arguments": "_number\\": \\"1"}}]}}]}\ndata: [DO\n\n',
+                ]
+            )
+        ],
+        502,
+        "upstream_invalid_response",
+        1,
+        stream=True,
+    ),
+    "stream-non-object-chunk": Case(
+        [RawStream([START, _sse(b"5")])], 502, "upstream_invalid_response", 1, stream=True
+    ),
+    "stream-ends-without-finish": Case([RawStream([START])], 502, "upstream_error", 1, stream=True),
 }
 
 
@@ -122,8 +157,9 @@ def gw(
         model_table("slow", base, timeout_s=0.5),
         model_table("dead", f"http://127.0.0.1:{free_port()}/v1"),
     ]
-    gateway = start_gateway(workdir, models,
-                            server={"request_timeout_s": 5.0, "upstream_retries": 2})
+    gateway = start_gateway(
+        workdir, models, server={"request_timeout_s": 5.0, "upstream_retries": 2}
+    )
     try:
         yield gateway
     finally:
@@ -150,8 +186,12 @@ def test_fault(name: str, gw: GatewayProcess, upstream: ScriptedUpstream) -> Non
     if case.stream or case.steps[:1] == [TEXT]:
         body["tools"] = []
     before = scrape(gw.base_url)
-    r = httpx.post(gw.base_url + "/v1/chat/completions", json=body, timeout=20,
-                   headers={"authorization": f"Bearer {gw.api_key}"})
+    r = httpx.post(
+        gw.base_url + "/v1/chat/completions",
+        json=body,
+        timeout=20,
+        headers={"authorization": f"Bearer {gw.api_key}"},
+    )
     status, code = _outcome(r, case.stream)
     # a request that waited out the 5 s request deadline would end in its 504 instead
     assert code == case.code
@@ -185,8 +225,12 @@ def test_upstream_down_fails_fast_without_pile_up(gw: GatewayProcess) -> None:
     import concurrent.futures
 
     def post(_: int) -> int:
-        r = httpx.post(gw.base_url + "/v1/chat/completions", json=chat_body("dead"),
-                       headers={"authorization": f"Bearer {gw.api_key}"}, timeout=20)
+        r = httpx.post(
+            gw.base_url + "/v1/chat/completions",
+            json=chat_body("dead"),
+            headers={"authorization": f"Bearer {gw.api_key}"},
+            timeout=20,
+        )
         return r.status_code
 
     with concurrent.futures.ThreadPoolExecutor(32) as pool:

@@ -20,6 +20,7 @@ def gw(stream_gateway: GatewayProcess) -> GatewayProcess:
 
 @pytest.fixture
 def client(gw: GatewayProcess) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0,
-                       timeout=20) as c:
+    with openai.OpenAI(
+        base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0, timeout=20
+    ) as c:
         yield c

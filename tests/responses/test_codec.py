@@ -37,29 +37,68 @@ OUTPUT = {"type": "function_call_output", "call_id": "call_1", "output": "ok"}
     ("items", "expected"),
     [
         ("hi", [Message(role="user", content=(TextPart("hi"),))]),
-        ([{"role": "developer", "content": "rules"}],
-         [Message(role="system", content=(TextPart("rules"),))]),
-        ([{"type": "message", "role": "user", "content": [
-            {"type": "input_text", "text": "look"},
-            {"type": "input_image", "image_url": "https://x/y.png", "detail": "auto"}]}],
-         [Message(role="user", content=(TextPart("look"),
-                                        ImagePart(url="https://x/y.png", detail="auto")))]),
+        (
+            [{"role": "developer", "content": "rules"}],
+            [Message(role="system", content=(TextPart("rules"),))],
+        ),
+        (
+            [
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [
+                        {"type": "input_text", "text": "look"},
+                        {"type": "input_image", "image_url": "https://x/y.png", "detail": "auto"},
+                    ],
+                }
+            ],
+            [
+                Message(
+                    role="user",
+                    content=(TextPart("look"), ImagePart(url="https://x/y.png", detail="auto")),
+                )
+            ],
+        ),
         # assistant text then two calls: one assistant turn, as both upstream formats need
-        ([{"role": "assistant", "content": [{"type": "output_text", "text": "ok",
-                                             "annotations": []}], "id": "msg_1",
-           "status": "completed"},
-          CALL, {**CALL, "call_id": "call_2"}, OUTPUT],
-         [Message(role="assistant", content=(TextPart("ok"),),
-                  tool_calls=(ToolCall("call_1", "f", "{}"), ToolCall("call_2", "f", "{}"))),
-          Message(role="tool", content=(TextPart("ok"),), tool_call_id="call_1")]),
+        (
+            [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "ok", "annotations": []}],
+                    "id": "msg_1",
+                    "status": "completed",
+                },
+                CALL,
+                {**CALL, "call_id": "call_2"},
+                OUTPUT,
+            ],
+            [
+                Message(
+                    role="assistant",
+                    content=(TextPart("ok"),),
+                    tool_calls=(ToolCall("call_1", "f", "{}"), ToolCall("call_2", "f", "{}")),
+                ),
+                Message(role="tool", content=(TextPart("ok"),), tool_call_id="call_1"),
+            ],
+        ),
         # reasoning stays with the turn it belongs to (a Responses upstream wants it back)
-        ([{"type": "reasoning", "id": "rs_1", "summary": []}, CALL],
-         [Message(role="assistant", tool_calls=(ToolCall("call_1", "f", "{}"),),
-                  reasoning=(Reasoning("responses", {"type": "reasoning", "id": "rs_1",
-                                                     "summary": []}),))]),
+        (
+            [{"type": "reasoning", "id": "rs_1", "summary": []}, CALL],
+            [
+                Message(
+                    role="assistant",
+                    tool_calls=(ToolCall("call_1", "f", "{}"),),
+                    reasoning=(
+                        Reasoning("responses", {"type": "reasoning", "id": "rs_1", "summary": []}),
+                    ),
+                )
+            ],
+        ),
         # ... and without a turn after it, it is dropped (OpenAI refuses it alone)
-        ([{"role": "user", "content": "hi"}, {"type": "reasoning", "id": "rs_1", "summary": []}],
-         [Message(role="user", content=(TextPart("hi"),))]),
+        (
+            [{"role": "user", "content": "hi"}, {"type": "reasoning", "id": "rs_1", "summary": []}],
+            [Message(role="user", content=(TextPart("hi"),))],
+        ),
     ],
 )
 def test_input_items_to_messages(items: Any, expected: list[Message]) -> None:
@@ -73,13 +112,16 @@ def test_input_items_to_messages(items: Any, expected: list[Message]) -> None:
         ({"model": "m"}, "input"),
         ({"model": "m", "input": []}, "input"),
         ({"model": "m", "input": [CALL | {"call_id": 3}]}, "input[0].call_id"),
-        ({"model": "m", "input": "x", "tool_choice": {"type": "function", "name": "g"}},
-         "tool_choice.name"),
+        (
+            {"model": "m", "input": "x", "tool_choice": {"type": "function", "name": "g"}},
+            "tool_choice.name",
+        ),
         ({"model": "m", "input": "x", "metadata": {"k": 1}}, "metadata.k"),
-        ({"model": "m", "input": "x", "metadata": {f"k{i}": "v" for i in range(17)}},
-         "metadata"),
-        ({"model": "m", "input": "x", "tools": [{"type": "function", "name": ""}]},
-         "tools[0].name"),
+        ({"model": "m", "input": "x", "metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
+        (
+            {"model": "m", "input": "x", "tools": [{"type": "function", "name": ""}]},
+            "tools[0].name",
+        ),
         ({"model": "m", "input": "x", "background": True}, "background"),
         ({"model": "m", "input": "x", "conversation": "conv_1"}, "conversation"),
     ],
@@ -91,18 +133,25 @@ def test_bad_requests_name_the_field(body: dict[str, Any], param: str) -> None:
 
 
 def test_nulls_are_absent_and_strict_defaults_true() -> None:
-    decoded = decode_request({
-        "model": "m", "input": "x", "prompt": None, "background": None, "temperature": None,
-        "tools": [{"type": "function", "name": "f", "strict": None, "parameters": None}],
-    })
+    decoded = decode_request(
+        {
+            "model": "m",
+            "input": "x",
+            "prompt": None,
+            "background": None,
+            "temperature": None,
+            "tools": [{"type": "function", "name": "f", "strict": None, "parameters": None}],
+        }
+    )
     [tool] = decoded.tools
     assert tool.strict is True and tool.parameters["additionalProperties"] is False
     assert decoded.store is True and decoded.temperature is None
 
 
 def _shape() -> ResponseShape:
-    return ResponseShape(decode_request({"model": "m", "input": "x"}),
-                         response_id="resp_abc", created_at=1)
+    return ResponseShape(
+        decode_request({"model": "m", "input": "x"}), response_id="resp_abc", created_at=1
+    )
 
 
 def _events(raw: bytes) -> list[dict[str, Any]]:
@@ -111,16 +160,30 @@ def _events(raw: bytes) -> list[dict[str, Any]]:
 
 def test_stream_encoder_items_and_numbers() -> None:
     enc = ResponseStreamEncoder(_shape())
-    raw = enc.start() + enc.encode([
-        TextDelta("a"), TextDelta("b"), ToolCallStart(0, "call_1", "f"),
-        ToolCallDelta(0, '{"x":'), ToolCallDelta(0, "1}"), TextDelta("after"),
-        Finish("tool_calls"), FinalUsage(Usage(3, 4), schema_retries=1, upstream_calls=2),
-    ]) + enc.finish()
+    raw = (
+        enc.start()
+        + enc.encode(
+            [
+                TextDelta("a"),
+                TextDelta("b"),
+                ToolCallStart(0, "call_1", "f"),
+                ToolCallDelta(0, '{"x":'),
+                ToolCallDelta(0, "1}"),
+                TextDelta("after"),
+                Finish("tool_calls"),
+                FinalUsage(Usage(3, 4), schema_retries=1, upstream_calls=2),
+            ]
+        )
+        + enc.finish()
+    )
     events = _events(raw)
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     done = events[-1]["response"]
     assert [(i["type"], i["id"]) for i in done["output"]] == [
-        ("message", "msg_abc0000"), ("function_call", "fc_abc0001"), ("message", "msg_abc0002")]
+        ("message", "msg_abc0000"),
+        ("function_call", "fc_abc0001"),
+        ("message", "msg_abc0002"),
+    ]
     assert done["output"][1]["arguments"] == '{"x":1}'
     assert done["usage"]["total_tokens"] == 7 and done["usage"]["schema_retries"] == 1
     indices = {e["output_index"] for e in events if "output_index" in e}
@@ -134,8 +197,12 @@ def test_stream_encoder_failure_carries_the_envelope() -> None:
     failed, error = _events(enc.failed(exc, "req_1"))
     assert failed["response"]["status"] == "failed"
     assert failed["response"]["error"]["code"] == "tool_arguments_invalid"
-    assert error["error"] == {"type": "invalid_request_error", "code": "tool_arguments_invalid",
-                              "message": "bad", "param": "/x"}
+    assert error["error"] == {
+        "type": "invalid_request_error",
+        "code": "tool_arguments_invalid",
+        "message": "bad",
+        "param": "/x",
+    }
     assert (error["type"], error["param"], error["request_id"]) == ("error", "/x", "req_1")
 
 
@@ -150,12 +217,29 @@ MODEL = ModelConfig(name="m", provider="openai", upstream_model="up", api="respo
 
 
 def test_upstream_encode_round_trip() -> None:
-    request = decode_chat_request({"model": "m", "messages": [
-        {"role": "user", "content": "q"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "r"},
-    ], "max_tokens": 9, "seed": 1, "reasoning_effort": "low"})
+    request = decode_chat_request(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "q"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "call_1", "content": "r"},
+            ],
+            "max_tokens": 9,
+            "seed": 1,
+            "reasoning_effort": "low",
+        }
+    )
     body = openai_responses.encode_request(request, MODEL, stream=False)
     assert body["input"] == [
         {"type": "message", "role": "user", "content": "q"},
@@ -169,13 +253,33 @@ def test_upstream_encode_round_trip() -> None:
 @pytest.mark.parametrize(
     ("data", "reason", "content"),
     [
-        ({"status": "completed", "output": [{"type": "message", "content": [
-            {"type": "output_text", "text": "hi"}]}]}, "stop", "hi"),
-        ({"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"},
-          "output": []}, "length", None),
-        ({"status": "completed", "output": [{"type": "function_call", "call_id": "c",
-                                              "name": "f", "arguments": "{}"}]},
-         "tool_calls", None),
+        (
+            {
+                "status": "completed",
+                "output": [{"type": "message", "content": [{"type": "output_text", "text": "hi"}]}],
+            },
+            "stop",
+            "hi",
+        ),
+        (
+            {
+                "status": "incomplete",
+                "incomplete_details": {"reason": "max_output_tokens"},
+                "output": [],
+            },
+            "length",
+            None,
+        ),
+        (
+            {
+                "status": "completed",
+                "output": [
+                    {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+                ],
+            },
+            "tool_calls",
+            None,
+        ),
     ],
 )
 def test_upstream_decode(data: dict[str, Any], reason: str, content: str | None) -> None:
@@ -194,13 +298,20 @@ def test_upstream_decode_failures(data: dict[str, Any]) -> None:
 def test_upstream_event_parser_takes_arguments_from_done_alone() -> None:
     parser = openai_responses.EventParser()
     lines = [
-        {"type": "response.output_item.added", "output_index": 0,
-         "item": {"type": "function_call", "call_id": "c", "name": "f", "arguments": ""}},
-        {"type": "response.function_call_arguments.done", "output_index": 0,
-         "arguments": '{"a": 1}'},
-        {"type": "response.completed", "response": {"status": "completed",
-                                                    "usage": {"input_tokens": 2,
-                                                              "output_tokens": 1}}},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {"type": "function_call", "call_id": "c", "name": "f", "arguments": ""},
+        },
+        {
+            "type": "response.function_call_arguments.done",
+            "output_index": 0,
+            "arguments": '{"a": 1}',
+        },
+        {
+            "type": "response.completed",
+            "response": {"status": "completed", "usage": {"input_tokens": 2, "output_tokens": 1}},
+        },
     ]
     events = [e for line in lines for e in parser.feed_line("data: " + orjson.dumps(line).decode())]
     assert events[:2] == [ToolCallStart(0, "c", "f"), ToolCallDelta(0, '{"a": 1}')]

@@ -36,11 +36,16 @@ class Weather(pydantic.BaseModel):
 def test_valid_call_is_a_function_call_item(
     client: openai.OpenAI, upstream: ScriptedUpstream, model: str
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("create_refund", '{"order_id": "A1", '
-                                                           '"amount_pence": 1200}')],
-                         usage=(30, 9)))
+    upstream.queue(
+        Reply(
+            tool_calls=[Call("create_refund", '{"order_id": "A1", "amount_pence": 1200}')],
+            usage=(30, 9),
+        )
+    )
     raw = client.responses.with_raw_response.create(
-        model=model, input="Refund order A1, 12 pounds.", tools=[REFUND]  # type: ignore[list-item]
+        model=model,
+        input="Refund order A1, 12 pounds.",
+        tools=[REFUND],  # type: ignore[list-item]
     )
     response = raw.parse()
     assert raw.headers["x-syntic-schema-retries"] == "0"
@@ -62,8 +67,10 @@ def test_valid_call_is_a_function_call_item(
 def test_text_reply_is_a_message_item(client: openai.OpenAI, upstream: ScriptedUpstream) -> None:
     upstream.queue(Reply(content="Hello there."))
     response = client.responses.create(
-        model="strict-model", input=[{"role": "user", "content": "Hi"}],
-        instructions="Be brief.", metadata={"ticket": "T-1"},
+        model="strict-model",
+        input=[{"role": "user", "content": "Hi"}],
+        instructions="Be brief.",
+        metadata={"ticket": "T-1"},
     )
     [item] = response.output
     assert item.type == "message" and item.role == "assistant" and item.id.startswith("msg_")
@@ -71,8 +78,10 @@ def test_text_reply_is_a_message_item(client: openai.OpenAI, upstream: ScriptedU
     assert response.output_text == "Hello there."
     assert response.instructions == "Be brief." and response.metadata == {"ticket": "T-1"}
     sent = upstream.requests[0].body
-    assert sent["messages"] == [{"role": "system", "content": "Be brief."},
-                                {"role": "user", "content": "Hi"}]
+    assert sent["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+    ]
 
 
 def test_strict_is_the_default_and_the_upstream_enforces_nothing(
@@ -80,11 +89,15 @@ def test_strict_is_the_default_and_the_upstream_enforces_nothing(
 ) -> None:
     upstream.queue(
         Reply(tool_calls=[Call("create_refund", '{"order_id": "A1", "amount_pence": "12"}')]),
-        Reply(tool_calls=[Call("create_refund", '{"order_id": "A1", "amount_pence": 1200}')],
-              usage=(40, 8)),
+        Reply(
+            tool_calls=[Call("create_refund", '{"order_id": "A1", "amount_pence": 1200}')],
+            usage=(40, 8),
+        ),
     )
     raw = client.responses.with_raw_response.create(
-        model="strict-model", input="Refund A1", tools=[REFUND]  # type: ignore[list-item]
+        model="strict-model",
+        input="Refund A1",
+        tools=[REFUND],  # type: ignore[list-item]
     )
     response = raw.parse()
     assert raw.headers["x-syntic-schema-retries"] == "1"
@@ -116,7 +129,9 @@ def test_non_strict_tool_passes_untouched(
 ) -> None:
     upstream.queue(Reply(tool_calls=[Call("create_refund", '{"amount_pence": "12"}')]))
     response = client.responses.create(
-        model="strict-model", input="Refund", tools=[{**REFUND, "strict": False}]  # type: ignore[list-item]
+        model="strict-model",
+        input="Refund",
+        tools=[{**REFUND, "strict": False}],  # type: ignore[list-item]
     )
     assert response.output[0].arguments == '{"amount_pence": "12"}'  # type: ignore[union-attr]
 
@@ -129,9 +144,15 @@ def test_schema_not_strict_is_400_with_the_responses_param(
         client.responses.create(model="strict-model", input="x", tools=[loose])  # type: ignore[list-item]
     assert info.value.code == "schema_not_strict"
     assert info.value.param == "tools[0].parameters"
-    nested = {**REFUND, "parameters": {
-        "type": "object", "properties": {"x": {"type": "object", "properties": {}}},
-        "required": ["x"], "additionalProperties": False}}
+    nested = {
+        **REFUND,
+        "parameters": {
+            "type": "object",
+            "properties": {"x": {"type": "object", "properties": {}}},
+            "required": ["x"],
+            "additionalProperties": False,
+        },
+    }
     with pytest.raises(openai.BadRequestError) as info:
         client.responses.create(model="strict-model", input="x", tools=[nested])  # type: ignore[list-item]
     assert info.value.param == "tools[0].parameters.properties.x"
@@ -167,11 +188,17 @@ def test_strict_json_output_still_invalid_is_422(
         ({"background": True}, "background", "unsupported_parameter"),
         # a hosted tool and a hosted tool's item, to a chat-completions upstream
         ({"tools": [{"type": "web_search"}]}, "tools[0].type", "unsupported_parameter"),
-        ({"input": [{"type": "item_reference", "id": "x"}]}, "input[0].type",
-         "unsupported_parameter"),
+        (
+            {"input": [{"type": "item_reference", "id": "x"}]},
+            "input[0].type",
+            "unsupported_parameter",
+        ),
         ({"input": [{"role": "robot", "content": "x"}]}, "input[0].role", "invalid_request"),
-        ({"text": {"format": {"type": "json_schema", "name": "x", "schema": 3}}},
-         "text.format.schema", "invalid_request"),
+        (
+            {"text": {"format": {"type": "json_schema", "name": "x", "schema": 3}}},
+            "text.format.schema",
+            "invalid_request",
+        ),
         ({"temperature": 3}, "temperature", "invalid_request"),
         ({"include": [3]}, "include[0]", "invalid_request"),
     ],
@@ -180,8 +207,9 @@ def test_bad_or_unsupported_fields_are_400_with_param(
     gw: GatewayProcess, upstream: ScriptedUpstream, extra: dict[str, Any], param: str, code: str
 ) -> None:
     body = {"model": "strict-model", "input": "hi", **extra}
-    answer = httpx.post(gw.base_url + "/v1/responses", json=body,
-                        headers={"authorization": f"Bearer {gw.api_key}"})
+    answer = httpx.post(
+        gw.base_url + "/v1/responses", json=body, headers={"authorization": f"Bearer {gw.api_key}"}
+    )
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert (error["param"], error["code"]) == (param, code)
@@ -195,14 +223,22 @@ def test_unknown_fields_to_another_wire_are_dropped_with_notice(
     """``strict-model`` speaks chat completions: what the table does not know, and what it
     drops for that wire, is left out and named in ``x-syntic-dropped``."""
     upstream.queue(Reply(content="ok"))
-    body = {"model": "strict-model", "input": "hi", "frobnicate": 1,
-            "tools": [{**REFUND, "color": "red"}],
-            "include": ["message.output_text.logprobs"]}
-    answer = httpx.post(gw.base_url + "/v1/responses", json=body,
-                        headers={"authorization": f"Bearer {gw.api_key}"})
+    body = {
+        "model": "strict-model",
+        "input": "hi",
+        "frobnicate": 1,
+        "tools": [{**REFUND, "color": "red"}],
+        "include": ["message.output_text.logprobs"],
+    }
+    answer = httpx.post(
+        gw.base_url + "/v1/responses", json=body, headers={"authorization": f"Bearer {gw.api_key}"}
+    )
     assert answer.status_code == 200
     assert answer.headers["x-syntic-dropped"].split(",") == [
-        "frobnicate", "include", "tools[].color"]
+        "frobnicate",
+        "include",
+        "tools[].color",
+    ]
     [sent] = upstream.requests
     assert "frobnicate" not in sent.body and "include" not in sent.body
     assert "color" not in sent.body["tools"][0]

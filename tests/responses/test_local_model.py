@@ -30,14 +30,21 @@ THERMOSTAT: dict[str, Any] = {
     },
 }  # strict by default here
 FORCED: dict[str, Any] = {
-    "model": CONSTRAINED, "tools": [THERMOSTAT], "temperature": 0, "max_output_tokens": 120,
+    "model": CONSTRAINED,
+    "tools": [THERMOSTAT],
+    "temperature": 0,
+    "max_output_tokens": 120,
     "tool_choice": {"type": "function", "name": "set_thermostat"},
 }
 
 
 def test_local_model_answers_a_strict_call(local_gateway: GatewayProcess) -> None:
-    with openai.OpenAI(base_url=local_gateway.base_url + "/v1", api_key=local_gateway.api_key,
-                       max_retries=0, timeout=180) as client:
+    with openai.OpenAI(
+        base_url=local_gateway.base_url + "/v1",
+        api_key=local_gateway.api_key,
+        max_retries=0,
+        timeout=180,
+    ) as client:
         response = client.responses.create(input="Heat the kitchen to 21 degrees.", **FORCED)
         calls = [item for item in response.output if item.type == "function_call"]
         assert calls, response.output

@@ -41,8 +41,7 @@ def no_tracing() -> Iterator[None]:
 
 
 async def run(gw: GatewayProcess, model: str) -> str:
-    client = openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key,
-                                max_retries=0)
+    client = openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0)
     agent = Agent(
         name="finder",
         instructions="Find places.",
@@ -82,8 +81,11 @@ async def test_invalid_call_corrected_before_the_tool_runs(
     assert 'required property "limit"' in feedback
     # The agent sent the whole turn back as input items: the tool's output reached the model.
     last = upstream.requests[2].body["messages"]
-    assert last[-1] == {"role": "tool", "tool_call_id": last[-2]["tool_calls"][0]["id"],
-                        "content": "10 places in Turin"}
+    assert last[-1] == {
+        "role": "tool",
+        "tool_call_id": last[-2]["tool_calls"][0]["id"],
+        "content": "10 places in Turin",
+    }
 
 
 async def test_still_invalid_fails_the_run_and_the_tool_never_runs(
@@ -103,10 +105,13 @@ async def test_streamed_run(gw: GatewayProcess, upstream: ScriptedUpstream) -> N
         Reply(tool_calls=[Call("search", '{"city": "Turin", "limit": 3}')]),
         Reply(content="Found 3 in Turin.", fragment=4),
     )
-    client = openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key,
-                                max_retries=0)
-    agent = Agent(name="finder", instructions="Find places.", tools=[search],
-                  model=OpenAIResponsesModel(model="strict-model", openai_client=client))
+    client = openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0)
+    agent = Agent(
+        name="finder",
+        instructions="Find places.",
+        tools=[search],
+        model=OpenAIResponsesModel(model="strict-model", openai_client=client),
+    )
     try:
         result = Runner.run_streamed(agent, "Pizza in Turin")
         kinds = [event.type async for event in result.stream_events()]
@@ -126,10 +131,13 @@ async def test_chained_by_previous_response_id(
         Reply(tool_calls=[Call("search", '{"city": "Turin", "limit": 2}')]),
         Reply(content="Found 2."),
     )
-    client = openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key,
-                                max_retries=0)
-    agent = Agent(name="finder", instructions="Find places.", tools=[search],
-                  model=OpenAIResponsesModel(model="strict-model", openai_client=client))
+    client = openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0)
+    agent = Agent(
+        name="finder",
+        instructions="Find places.",
+        tools=[search],
+        model=OpenAIResponsesModel(model="strict-model", openai_client=client),
+    )
     try:
         result = await Runner.run(agent, "Pizza in Turin", auto_previous_response_id=True)
         first, last = (r.response_id for r in result.raw_responses)

@@ -27,28 +27,35 @@ def rgw(
 ) -> Iterator[GatewayProcess]:
     scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
     base = scripted_upstream_server.base_url
-    gw = start_gateway(tmp_path_factory.mktemp("responses-upstream"), [
-        model_table("rs-strict", base, api="responses"),
-        model_table("rs-constrained", base, api="responses", constrained=True),
-    ])
+    gw = start_gateway(
+        tmp_path_factory.mktemp("responses-upstream"),
+        [
+            model_table("rs-strict", base, api="responses"),
+            model_table("rs-constrained", base, api="responses", constrained=True),
+        ],
+    )
     yield gw
     gw.stop()
 
 
 @pytest.fixture
 def rclient(rgw: GatewayProcess) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=rgw.base_url + "/v1", api_key=rgw.api_key, max_retries=0,
-                       timeout=20) as c:
+    with openai.OpenAI(
+        base_url=rgw.base_url + "/v1", api_key=rgw.api_key, max_retries=0, timeout=20
+    ) as c:
         yield c
 
 
 def test_valid_call_through_a_responses_upstream(
     rclient: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(content="On it.", tool_calls=[Call("create_refund", GOOD)],
-                         usage=(21, 4)))
-    response = rclient.responses.create(model="rs-strict", input="Refund A1",
-                                        instructions="Be kind.", tools=[REFUND])  # type: ignore[list-item]
+    upstream.queue(Reply(content="On it.", tool_calls=[Call("create_refund", GOOD)], usage=(21, 4)))
+    response = rclient.responses.create(
+        model="rs-strict",
+        input="Refund A1",
+        instructions="Be kind.",
+        tools=[REFUND],  # type: ignore[list-item]
+    )
     message, call = response.output
     assert message.type == "message" and response.output_text == "On it."
     assert call.type == "function_call" and json.loads(call.arguments)["amount_pence"] == 1250
@@ -65,8 +72,13 @@ def test_chat_client_reaches_a_responses_upstream_as_items(
     rclient: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:
     upstream.queue(Reply(content="Hi."))
-    rclient.chat.completions.create(model="rs-strict", messages=[
-        {"role": "system", "content": "Be kind."}, {"role": "user", "content": "Refund A1"}])
+    rclient.chat.completions.create(
+        model="rs-strict",
+        messages=[
+            {"role": "system", "content": "Be kind."},
+            {"role": "user", "content": "Refund A1"},
+        ],
+    )
     assert upstream.requests[0].body["input"] == [
         {"type": "message", "role": "system", "content": "Be kind."},
         {"type": "message", "role": "user", "content": "Refund A1"},
@@ -76,12 +88,23 @@ def test_chat_client_reaches_a_responses_upstream_as_items(
 def test_correction_goes_back_as_responses_items(
     rclient: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD, id="call_x")]),
-                   Reply(tool_calls=[Call("create_refund", GOOD, id="call_y")]))
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", BAD, id="call_x")]),
+        Reply(tool_calls=[Call("create_refund", GOOD, id="call_y")]),
+    )
     completion = rclient.chat.completions.create(
-        model="rs-strict", messages=[{"role": "user", "content": "Refund A1"}],
-        tools=[{"type": "function", "function": {
-            "name": "create_refund", "parameters": REFUND["parameters"], "strict": True}}],
+        model="rs-strict",
+        messages=[{"role": "user", "content": "Refund A1"}],
+        tools=[
+            {
+                "type": "function",
+                "function": {
+                    "name": "create_refund",
+                    "parameters": REFUND["parameters"],
+                    "strict": True,
+                },
+            }
+        ],
     )
     [call] = completion.choices[0].message.tool_calls or []
     assert json.loads(call.function.arguments)["amount_pence"] == 1250  # type: ignore[union-attr]
@@ -105,9 +128,10 @@ def test_constrained_responses_upstream_gets_strict_tools(
 def test_streamed_through_a_responses_upstream(
     rclient: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(content="Refunding.", tool_calls=[Call("create_refund", BAD)],
-                         fragment=4),
-                   Reply(tool_calls=[Call("create_refund", GOOD)]))
+    upstream.queue(
+        Reply(content="Refunding.", tool_calls=[Call("create_refund", BAD)], fragment=4),
+        Reply(tool_calls=[Call("create_refund", GOOD)]),
+    )
     seen: list[str] = []
     with rclient.responses.stream(model="rs-strict", input="Refund A1", tools=[REFUND]) as s:  # type: ignore[list-item]
         for event in s:
@@ -126,10 +150,23 @@ def test_length_cut_and_json_output(rclient: openai.OpenAI, upstream: ScriptedUp
     assert cut.incomplete_details.reason == "max_output_tokens"
     assert upstream.requests[0].body["max_output_tokens"] == 3
     upstream.queue(Reply(content='{"n": "one"}'), Reply(content='{"n": 1}'))
-    fixed = rclient.responses.create(model="rs-strict", input="n?", text={"format": {
-        "type": "json_schema", "name": "n", "strict": True, "schema": {
-            "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
-            "additionalProperties": False}}})
+    fixed = rclient.responses.create(
+        model="rs-strict",
+        input="n?",
+        text={
+            "format": {
+                "type": "json_schema",
+                "name": "n",
+                "strict": True,
+                "schema": {
+                    "type": "object",
+                    "properties": {"n": {"type": "integer"}},
+                    "required": ["n"],
+                    "additionalProperties": False,
+                },
+            }
+        },
+    )
     assert json.loads(fixed.output_text) == {"n": 1}
     assert upstream.requests[1].body["text"]["format"]["strict"] is False
 
@@ -139,8 +176,10 @@ def test_length_cut_and_json_output(rclient: openai.OpenAI, upstream: ScriptedUp
     [
         ('provider = "anthropic"\napi = "responses"', "applies to provider"),
         ('provider = "openai"\napi = "graphql"', "api must be one of"),
-        ('provider = "openai"\napi = "responses"\nconstrained_field = "vllm"',
-         "constrained_field does not apply"),
+        (
+            'provider = "openai"\napi = "responses"\nconstrained_field = "vllm"',
+            "constrained_field does not apply",
+        ),
     ],
 )
 def test_api_config_errors(tmp_path: Path, extra: str, message: str) -> None:

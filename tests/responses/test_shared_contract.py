@@ -17,28 +17,36 @@ from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream
 
 
-def post(gw: GatewayProcess, body: Mapping[str, object], key: str | None = None,
-         **headers: str) -> httpx.Response:
-    return httpx.post(gw.base_url + "/v1/responses", json=body, timeout=20,
-                      headers={"authorization": f"Bearer {key or gw.api_key}", **headers})
+def post(
+    gw: GatewayProcess, body: Mapping[str, object], key: str | None = None, **headers: str
+) -> httpx.Response:
+    return httpx.post(
+        gw.base_url + "/v1/responses",
+        json=body,
+        timeout=20,
+        headers={"authorization": f"Bearer {key or gw.api_key}", **headers},
+    )
 
 
 def test_ledger_row_and_openapi_shape(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
-    upstream.queue(Reply(tool_calls=[Call("create_refund", '{"order_id": "A1", '
-                                                           '"amount_pence": "x"}')]),
-                   Reply(tool_calls=[Call("create_refund", '{"order_id": "A1", '
-                                                           '"amount_pence": 1}')],
-                         usage=(11, 3)))
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", '{"order_id": "A1", "amount_pence": "x"}')]),
+        Reply(
+            tool_calls=[Call("create_refund", '{"order_id": "A1", "amount_pence": 1}')],
+            usage=(11, 3),
+        ),
+    )
     answer = post(gw, {"model": "strict-model", "input": "Refund", "tools": [REFUND]})
     assert answer.status_code == 200
     conforms(answer.json(), "Response")
     row = ledger_row(gw, answer.headers["x-request-id"])
-    assert (row["endpoint"], row["model"], row["status"]) == ("/v1/responses",
-                                                              "strict-model", 200)
+    assert (row["endpoint"], row["model"], row["status"]) == ("/v1/responses", "strict-model", 200)
     assert (row["schema_retries"], row["upstream_calls"]) == (1, 2)
     assert (row["correction_prompt_tokens"], row["correction_completion_tokens"]) == (11, 3)
-    stored = httpx.get(f"{gw.base_url}/v1/responses/{answer.json()['id']}",
-                       headers={"authorization": f"Bearer {gw.api_key}"})
+    stored = httpx.get(
+        f"{gw.base_url}/v1/responses/{answer.json()['id']}",
+        headers={"authorization": f"Bearer {gw.api_key}"},
+    )
     conforms(stored.json(), "Response")
 
 
@@ -80,8 +88,11 @@ def test_unknown_model_and_bad_json(client: openai.OpenAI, gw: GatewayProcess) -
     with pytest.raises(openai.NotFoundError) as info:
         client.responses.create(model="no-such-model", input="x")
     assert info.value.code == "model_not_found" and info.value.param == "model"
-    broken = httpx.post(gw.base_url + "/v1/responses", content=b"{nope",
-                        headers={"authorization": f"Bearer {gw.api_key}"})
+    broken = httpx.post(
+        gw.base_url + "/v1/responses",
+        content=b"{nope",
+        headers={"authorization": f"Bearer {gw.api_key}"},
+    )
     assert broken.status_code == 400 and broken.json()["error"]["code"] == "invalid_json"
     anonymous = httpx.post(gw.base_url + "/v1/responses", json={"model": "m", "input": "x"})
     assert anonymous.status_code == 401

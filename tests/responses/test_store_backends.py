@@ -17,9 +17,15 @@ class Clock:
 def _stored(
     rid: str, key: str, created: float, retention: float, previous: str | None = None
 ) -> StoredResponse:
-    return StoredResponse(rid, key, created, created + retention,
-                          [{"type": "message", "role": "user", "content": "hi"}],
-                          {"id": rid, "object": "response", "output": []}, previous)
+    return StoredResponse(
+        rid,
+        key,
+        created,
+        created + retention,
+        [{"type": "message", "role": "user", "content": "hi"}],
+        {"id": rid, "object": "response", "output": []},
+        previous,
+    )
 
 
 async def test_rows_belong_to_their_key_and_expire(db_url: str) -> None:
@@ -51,8 +57,7 @@ async def test_delete_and_purge(db_url: str) -> None:
         assert await store.get("resp_gone", "key_p") is None
         clock.now += 40.0  # resp_old expired; the next write purges (30 s since the last)
         await store.save(_stored("resp_new", "key_p", clock.now, 60.0))
-        rows = await db.fetch("SELECT id FROM responses WHERE key_id = ? ORDER BY id",
-                              ("key_p",))
+        rows = await db.fetch("SELECT id FROM responses WHERE key_id = ? ORDER BY id", ("key_p",))
         assert [r[0] for r in rows] == ["resp_new"]
     finally:
         await db.aclose()
@@ -83,8 +88,7 @@ async def test_a_chain_is_read_by_reference_and_kept_while_its_newest_is(db_url:
         assert await store.delete("resp_c3", "key_c")
         clock.now += 1.0
         await store.save(_stored("resp_e", "key_c", clock.now, 60.0))  # purges the chain
-        rows = await db.fetch("SELECT id FROM responses WHERE key_id = ? ORDER BY id",
-                              ("key_c",))
+        rows = await db.fetch("SELECT id FROM responses WHERE key_id = ? ORDER BY id", ("key_c",))
         assert [r[0] for r in rows] == ["resp_d", "resp_e"]
     finally:
         await db.aclose()

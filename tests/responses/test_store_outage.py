@@ -19,8 +19,10 @@ from tests.support.scripted_upstream import Reply, ScriptedUpstream
 def broken(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    gw = start_gateway(tmp_path_factory.mktemp("store-outage"),
-                       [model_table("strict-model", scripted_upstream_server.base_url)])
+    gw = start_gateway(
+        tmp_path_factory.mktemp("store-outage"),
+        [model_table("strict-model", scripted_upstream_server.base_url)],
+    )
     db = Path(gw.env["SYNTIC_DATABASE_URL"].removeprefix("sqlite:///"))
     with contextlib.closing(sqlite3.connect(db)) as conn:
         conn.execute("DROP TABLE responses")
@@ -41,8 +43,11 @@ def test_answer_still_returned_and_reads_are_503(
     read = httpx.get(f"{url}/{made.json()['id']}", headers=headers)
     assert read.status_code == 503 and "retry-after" in read.headers
     assert read.json()["error"]["code"] == "response_store_unavailable"
-    again = httpx.post(url, json={"model": "strict-model", "input": "y",
-                                  "previous_response_id": made.json()["id"]}, headers=headers)
+    again = httpx.post(
+        url,
+        json={"model": "strict-model", "input": "y", "previous_response_id": made.json()["id"]},
+        headers=headers,
+    )
     assert again.status_code == 503
     assert len(upstream.requests) == 1
     assert "not stored" in broken.log()

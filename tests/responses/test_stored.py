@@ -24,22 +24,31 @@ GOOD = '{"order_id": "A1", "amount_pence": 1250}'
 
 
 def other_client(gw: GatewayProcess, name: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.create_key(name),
-                         max_retries=0, timeout=20)
+    return openai.OpenAI(
+        base_url=gw.base_url + "/v1", api_key=gw.create_key(name), max_retries=0, timeout=20
+    )
 
 
 @pytest.mark.parametrize("model", ["strict-model", "an-strict"])
 def test_continue_a_tool_call_with_previous_response_id(
     client: openai.OpenAI, upstream: ScriptedUpstream, model: str
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("create_refund", GOOD, id="call_r1")]),
-                   Reply(content="Refunded 12.50."))
-    first = client.responses.create(model=model, input="Refund A1", instructions="Be kind.",
-                                    tools=[REFUND])  # type: ignore[list-item]
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", GOOD, id="call_r1")]),
+        Reply(content="Refunded 12.50."),
+    )
+    first = client.responses.create(
+        model=model,
+        input="Refund A1",
+        instructions="Be kind.",
+        tools=[REFUND],  # type: ignore[list-item]
+    )
     [call] = first.output
     assert call.type == "function_call" and call.call_id == "call_r1"
     second = client.responses.create(
-        model=model, previous_response_id=first.id, tools=[REFUND],  # type: ignore[list-item]
+        model=model,
+        previous_response_id=first.id,
+        tools=[REFUND],  # type: ignore[list-item]
         input=[{"type": "function_call_output", "call_id": call.call_id, "output": "done"}],
     )
     assert second.output_text == "Refunded 12.50."
@@ -48,8 +57,7 @@ def test_continue_a_tool_call_with_previous_response_id(
     if model == "strict-model":  # chat completions upstream
         assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "tool"]
         assert sent["messages"][1]["tool_calls"][0]["id"] == "call_r1"
-        assert sent["messages"][2] == {"role": "tool", "tool_call_id": "call_r1",
-                                       "content": "done"}
+        assert sent["messages"][2] == {"role": "tool", "tool_call_id": "call_r1", "content": "done"}
     else:  # Messages upstream
         assert "system" not in sent  # instructions are not carried over
         assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
@@ -66,7 +74,10 @@ def test_a_chain_carries_every_earlier_turn(
     client.responses.create(model="strict-model", input="3", previous_response_id=b.id)
     sent = upstream.requests[2].body["messages"]
     assert [(m["role"], m["content"]) for m in sent] == [
-        ("user", "1"), ("assistant", "one"), ("user", "2"), ("assistant", "two"),
+        ("user", "1"),
+        ("assistant", "one"),
+        ("user", "2"),
+        ("assistant", "two"),
         ("user", "3"),
     ]
 
@@ -75,8 +86,7 @@ def test_retrieve_and_delete_for_the_key_that_made_it(
     client: openai.OpenAI, gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
     upstream.queue(Reply(content="kept"))
-    made = client.responses.create(model="strict-model", input="keep this",
-                                   metadata={"k": "v"})
+    made = client.responses.create(model="strict-model", input="keep this", metadata={"k": "v"})
     got = client.responses.retrieve(made.id)
     assert got.model_dump() == made.model_dump()
     with other_client(gw, "other-retrieve") as other:
@@ -86,8 +96,7 @@ def test_retrieve_and_delete_for_the_key_that_made_it(
         with pytest.raises(openai.NotFoundError):
             other.responses.delete(made.id)
         with pytest.raises(openai.NotFoundError) as info:
-            other.responses.create(model="strict-model", input="x",
-                                   previous_response_id=made.id)
+            other.responses.create(model="strict-model", input="x", previous_response_id=made.id)
         assert info.value.param == "previous_response_id"
     assert client.responses.retrieve(made.id).id == made.id  # untouched by the other key
     client.responses.delete(made.id)
@@ -118,15 +127,23 @@ def test_a_streamed_response_is_stored_before_completed(
         final = stream.get_final_response()
     client.responses.create(model="strict-model", input="more", previous_response_id=final.id)
     assert [m["content"] for m in upstream.requests[1].body["messages"]] == [
-        "go", "streamed", "more"]
+        "go",
+        "streamed",
+        "more",
+    ]
 
 
 def _gateway_with(
-    name: str, server: dict[str, Any], upstream: ScriptedUpstream,
+    name: str,
+    server: dict[str, Any],
+    upstream: ScriptedUpstream,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[GatewayProcess]:
-    gw = start_gateway(tmp_path_factory.mktemp(name),
-                       [model_table("strict-model", upstream.base_url)], server=server)
+    gw = start_gateway(
+        tmp_path_factory.mktemp(name),
+        [model_table("strict-model", upstream.base_url)],
+        server=server,
+    )
     yield gw
     gw.stop()
 
@@ -135,8 +152,9 @@ def _gateway_with(
 def short_retention(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    yield from _gateway_with("retention", {"responses_retention_s": 1.0},
-                             scripted_upstream_server, tmp_path_factory)
+    yield from _gateway_with(
+        "retention", {"responses_retention_s": 1.0}, scripted_upstream_server, tmp_path_factory
+    )
 
 
 def test_an_expired_response_is_not_served(
@@ -156,16 +174,18 @@ def test_an_expired_response_is_not_served(
     gone = httpx.get(f"{url}/{rid}", headers=headers)
     assert gone.status_code == 404
     assert gone.json()["error"]["code"] == "response_not_found"
-    again = httpx.post(url, json={"model": "strict-model", "input": "y",
-                                  "previous_response_id": rid}, headers=headers)
+    again = httpx.post(
+        url,
+        json={"model": "strict-model", "input": "y", "previous_response_id": rid},
+        headers=headers,
+    )
     assert again.status_code == 404 and again.json()["error"]["param"] == "previous_response_id"
 
 
 def _row(gw: GatewayProcess, rid: str, column: str) -> Any:
     db = Path(gw.env["SYNTIC_DATABASE_URL"].removeprefix("sqlite:///"))
     with contextlib.closing(sqlite3.connect(db)) as conn:
-        [(value,)] = conn.execute(f"SELECT {column} FROM responses WHERE id = ?",
-                                  (rid,)).fetchall()
+        [(value,)] = conn.execute(f"SELECT {column} FROM responses WHERE id = ?", (rid,)).fetchall()
     return value
 
 
@@ -183,27 +203,32 @@ def test_stored_rows_are_in_the_responses_table(
 def small_history(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    yield from _gateway_with("history", {"responses_max_history_bytes": 4096},
-                             scripted_upstream_server, tmp_path_factory)
+    yield from _gateway_with(
+        "history", {"responses_max_history_bytes": 4096}, scripted_upstream_server, tmp_path_factory
+    )
 
 
 def test_a_conversation_past_its_size_limit_is_not_continued(
     small_history: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    client = openai.OpenAI(base_url=small_history.base_url + "/v1",
-                           api_key=small_history.api_key, max_retries=0, timeout=20)
+    client = openai.OpenAI(
+        base_url=small_history.base_url + "/v1",
+        api_key=small_history.api_key,
+        max_retries=0,
+        timeout=20,
+    )
     turn = "x" * 1000
     upstream.queue(*(Reply(content=turn) for _ in range(3)))
     first = client.responses.create(model="strict-model", input=turn)
-    second = client.responses.create(model="strict-model", input=turn,
-                                     previous_response_id=first.id)  # ~3 KB stored before
+    second = client.responses.create(
+        model="strict-model", input=turn, previous_response_id=first.id
+    )  # ~3 KB stored before
     assert second.output_text == turn
     assert _row(small_history, second.id, "input_items").count(turn) == 1  # its own input
     assert _row(small_history, second.id, "previous_id") == first.id
     calls = len(upstream.requests)
     with pytest.raises(openai.BadRequestError) as refused:  # ~5 KB stored before
-        client.responses.create(model="strict-model", input="more",
-                                previous_response_id=second.id)
+        client.responses.create(model="strict-model", input="more", previous_response_id=second.id)
     error = refused.value.body
     assert isinstance(error, dict)
     assert (error["code"], error["param"]) == ("conversation_too_large", "previous_response_id")
@@ -216,17 +241,21 @@ def test_a_conversation_past_its_size_limit_is_not_continued(
 def test_the_size_limit_counts_bytes_not_characters(
     small_history: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    client = openai.OpenAI(base_url=small_history.base_url + "/v1",
-                           api_key=small_history.api_key, max_retries=0, timeout=20)
+    client = openai.OpenAI(
+        base_url=small_history.base_url + "/v1",
+        api_key=small_history.api_key,
+        max_retries=0,
+        timeout=20,
+    )
     turn = "é" * 1000  # two bytes each in UTF-8: ~2.6 k characters stored, ~4.6 KB
     upstream.queue(Reply(content=turn))
     first = client.responses.create(model="strict-model", input=turn)
     stored = _row(small_history, first.id, "input_items") + _row(
-        small_history, first.id, "response")
+        small_history, first.id, "response"
+    )
     assert len(stored) < 4096 < len(stored.encode())
     with pytest.raises(openai.BadRequestError) as refused:
-        client.responses.create(model="strict-model", input="more",
-                                previous_response_id=first.id)
+        client.responses.create(model="strict-model", input="more", previous_response_id=first.id)
     error = refused.value.body
     assert isinstance(error, dict) and error["code"] == "conversation_too_large"
 
@@ -238,8 +267,11 @@ def test_a_continuation_stores_only_what_is_new(
     upstream.queue(*(Reply(content=turn) for _ in range(6)))
     ids = [client.responses.create(model="strict-model", input=turn).id]
     for _ in range(5):
-        ids.append(client.responses.create(model="strict-model", input=turn,
-                                           previous_response_id=ids[-1]).id)
+        ids.append(
+            client.responses.create(
+                model="strict-model", input=turn, previous_response_id=ids[-1]
+            ).id
+        )
     sizes = [_row(gw, rid, "size_bytes") for rid in ids]
     # A copy of the conversation per turn would grow each row by ~4 KB a turn.
     assert max(sizes) < 1.2 * min(sizes) and min(sizes) > 4000
@@ -268,15 +300,20 @@ def test_a_deleted_earlier_turn_still_carries_the_later_ones(
 def small_quota(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    yield from _gateway_with("quota", {"responses_max_bytes_per_key": 4096},
-                             scripted_upstream_server, tmp_path_factory)
+    yield from _gateway_with(
+        "quota", {"responses_max_bytes_per_key": 4096}, scripted_upstream_server, tmp_path_factory
+    )
 
 
 def test_a_key_past_its_stored_bytes_quota_cannot_store_more(
     small_quota: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    client = openai.OpenAI(base_url=small_quota.base_url + "/v1",
-                           api_key=small_quota.api_key, max_retries=0, timeout=20)
+    client = openai.OpenAI(
+        base_url=small_quota.base_url + "/v1",
+        api_key=small_quota.api_key,
+        max_retries=0,
+        timeout=20,
+    )
     turn = "z" * 3000
     upstream.queue(Reply(content=turn), Reply(content="not kept"))
     first = client.responses.create(model="strict-model", input=turn)  # ~6 KB kept
@@ -288,8 +325,9 @@ def test_a_key_past_its_stored_bytes_quota_cannot_store_more(
     assert (error["code"], error["param"]) == ("stored_responses_quota_exceeded", "store")
     assert "4096" in error["message"]
     assert len(upstream.requests) == calls  # refused before any upstream call
-    unkept = client.responses.create(model="strict-model", input="more", store=False,
-                                     previous_response_id=first.id)
+    unkept = client.responses.create(
+        model="strict-model", input="more", store=False, previous_response_id=first.id
+    )
     assert unkept.output_text == "not kept"
     with other_client(small_quota, "quota-other") as other:  # the quota is per key
         upstream.queue(Reply(content="theirs"))

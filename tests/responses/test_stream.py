@@ -22,14 +22,20 @@ GOOD = '{"order_id": "A1", "amount_pence": 1250}'
 
 
 def raw_events(gw: GatewayProcess, **kw: Any) -> tuple[httpx.Response, list[dict[str, Any]]]:
-    body = {"model": "strict-model", "input": "Refund A1", "tools": [REFUND], "stream": True,
-            **kw}
-    answer = httpx.post(gw.base_url + "/v1/responses", json=body, timeout=20,
-                        headers={"authorization": f"Bearer {gw.api_key}"})
+    body = {"model": "strict-model", "input": "Refund A1", "tools": [REFUND], "stream": True, **kw}
+    answer = httpx.post(
+        gw.base_url + "/v1/responses",
+        json=body,
+        timeout=20,
+        headers={"authorization": f"Bearer {gw.api_key}"},
+    )
     events = []
     for block in answer.content.decode().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line
-                     and not line.startswith(":"))
+        lines = dict(
+            line.split(": ", 1)
+            for line in block.splitlines()
+            if ": " in line and not line.startswith(":")
+        )
         if "data" in lines:
             data = orjson.loads(lines["data"])
             assert lines["event"] == data["type"]
@@ -41,8 +47,14 @@ def raw_events(gw: GatewayProcess, **kw: Any) -> tuple[httpx.Response, list[dict
 def test_stream_text_then_call_through_the_sdk(
     client: openai.OpenAI, upstream: ScriptedUpstream, model: str
 ) -> None:
-    upstream.queue(Reply(content="Refunding now.", tool_calls=[Call("create_refund", GOOD)],
-                         fragment=4, usage=(20, 6)))
+    upstream.queue(
+        Reply(
+            content="Refunding now.",
+            tool_calls=[Call("create_refund", GOOD)],
+            fragment=4,
+            usage=(20, 6),
+        )
+    )
     deltas = []
     with client.responses.stream(model=model, input="Refund A1", tools=[REFUND]) as stream:  # type: ignore[list-item]
         for event in stream:
@@ -64,12 +76,18 @@ def test_event_sequence_and_numbers(gw: GatewayProcess, upstream: ScriptedUpstre
     assert answer.headers["content-type"].startswith("text/event-stream")
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert [e["type"] for e in events] == [
-        "response.created", "response.in_progress",
-        "response.output_item.added", "response.content_part.added",
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
         "response.output_text.delta",
-        "response.output_text.done", "response.content_part.done", "response.output_item.done",
-        "response.output_item.added", "response.function_call_arguments.delta",
-        "response.function_call_arguments.done", "response.output_item.done",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.output_item.added",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
         "response.completed",
     ]
     created = events[0]["response"]
@@ -83,8 +101,10 @@ def test_event_sequence_and_numbers(gw: GatewayProcess, upstream: ScriptedUpstre
 def test_raw_sse_never_carries_invalid_arguments(
     gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD)], fragment=5),
-                   Reply(tool_calls=[Call("create_refund", GOOD)]))
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", BAD)], fragment=5),
+        Reply(tool_calls=[Call("create_refund", GOOD)]),
+    )
     answer, events = raw_events(gw)
     assert b"12.50" not in answer.content
     deltas = [e["delta"] for e in events if e["type"] == "response.function_call_arguments.delta"]
@@ -99,8 +119,10 @@ def test_raw_sse_never_carries_invalid_arguments(
 def test_invalid_twice_is_response_failed_then_an_error(
     client: openai.OpenAI, gw: GatewayProcess, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(content="Let me see.", tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", BAD)]))
+    upstream.queue(
+        Reply(content="Let me see.", tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
     answer, events = raw_events(gw)
     assert b"12.50" not in answer.content
     failed, error = events[-2:]
@@ -111,11 +133,18 @@ def test_invalid_twice_is_response_failed_then_an_error(
     assert error["error"]["param"] == "/amount_pence"  # the unified envelope
     assert error["request_id"] == answer.headers["x-request-id"]
     assert not any(e["type"] == "response.completed" for e in events)
-    upstream.queue(Reply(content="Let me see.", tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", BAD)]))
-    with pytest.raises(openai.APIError) as info, client.responses.stream(
-        model="strict-model", input="Refund A1", tools=[REFUND],  # type: ignore[list-item]
-    ) as stream:
+    upstream.queue(
+        Reply(content="Let me see.", tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
+    with (
+        pytest.raises(openai.APIError) as info,
+        client.responses.stream(
+            model="strict-model",
+            input="Refund A1",
+            tools=[REFUND],  # type: ignore[list-item]
+        ) as stream,
+    ):
         for _event in stream:
             pass
     assert type(info.value) is openai.APIError  # in band: no HTTP status to go by
@@ -126,11 +155,18 @@ def test_invalid_twice_is_response_failed_then_an_error(
 def test_invalid_twice_before_any_output_is_a_plain_422(
     client: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:
-    upstream.queue(Reply(tool_calls=[Call("create_refund", BAD)]),
-                   Reply(tool_calls=[Call("create_refund", BAD)]))
-    with pytest.raises(openai.UnprocessableEntityError) as info, client.responses.stream(
-        model="strict-model", input="Refund A1", tools=[REFUND],  # type: ignore[list-item]
-    ) as stream:
+    upstream.queue(
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+        Reply(tool_calls=[Call("create_refund", BAD)]),
+    )
+    with (
+        pytest.raises(openai.UnprocessableEntityError) as info,
+        client.responses.stream(
+            model="strict-model",
+            input="Refund A1",
+            tools=[REFUND],  # type: ignore[list-item]
+        ) as stream,
+    ):
         for _event in stream:
             pass
     assert info.value.response.headers["x-should-retry"] == "false"

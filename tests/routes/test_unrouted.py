@@ -45,8 +45,7 @@ def documented_routes() -> list[tuple[str, list[str]]]:
     them: a GET route takes HEAD too."""
     routes = []
     for template, item in openapi_document()["paths"].items():
-        path = template.replace("{key_id}", "key_0000000000000000").replace(
-            "{asset}", "app.js")
+        path = template.replace("{key_id}", "key_0000000000000000").replace("{asset}", "app.js")
         methods = {m.upper() for m in item}
         if "GET" in methods:
             methods.add("HEAD")
@@ -94,8 +93,9 @@ def test_a_slash_redirect_is_relative_whatever_the_host(
         assert res.status_code == 307, res.text
         assert res.headers["location"] == location
         assert HOSTILE_HOST not in res.text
-    followed = httpx.get(proc.base_url + path, headers=auth(gw, path), follow_redirects=True,
-                         timeout=20)
+    followed = httpx.get(
+        proc.base_url + path, headers=auth(gw, path), follow_redirects=True, timeout=20
+    )
     assert followed.status_code == 200
     assert str(followed.url) == proc.base_url + location
 

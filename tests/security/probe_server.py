@@ -33,8 +33,16 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 LOOPBACK = {"127.0.0.1", "::1", "localhost", None, ""}
-FORBIDDEN_PREFIXES = ("os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork",
-                      "subprocess.Popen", "os.startfile", "pty.spawn")
+FORBIDDEN_PREFIXES = (
+    "os.system",
+    "os.exec",
+    "os.spawn",
+    "os.posix_spawn",
+    "os.fork",
+    "subprocess.Popen",
+    "os.startfile",
+    "pty.spawn",
+)
 
 forbidden: list[str] = []
 outbound: list[str] = []
@@ -42,8 +50,11 @@ outbound: list[str] = []
 
 def _benign(event: str, args: tuple[Any, ...]) -> bool:
     # ctypes.util.find_library runs `ldconfig -p` (trio's thread cache does at import)
-    return event == "subprocess.Popen" and list(args[1] or ())[-1:] == ["-p"] and str(
-        args[0]).endswith("/ldconfig")
+    return (
+        event == "subprocess.Popen"
+        and list(args[1] or ())[-1:] == ["-p"]
+        and str(args[0]).endswith("/ldconfig")
+    )
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
@@ -109,10 +120,15 @@ def _on_gc(phase: str, info: dict[str, Any]) -> None:
 
 async def probe(request: Request) -> JSONResponse:
     ticker.ensure()
-    body = {"cpu_stall_ms": ticker.cpu_stall * 1000, "wall_lag_ms": ticker.wall_lag * 1000,
-            "cpu_stall_ex_gc_ms": ticker.cpu_stall_ex_gc * 1000,
-            "ticks": ticker.ticks, "forbidden": forbidden, "outbound": outbound,
-            "gc_ms": dict(gc_pauses)}
+    body = {
+        "cpu_stall_ms": ticker.cpu_stall * 1000,
+        "wall_lag_ms": ticker.wall_lag * 1000,
+        "cpu_stall_ex_gc_ms": ticker.cpu_stall_ex_gc * 1000,
+        "ticks": ticker.ticks,
+        "forbidden": forbidden,
+        "outbound": outbound,
+        "gc_ms": dict(gc_pauses),
+    }
     if request.query_params.get("reset"):
         ticker.cpu_stall = ticker.wall_lag = ticker.cpu_stall_ex_gc = 0.0
         gc_pauses.clear()
@@ -133,8 +149,16 @@ def main() -> None:
     freeze_startup_heap()  # as `syntic serve` does
     sys.addaudithook(_audit)
     gc.callbacks.append(_on_gc)
-    uvicorn.run(app, host="127.0.0.1", port=port, loop="uvloop", log_config=None,
-                access_log=False, lifespan="on", **serve_options(settings))
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        loop="uvloop",
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        **serve_options(settings),
+    )
 
 
 if __name__ == "__main__":

@@ -128,8 +128,10 @@ def test_lint_refusals_count_against_rpm_until_429(
     pg: PgGateway, upstream: ScriptedUpstream
 ) -> None:
     key = pg.gw.create_key("rpm2-lint", "--rpm", "2")
-    tool: Any = {"type": "function",
-                 "function": {"name": "lookup", "strict": True, "parameters": LINT_REFUSED}}
+    tool: Any = {
+        "type": "function",
+        "function": {"name": "lookup", "strict": True, "parameters": LINT_REFUSED},
+    }
     with oa(pg.gw, key) as client:
         for _ in range(2):
             with pytest.raises(openai.BadRequestError):
@@ -177,9 +179,7 @@ def test_refused_requests_give_their_tokens_back(pg: PgGateway, upstream: Script
             with pytest.raises(openai.NotFoundError):
                 client.chat.completions.create(model="no-such-model", messages=padded)
         upstream.queue(Reply(content="ok", usage=(10, 5)))
-        raw = client.chat.completions.with_raw_response.create(
-            model="plain-model", messages=padded
-        )
+        raw = client.chat.completions.with_raw_response.create(model="plain-model", messages=padded)
     assert raw.parse().choices[0].message.content == "ok"
 
 
@@ -202,8 +202,10 @@ def test_a_model_over_256_bytes_is_400_and_reaches_neither_ledger_nor_log(pg: Pg
     with oa(pg.gw) as client, pytest.raises(openai.BadRequestError) as resp_info:
         client.responses.create(model="q" * 300, input="hi")
     assert resp_info.value.response.json()["error"]["param"] == "model"
-    ids = [e.response.headers["x-request-id"]
-           for e in (info.value, found.value, an_info.value, resp_info.value)]
+    ids = [
+        e.response.headers["x-request-id"]
+        for e in (info.value, found.value, an_info.value, resp_info.value)
+    ]
     rows = pg.rows(ids)
     assert rows[ids[1]]["model"] == "q" * 256
     assert [rows[i]["model"] for i in (ids[0], ids[2], ids[3])] == [None, None, None]
@@ -225,19 +227,27 @@ def test_tool_names_follow_the_vendor_rule_on_every_dialect(pg: PgGateway, name:
     with oa(pg.gw) as client:
         with pytest.raises(openai.BadRequestError) as chat:
             client.chat.completions.create(
-                model="strict-model", messages=USER,
-                tools=[{"type": "function", "function": {"name": "fine", "parameters": ok}},
-                       {"type": "function", "function": {"name": name, "parameters": ok}}],
+                model="strict-model",
+                messages=USER,
+                tools=[
+                    {"type": "function", "function": {"name": "fine", "parameters": ok}},
+                    {"type": "function", "function": {"name": name, "parameters": ok}},
+                ],
             )
         with pytest.raises(openai.BadRequestError) as responses:
             client.responses.create(
-                model="strict-model", input="hi",
-                tools=[{"type": "function", "name": "fine", "parameters": ok, "strict": False},
-                       {"type": "function", "name": name, "parameters": ok, "strict": False}],
+                model="strict-model",
+                input="hi",
+                tools=[
+                    {"type": "function", "name": "fine", "parameters": ok, "strict": False},
+                    {"type": "function", "name": name, "parameters": ok, "strict": False},
+                ],
             )
     with an(pg.gw) as an_client, pytest.raises(anthropic.BadRequestError) as messages:
         an_client.messages.create(
-            model="strict-model", max_tokens=8, messages=USER,
+            model="strict-model",
+            max_tokens=8,
+            messages=USER,
             tools=[{"name": "fine", "input_schema": ok}, {"name": name, "input_schema": ok}],
         )
     params = [e.value.response.json()["error"]["param"] for e in (chat, responses, messages)]
@@ -249,7 +259,8 @@ def test_a_64_char_tool_name_is_accepted(pg: PgGateway, upstream: ScriptedUpstre
     name = "A-z_0" + "9" * 59
     with oa(pg.gw) as client:
         done = client.chat.completions.create(
-            model="plain-model", messages=USER,
+            model="plain-model",
+            messages=USER,
             tools=[{"type": "function", "function": {"name": name, "parameters": {}}}],
         )
     assert done.choices[0].message.content == "ok"
@@ -260,14 +271,20 @@ def test_the_strict_refused_header_is_capped_with_a_count(
     pg: PgGateway, upstream: ScriptedUpstream
 ) -> None:
     free_form: dict[str, object] = {
-        "type": "object", "properties": {"headers": {"additionalProperties": {}}}}
+        "type": "object",
+        "properties": {"headers": {"additionalProperties": {}}},
+    }
     names = [f"tool_{i:02d}_" + "n" * 52 for i in range(40)]  # 60 bytes each: 2.4 kB in all
     upstream.queue(Reply(content="ok"))
     with oa(pg.gw) as client:
         raw = client.chat.completions.with_raw_response.create(
-            model="strict-model", messages=USER, extra_headers={"x-syntic-strictify": "1"},
-            tools=[{"type": "function", "function": {"name": n, "parameters": free_form}}
-                   for n in names],
+            model="strict-model",
+            messages=USER,
+            extra_headers={"x-syntic-strictify": "1"},
+            tools=[
+                {"type": "function", "function": {"name": n, "parameters": free_form}}
+                for n in names
+            ],
         )
     header = raw.headers["x-syntic-strict-refused"]
     assert len(header) <= 1024
@@ -298,8 +315,11 @@ def nest_objects(depth: int) -> Any:
 
 
 def chat_parameters(deep: Any) -> dict[str, Any]:
-    return {"model": "plain-model", "messages": USER,
-            "tools": [{"type": "function", "function": {"name": "t", "parameters": deep}}]}
+    return {
+        "model": "plain-model",
+        "messages": USER,
+        "tools": [{"type": "function", "function": {"name": "t", "parameters": deep}}],
+    }
 
 
 def chat_metadata(deep: Any) -> dict[str, Any]:
@@ -308,31 +328,53 @@ def chat_metadata(deep: Any) -> dict[str, Any]:
 
 def chat_strict(deep: Any) -> dict[str, Any]:
     schema = {"type": "object", "properties": {"x": deep}}
-    return {"model": "strict-model", "messages": USER, "tools": [
-        {"type": "function", "function": {"name": "t", "strict": True, "parameters": schema}}]}
+    return {
+        "model": "strict-model",
+        "messages": USER,
+        "tools": [
+            {"type": "function", "function": {"name": "t", "strict": True, "parameters": schema}}
+        ],
+    }
 
 
 def messages_tool_use(deep: Any) -> dict[str, Any]:
-    return {"model": "an-strict", "max_tokens": 8, "messages": [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "toolu_1", "name": "t", "input": {"q": deep}}]},
-    ]}
+    return {
+        "model": "an-strict",
+        "max_tokens": 8,
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "t", "input": {"q": deep}}
+                ],
+            },
+        ],
+    }
 
 
 def messages_schema(deep: Any) -> dict[str, Any]:
-    return {"model": "an-strict", "max_tokens": 8, "messages": USER,
-            "tools": [{"name": "t", "input_schema": {"type": "object", "properties": deep}}]}
+    return {
+        "model": "an-strict",
+        "max_tokens": 8,
+        "messages": USER,
+        "tools": [{"name": "t", "input_schema": {"type": "object", "properties": deep}}],
+    }
 
 
 def responses_parameters(deep: Any) -> dict[str, Any]:
-    return {"model": "plain-model", "input": "hi", "tools": [
-        {"type": "function", "name": "t", "parameters": deep, "strict": False}]}
+    return {
+        "model": "plain-model",
+        "input": "hi",
+        "tools": [{"type": "function", "name": "t", "parameters": deep, "strict": False}],
+    }
 
 
 def responses_input(deep: Any) -> dict[str, Any]:
-    return {"model": "plain-model", "input": [
-        {"type": "function_call_output", "call_id": "c", "output": deep}]}
+    return {
+        "model": "plain-model",
+        "input": [{"type": "function_call_output", "call_id": "c", "output": deep}],
+    }
 
 
 def admin_key(deep: Any) -> dict[str, Any]:
@@ -362,8 +404,9 @@ def admin_key_secret(pg: PgGateway) -> str:
 
 
 @pytest.mark.parametrize("depth", [129, 1000])
-@pytest.mark.parametrize(("path", "build", "where"), PLACES, ids=[
-    f"{p[0]}:{p[1].__name__}" for p in PLACES])
+@pytest.mark.parametrize(
+    ("path", "build", "where"), PLACES, ids=[f"{p[0]}:{p[1].__name__}" for p in PLACES]
+)
 def test_json_deeper_than_128_is_400_with_the_path(
     pg: PgGateway,
     admin_key_secret: str,
@@ -410,8 +453,13 @@ def test_response_ids_are_28_hex_digits_and_unique(
     assert len(seen) == 20
 
 
-MALFORMED = ["resp_\x00abc", "resp_" + "a" * 300, "msg_0123456789abcdef", "resp_caf\u00e9",
-             "resp_a b"]
+MALFORMED = [
+    "resp_\x00abc",
+    "resp_" + "a" * 300,
+    "msg_0123456789abcdef",
+    "resp_caf\u00e9",
+    "resp_a b",
+]
 
 
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
@@ -420,7 +468,8 @@ def test_malformed_response_ids_are_404(
     request: pytest.FixtureRequest, backend: str, rid: str
 ) -> None:
     gw: GatewayProcess = (
-        request.getfixturevalue("pg").gw if backend == "postgresql"
+        request.getfixturevalue("pg").gw
+        if backend == "postgresql"
         else request.getfixturevalue("gateway")
     )
     url = gw.base_url + "/v1/responses/" + quote(rid, safe="")

@@ -58,35 +58,95 @@ def _payloads(target: Path) -> list[str]:
 
 
 INJECT = _payloads(SENTINEL)
-URLS = ["http://169.254.169.254/latest/meta-data/", "https://evil.example/s.json",
-        "file:///etc/passwd", "//evil.example/x", "#/$defs/x", "#", "#/properties/a/..",
-        "#/$defs/" + INJECT[0]]
-PATTERNS = ["(a+)+$", "^(a|a)*$", "(?{1})", "[", "\\", "(?<=a)b", "\\p{L}+", "a{1000000}",
-            "(?P<x>a)(?P=x)", ".*" * 40, "[\\s\\S]{0,65535}", "^[0-9]{6}$", INJECT[1]]
+URLS = [
+    "http://169.254.169.254/latest/meta-data/",
+    "https://evil.example/s.json",
+    "file:///etc/passwd",
+    "//evil.example/x",
+    "#/$defs/x",
+    "#",
+    "#/properties/a/..",
+    "#/$defs/" + INJECT[0],
+]
+PATTERNS = [
+    "(a+)+$",
+    "^(a|a)*$",
+    "(?{1})",
+    "[",
+    "\\",
+    "(?<=a)b",
+    "\\p{L}+",
+    "a{1000000}",
+    "(?P<x>a)(?P=x)",
+    ".*" * 40,
+    "[\\s\\S]{0,65535}",
+    "^[0-9]{6}$",
+    INJECT[1],
+]
 FORMATS = ["date-time", "email", "uri", "uuid", "ipv4", "regex", INJECT[0], ""]
-KEYWORDS = ["type", "properties", "required", "additionalProperties", "items", "enum",
-            "const", "anyOf", "oneOf", "allOf", "not", "$ref", "$defs", "definitions",
-            "pattern", "format", "minimum", "maximum", "minLength", "maxLength",
-            "multipleOf", "$id", "$schema", "$anchor", "$dynamicRef", "if", "then", "else",
-            "patternProperties", "propertyNames", "prefixItems", "contains", "minItems",
-            "uniqueItems", "default", "description"]
+KEYWORDS = [
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "not",
+    "$ref",
+    "$defs",
+    "definitions",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "multipleOf",
+    "$id",
+    "$schema",
+    "$anchor",
+    "$dynamicRef",
+    "if",
+    "then",
+    "else",
+    "patternProperties",
+    "propertyNames",
+    "prefixItems",
+    "contains",
+    "minItems",
+    "uniqueItems",
+    "default",
+    "description",
+]
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
     st.sampled_from(INJECT + URLS),
 )
-names = st.one_of(st.from_regex(r"[a-z_]{1,8}", fullmatch=True), st.sampled_from(INJECT),
-                  st.text(max_size=12))
+names = st.one_of(
+    st.from_regex(r"[a-z_]{1,8}", fullmatch=True), st.sampled_from(INJECT), st.text(max_size=12)
+)
 leaf = st.one_of(
     st.just({"type": "string"}),
     st.just({"type": ["string", "null"]}),
     st.builds(lambda p: {"type": "string", "pattern": p}, st.sampled_from(PATTERNS)),
     st.builds(lambda f: {"type": "string", "format": f}, st.sampled_from(FORMATS)),
-    st.builds(lambda lo, hi: {"type": "integer", "minimum": lo, "maximum": hi},
-              st.integers(), st.integers()),
-    st.builds(lambda m: {"type": "number", "multipleOf": m},
-              st.sampled_from([0, -1, 1e-300, 0.1, 10**30])),
+    st.builds(
+        lambda lo, hi: {"type": "integer", "minimum": lo, "maximum": hi},
+        st.integers(),
+        st.integers(),
+    ),
+    st.builds(
+        lambda m: {"type": "number", "multipleOf": m}, st.sampled_from([0, -1, 1e-300, 0.1, 10**30])
+    ),
     st.builds(lambda v: {"enum": v}, st.lists(scalars, max_size=5)),
     st.builds(lambda v: {"const": v}, scalars),
     st.builds(lambda u: {"$ref": u}, st.sampled_from(URLS)),
@@ -95,8 +155,12 @@ leaf = st.one_of(
 
 
 def _object(props: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(props),
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": props,
+        "required": list(props),
+        "additionalProperties": False,
+    }
 
 
 schemas = st.recursive(
@@ -105,16 +169,20 @@ schemas = st.recursive(
         st.dictionaries(names, c, max_size=4).map(_object),
         st.builds(lambda i: {"type": "array", "items": i}, c),
         st.builds(lambda xs: {"anyOf": xs}, st.lists(c, min_size=1, max_size=3)),
-        st.builds(lambda d, r: {**_object({"n": {"$ref": "#/$defs/d"}}), "$defs": {"d": d},
-                                **r}, c, st.sampled_from([{}, {"$schema": URLS[1]}])),
+        st.builds(
+            lambda d, r: {**_object({"n": {"$ref": "#/$defs/d"}}), "$defs": {"d": d}, **r},
+            c,
+            st.sampled_from([{}, {"$schema": URLS[1]}]),
+        ),
     ),
     max_leaves=16,
 )
 garbage = st.recursive(
     scalars,
-    lambda c: st.one_of(st.lists(c, max_size=4),
-                        st.dictionaries(st.one_of(st.sampled_from(KEYWORDS), names), c,
-                                        max_size=5)),
+    lambda c: st.one_of(
+        st.lists(c, max_size=4),
+        st.dictionaries(st.one_of(st.sampled_from(KEYWORDS), names), c, max_size=5),
+    ),
     max_leaves=20,
 )
 tool_schemas = st.one_of(st.dictionaries(names, schemas, max_size=5).map(_object), garbage)
@@ -135,14 +203,29 @@ def probe_gw(
     SENTINEL_DIR.mkdir(exist_ok=True)
     config = workdir / "gw.toml"
     config.write_text(toml_config([model_table("m", scripted_upstream_server.base_url)]))
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
-           "SYNTIC_DATABASE_URL": f"sqlite:///{workdir / 'db.sqlite'}"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "SYNTIC_DATABASE_URL": f"sqlite:///{workdir / 'db.sqlite'}",
+    }
     cli = [sys.executable, "-m", "gateway"]
-    subprocess.run([*cli, "migrate", "--config", str(config)], env=env, cwd=ROOT,
-                   check=True, capture_output=True, timeout=60)
-    out = subprocess.run([*cli, "keys", "create", "--name", "fuzz", "--config", str(config)],
-                         env=env, cwd=ROOT, check=True, capture_output=True, text=True,
-                         timeout=60)
+    subprocess.run(
+        [*cli, "migrate", "--config", str(config)],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    out = subprocess.run(
+        [*cli, "keys", "create", "--name", "fuzz", "--config", str(config)],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     key = out.stdout.strip().splitlines()[-1]
     log_path = workdir / "probe.log"
     gw: GatewayProcess | None = None
@@ -151,7 +234,11 @@ def probe_gw(
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tests.security.probe_server", str(config), str(port)],
-                env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                env=env,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         gw = GatewayProcess(proc, port, key, config, env, log_path, [key])
         try:
             wait_ready(gw.base_url, proc)
@@ -183,8 +270,12 @@ def _check_answer(r: httpx.Response) -> None:
 COUNTER = {"examples": 0}
 
 
-@settings(max_examples=150, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(schema=tool_schemas, strict=st.booleans(), args=arguments)
 def test_fuzzed_schemas_and_arguments(
     probe_gw: GatewayProcess, upstream: ScriptedUpstream, schema: Any, strict: bool, args: str
@@ -193,8 +284,7 @@ def test_fuzzed_schemas_and_arguments(
     upstream.reset()
     upstream.queue(Reply(tool_calls=[Call("t", args)]), Reply(tool_calls=[Call("t", args)]))
     headers = {"authorization": f"Bearer {probe_gw.api_key}"}
-    tool = {"type": "function",
-            "function": {"name": "t", "strict": strict, "parameters": schema}}
+    tool = {"type": "function", "function": {"name": "t", "strict": strict, "parameters": schema}}
     chat = {"model": "m", "messages": [{"role": "user", "content": "go"}], "tools": [tool]}
     with httpx.Client(base_url=probe_gw.base_url, headers=headers, timeout=20) as client:
         # stdlib json: it writes integers past 64 bits, which orjson refuses to
@@ -209,32 +299,46 @@ def test_fuzzing_left_no_trace(probe_gw: GatewayProcess) -> None:
     assert probe["forbidden"] == []
     assert probe["outbound"] == []
     assert not SENTINEL.exists()
-    print(f"fuzz examples: {COUNTER['examples']}, worst loop stall: "
-          f"{probe['cpu_stall_ms']:.1f} ms CPU (GC included), {probe['wall_lag_ms']:.1f} ms "
-          f"wall; gc {({k: round(v, 1) for k, v in probe['gc_ms'].items()})}")
+    print(
+        f"fuzz examples: {COUNTER['examples']}, worst loop stall: "
+        f"{probe['cpu_stall_ms']:.1f} ms CPU (GC included), {probe['wall_lag_ms']:.1f} ms "
+        f"wall; gc { ({k: round(v, 1) for k, v in probe['gc_ms'].items()}) }"
+    )
     assert probe["cpu_stall_ms"] < STALL_LIMIT_MS
 
 
 def _big_schema(seed: int, width: int) -> dict[str, Any]:
     """A strict schema near the validator's limits (256 KiB, 5,000 properties)."""
     props = {
-        f"p{seed}_{i}": _object({
-            "s": {"type": "string", "pattern": f"^[a-z]{{1,{i % 7 + 1}}}[0-9]*$", "maxLength": 64},
-            "n": {"type": ["integer", "null"], "minimum": i},
-            "e": {"enum": [f"v{i}", "w"]} if i % 10 == 0 else {"type": "boolean"},
-        })
+        f"p{seed}_{i}": _object(
+            {
+                "s": {
+                    "type": "string",
+                    "pattern": f"^[a-z]{{1,{i % 7 + 1}}}[0-9]*$",
+                    "maxLength": 64,
+                },
+                "n": {"type": ["integer", "null"], "minimum": i},
+                "e": {"enum": [f"v{i}", "w"]} if i % 10 == 0 else {"type": "boolean"},
+            }
+        )
         for i in range(width)
     }
     return _object(props)
 
 
 def _args_for(schema: dict[str, Any]) -> str:
-    return orjson.dumps({
-        name: {"s": "a1", "n": None,
-               "e": sub["properties"]["e"]["enum"][0] if "enum" in sub["properties"]["e"]
-               else True}
-        for name, sub in schema["properties"].items()
-    }).decode()
+    return orjson.dumps(
+        {
+            name: {
+                "s": "a1",
+                "n": None,
+                "e": sub["properties"]["e"]["enum"][0]
+                if "enum" in sub["properties"]["e"]
+                else True,
+            }
+            for name, sub in schema["properties"].items()
+        }
+    ).decode()
 
 
 def _post_big_schemas(gw: GatewayProcess, upstream: ScriptedUpstream, width: int) -> None:
@@ -244,15 +348,18 @@ def _post_big_schemas(gw: GatewayProcess, upstream: ScriptedUpstream, width: int
             schema = _big_schema(seed + 100 * width + free_port(), width)  # new every run
             upstream.reset()
             upstream.queue(Reply(tool_calls=[Call("t", _args_for(schema))]))
-            tool = {"type": "function",
-                    "function": {"name": "t", "strict": True, "parameters": schema}}
-            chat = {"model": "m", "messages": [{"role": "user", "content": "go"}],
-                    "tools": [tool]}
+            tool = {
+                "type": "function",
+                "function": {"name": "t", "strict": True, "parameters": schema},
+            }
+            chat = {"model": "m", "messages": [{"role": "user", "content": "go"}], "tools": [tool]}
             r = client.post("/v1/chat/completions", content=orjson.dumps(chat))
             assert r.status_code == 200, r.text[:300]
             schema2 = _big_schema(seed + 100 * width + 50 + free_port(), width)
-            tool2 = {"type": "function",
-                     "function": {"name": "t", "strict": True, "parameters": schema2}}
+            tool2 = {
+                "type": "function",
+                "function": {"name": "t", "strict": True, "parameters": schema2},
+            }
             check = client.post("/v1/schemas/check", content=orjson.dumps({"tools": [tool2]}))
             assert check.status_code == 200 and check.json()["ok"] is True
 
@@ -275,9 +382,11 @@ def test_large_new_schemas_do_not_stall_the_loop(
         _post_big_schemas(probe_gw, upstream, width)
         probe = _probe(probe_gw)
         readings.append(probe["cpu_stall_ex_gc_ms"])
-        print(f"width {width}: worst loop stall {probe['cpu_stall_ex_gc_ms']:.1f} ms CPU "
-              f"(with GC {probe['cpu_stall_ms']:.1f} ms), {probe['wall_lag_ms']:.1f} ms wall; "
-              f"gc {({k: round(v, 1) for k, v in probe['gc_ms'].items()})}")
+        print(
+            f"width {width}: worst loop stall {probe['cpu_stall_ex_gc_ms']:.1f} ms CPU "
+            f"(with GC {probe['cpu_stall_ms']:.1f} ms), {probe['wall_lag_ms']:.1f} ms wall; "
+            f"gc { ({k: round(v, 1) for k, v in probe['gc_ms'].items()}) }"
+        )
         if readings[-1] < STALL_LIMIT_MS:
             break
     assert min(readings) < STALL_LIMIT_MS, readings
@@ -299,8 +408,10 @@ def test_large_schemas_do_not_stall_the_loop_via_gc_or_the_gil(
     _probe(probe_gw, reset=True)
     _post_big_schemas(probe_gw, upstream, 1000)
     probe = _probe(probe_gw)
-    print(f"width 1000, GC and GIL included: worst loop stall {probe['cpu_stall_ms']:.1f} ms "
-          f"CPU, {probe['wall_lag_ms']:.1f} ms wall; "
-          f"gc {({k: round(v, 1) for k, v in probe['gc_ms'].items()})}")
+    print(
+        f"width 1000, GC and GIL included: worst loop stall {probe['cpu_stall_ms']:.1f} ms "
+        f"CPU, {probe['wall_lag_ms']:.1f} ms wall; "
+        f"gc { ({k: round(v, 1) for k, v in probe['gc_ms'].items()}) }"
+    )
     assert probe["cpu_stall_ms"] < GC_INCLUSIVE_STALL_LIMIT_MS  # CPU time: a busy machine
     # only adds wall lag (printed above), which is why that one is not asserted

@@ -25,9 +25,20 @@ from tests.support.gateway_proc import GatewayProcess, model_table, start_gatewa
 from tests.support.hostile_upstream import HostileUpstream
 
 MODES = (
-    "ok", "interim-100", "interim-103", "switch-101", "trickle", "endless-stream",
-    "gzip-bomb", "gzip-bomb-stream", "endless-line", "invalid-utf8", "reset-body",
-    "reset-stream", "error-bomb", "error-endless",
+    "ok",
+    "interim-100",
+    "interim-103",
+    "switch-101",
+    "trickle",
+    "endless-stream",
+    "gzip-bomb",
+    "gzip-bomb-stream",
+    "endless-line",
+    "invalid-utf8",
+    "reset-body",
+    "reset-stream",
+    "error-bomb",
+    "error-endless",
 )
 TIMEOUT_S = 2.0  # each model's timeout_s
 REQUEST_TIMEOUT_S = 4.0  # the gateway's request deadline
@@ -50,11 +61,13 @@ def _stream_bomb_prefix() -> bytes:
 
 
 @pytest.fixture(scope="module")
-def gw(hostile: HostileUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
-        GatewayProcess]:
+def gw(
+    hostile: HostileUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
     models = [model_table(m, hostile.base_url(m), timeout_s=TIMEOUT_S) for m in MODES]
-    g = start_gateway(tmp_path_factory.mktemp("hostile"), models,
-                      server={"request_timeout_s": REQUEST_TIMEOUT_S})
+    g = start_gateway(
+        tmp_path_factory.mktemp("hostile"), models, server={"request_timeout_s": REQUEST_TIMEOUT_S}
+    )
     yield g
     g.stop()
 
@@ -99,8 +112,12 @@ def _body(mode: str, text: str, stream: bool) -> dict[str, Any]:
 
 
 def _post(gw: GatewayProcess, mode: str, text: str, stream: bool = False) -> httpx.Response:
-    return httpx.post(gw.base_url + "/v1/chat/completions", json=_body(mode, text, stream),
-                      headers={"authorization": f"Bearer {gw.api_key}"}, timeout=60)
+    return httpx.post(
+        gw.base_url + "/v1/chat/completions",
+        json=_body(mode, text, stream),
+        headers={"authorization": f"Bearer {gw.api_key}"},
+        timeout=60,
+    )
 
 
 def _events(resp: httpx.Response) -> list[dict[str, Any]]:
@@ -119,7 +136,9 @@ def _assert_own_answer(gw: GatewayProcess, mode: str = "ok") -> None:
         if stream:
             content = "".join(
                 c["choices"][0]["delta"].get("content") or ""
-                for c in _events(resp) if c.get("choices"))
+                for c in _events(resp)
+                if c.get("choices")
+            )
         else:
             content = resp.json()["choices"][0]["message"]["content"]
         assert content == f"echo: {text}"
@@ -137,8 +156,11 @@ def test_interim_answers_are_skipped(
         resp = _post(gw, mode, text, stream)
         assert resp.status_code == 200, resp.text
         if stream:
-            got = "".join(c["choices"][0]["delta"].get("content") or ""
-                          for c in _events(resp) if c.get("choices"))
+            got = "".join(
+                c["choices"][0]["delta"].get("content") or ""
+                for c in _events(resp)
+                if c.get("choices")
+            )
         else:
             got = resp.json()["choices"][0]["message"]["content"]
         assert got == f"echo: {text}"
@@ -165,11 +187,12 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("mode", "stream", "status", "code"), CASES,
-                         ids=[f"{c[0]}-{'sse' if c[1] else 'json'}" for c in CASES])
-def test_misbehaviour(
-    gw: GatewayProcess, mode: str, stream: bool, status: int, code: str
-) -> None:
+@pytest.mark.parametrize(
+    ("mode", "stream", "status", "code"),
+    CASES,
+    ids=[f"{c[0]}-{'sse' if c[1] else 'json'}" for c in CASES],
+)
+def test_misbehaviour(gw: GatewayProcess, mode: str, stream: bool, status: int, code: str) -> None:
     with Watch(gw) as watch:
         resp = _post(gw, mode, "hello", stream)
     assert resp.status_code == status, resp.text
@@ -183,8 +206,10 @@ def test_misbehaviour(
     assert error["code"] == code
     assert len(error["message"]) <= MAX_MESSAGE_CHARS + 1 and "sk-proj-" not in error["message"]
     assert "Traceback" not in resp.text
-    print(f"{mode}: /healthz worst {watch.worst * 1000:.0f} ms, "
-          f"peak RSS +{watch.peak_growth / 2**20:.0f} MiB")
+    print(
+        f"{mode}: /healthz worst {watch.worst * 1000:.0f} ms, "
+        f"peak RSS +{watch.peak_growth / 2**20:.0f} MiB"
+    )
     # A loop blocked by the case would hold /healthz for the whole request deadline; how
     # long it is held otherwise is a figure (printed above), not a pass/fail line here.
     assert watch.worst < REQUEST_TIMEOUT_S, f"/healthz waited {watch.worst:.2f}s"
@@ -197,7 +222,8 @@ def test_sdk_sees_a_typed_error_for_a_malformed_answer(gw: GatewayProcess) -> No
     client = openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0)
     with pytest.raises(openai.APIStatusError) as info:
         client.chat.completions.create(
-            model="invalid-utf8", messages=[{"role": "user", "content": "hi"}])
+            model="invalid-utf8", messages=[{"role": "user", "content": "hi"}]
+        )
     assert info.value.status_code == 502
     assert isinstance(info.value.body, dict)
     assert info.value.body["code"] == "upstream_invalid_response"

@@ -35,11 +35,10 @@ OFFLOADED = ("syntic_body_offloaded_total", ())
 BUSY = ("syntic_body_workers_busy", ())
 
 
-def _gateway(
-    workdir: Path, upstream: ScriptedUpstream, url: str, **server: Any
-) -> GatewayProcess:
+def _gateway(workdir: Path, upstream: ScriptedUpstream, url: str, **server: Any) -> GatewayProcess:
     return start_gateway(
-        workdir, [model_table("m", upstream.base_url)],
+        workdir,
+        [model_table("m", upstream.base_url)],
         server={"body_offload_workers": 1, **server},
         env={"SYNTIC_DATABASE_URL": url, "SYNTIC_REDIS_URL": REDIS},
     )
@@ -53,12 +52,18 @@ def database() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def gw(
-    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory,
+    scripted_upstream_server: ScriptedUpstream,
+    tmp_path_factory: pytest.TempPathFactory,
     database: str,
 ) -> Iterator[GatewayProcess]:
     """Bodies of 64 KiB and more off the loop; at most 50 items."""
-    gw = _gateway(tmp_path_factory.mktemp("large-bodies"), scripted_upstream_server, database,
-                  body_offload_bytes=OFFLOAD_BYTES, max_input_items=MAX_ITEMS)
+    gw = _gateway(
+        tmp_path_factory.mktemp("large-bodies"),
+        scripted_upstream_server,
+        database,
+        body_offload_bytes=OFFLOAD_BYTES,
+        max_input_items=MAX_ITEMS,
+    )
     try:
         yield gw
     finally:
@@ -112,17 +117,24 @@ def _refused(call: Any) -> tuple[int, str, str]:
 
 def test_max_input_items_on_chat(gw: GatewayProcess, upstream: ScriptedUpstream) -> None:
     with oa(gw) as client:
-        assert client.chat.completions.create(
-            model="m", messages=text_messages(MAX_ITEMS)
-        ).choices[0].message.content == "ok"
+        assert (
+            client.chat.completions.create(model="m", messages=text_messages(MAX_ITEMS))
+            .choices[0]
+            .message.content
+            == "ok"
+        )
         over = lambda: client.chat.completions.create(  # noqa: E731
-            model="m", messages=text_messages(MAX_ITEMS + 1))
+            model="m", messages=text_messages(MAX_ITEMS + 1)
+        )
         assert _refused(over) == (400, "too_many_input_items", f"messages[{MAX_ITEMS}]")
         one: Any = [{"role": "user", "content": [{"type": "text", "text": "hi"}] * MAX_ITEMS}]
         blocks = lambda: client.chat.completions.create(model="m", messages=one)  # noqa: E731
         # One message and its 50 parts: the 50th part is the 51st item.
         assert _refused(blocks) == (
-            400, "too_many_input_items", f"messages[0].content[{MAX_ITEMS - 1}]")
+            400,
+            "too_many_input_items",
+            f"messages[0].content[{MAX_ITEMS - 1}]",
+        )
     assert len(upstream.requests) == 1
 
 
@@ -140,16 +152,22 @@ def test_max_input_items_on_messages_and_count_tokens(
     messages: Any = text_messages(MAX_ITEMS + 1)
     with an(gw) as client:
         over = lambda: client.messages.create(  # noqa: E731
-            model="m", max_tokens=16, messages=messages)
+            model="m", max_tokens=16, messages=messages
+        )
         assert _refused(over) == (400, "too_many_input_items", f"messages[{MAX_ITEMS}]")
         count = lambda: client.messages.count_tokens(model="m", messages=messages)  # noqa: E731
         assert _refused(count) == (400, "too_many_input_items", f"messages[{MAX_ITEMS}]")
         system: Any = [{"type": "text", "text": "be brief"} for _ in range(MAX_ITEMS)]
-        with_system = lambda: client.messages.create(  # noqa: E731
-            model="m", max_tokens=16, system=system, messages=messages[:1])
+
+        def with_system() -> Any:
+            return client.messages.create(
+                model="m", max_tokens=16, system=system, messages=messages[:1]
+            )
+
         assert _refused(with_system) == (400, "too_many_input_items", "messages[0]")
-        assert client.messages.count_tokens(
-            model="m", messages=messages[:MAX_ITEMS]).input_tokens > 0
+        assert (
+            client.messages.count_tokens(model="m", messages=messages[:MAX_ITEMS]).input_tokens > 0
+        )
     assert upstream.requests == []
 
 
@@ -158,12 +176,18 @@ def test_max_input_items_on_messages_and_count_tokens(
 
 @pytest.fixture(scope="module")
 def inline_gw(
-    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory,
+    scripted_upstream_server: ScriptedUpstream,
+    tmp_path_factory: pytest.TempPathFactory,
     database: str,
 ) -> Iterator[GatewayProcess]:
     """The same gateway with every body handled on the loop."""
-    gw = _gateway(tmp_path_factory.mktemp("inline-bodies"), scripted_upstream_server, database,
-                  body_offload_bytes=1 << 40, max_input_items=MAX_ITEMS)
+    gw = _gateway(
+        tmp_path_factory.mktemp("inline-bodies"),
+        scripted_upstream_server,
+        database,
+        body_offload_bytes=1 << 40,
+        max_input_items=MAX_ITEMS,
+    )
     try:
         yield gw
     finally:
@@ -190,7 +214,8 @@ def test_a_large_body_is_answered_off_the_loop_as_inline(
             first = client.responses.create(model="m", input=messages, store=True)
             # A continuation reads the stored conversation (over the threshold) back.
             then = client.responses.create(
-                model="m", input="and then?", previous_response_id=first.id)
+                model="m", input="and then?", previous_response_id=first.id
+            )
         answers.append((chat.choices[0].message.content, first.output_text, then.output_text))
         sent.append(_sent(upstream))
         if target is gw:
@@ -207,12 +232,18 @@ def test_a_large_body_is_answered_off_the_loop_as_inline(
 
 @pytest.fixture(scope="module")
 def roomy_gw(
-    scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory,
+    scripted_upstream_server: ScriptedUpstream,
+    tmp_path_factory: pytest.TempPathFactory,
     database: str,
 ) -> Iterator[GatewayProcess]:
     """Room for a huge body of tiny items: seconds of decoding in one worker."""
-    gw = _gateway(tmp_path_factory.mktemp("roomy-bodies"), scripted_upstream_server, database,
-                  max_input_items=2_000_000, max_body_bytes=32 * 1024 * 1024)
+    gw = _gateway(
+        tmp_path_factory.mktemp("roomy-bodies"),
+        scripted_upstream_server,
+        database,
+        max_input_items=2_000_000,
+        max_body_bytes=32 * 1024 * 1024,
+    )
     try:
         yield gw
     finally:
@@ -230,8 +261,9 @@ def test_the_loop_answers_while_a_huge_body_parses(
 
     def send_huge() -> int:
         try:
-            return httpx.post(gw.base_url + "/v1/chat/completions", content=huge,
-                              headers=headers, timeout=300).status_code
+            return httpx.post(
+                gw.base_url + "/v1/chat/completions", content=huge, headers=headers, timeout=300
+            ).status_code
         finally:
             done.set()
 
@@ -265,8 +297,12 @@ def test_a_rate_limited_keys_large_body_is_refused_without_a_parse(
 
     def post(n: int) -> httpx.Response:
         extra = {"idempotency-key": f"large-{n}"} if shape == "idempotency-key" else {}
-        return httpx.post(gw.base_url + "/v1/chat/completions", content=body,
-                          headers={**headers, **extra}, timeout=60)
+        return httpx.post(
+            gw.base_url + "/v1/chat/completions",
+            content=body,
+            headers={**headers, **extra},
+            timeout=60,
+        )
 
     before = offloaded(gw)
     assert post(1).status_code == (400 if dense else 200)

@@ -30,8 +30,13 @@ from schemathesis.core.result import Err
 from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
 from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_schema_conformance, response_headers_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    response_headers_conformance,
+]
 
 
 @pytest.fixture(scope="module")
@@ -64,21 +69,27 @@ def test_documented_api(fuzz_gw: GatewayProcess, upstream: ScriptedUpstream) -> 
     schemathesis' pytest plugin does not load on this pytest (9.x)."""
     headers = {"authorization": f"Bearer {fuzz_gw.api_key}"}
     operations = _operations(fuzz_gw)
-    assert {op.path for op in operations} >= {"/v1/chat/completions", "/v1/messages",
-                                              "/v1/schemas/check", "/v1/models"}
+    assert {op.path for op in operations} >= {
+        "/v1/chat/completions",
+        "/v1/messages",
+        "/v1/schemas/check",
+        "/v1/models",
+    }
     count = 0
     for operation, mode in itertools.product(operations, GenerationMode):
 
         @given(case=operation.as_strategy(mode))
-        @settings(max_examples=15, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=15, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        )
         def run(case: Any) -> None:
             nonlocal count
             count += 1
             upstream.reset()
             upstream.queue(*[Reply(content="ok")] * 4)
-            case.call_and_validate(base_url=fuzz_gw.base_url, headers=headers,
-                                   checks=CHECKS, timeout=20)
+            case.call_and_validate(
+                base_url=fuzz_gw.base_url, headers=headers, checks=CHECKS, timeout=20
+            )
 
         try:
             run()

@@ -40,20 +40,26 @@ def test_canary_keys_reach_no_sink(
         model_table("m", base, api_key_env="CANARY_UPSTREAM_KEY"),
         model_table("an", base, provider="anthropic", api_key_env="CANARY_UPSTREAM_KEY"),
         model_table("slow", base, api_key_env="CANARY_UPSTREAM_KEY", timeout_s=0.3),
-        model_table("dead", f"http://127.0.0.1:{free_port()}/v1",
-                    api_key_env="CANARY_UPSTREAM_KEY"),
+        model_table(
+            "dead", f"http://127.0.0.1:{free_port()}/v1", api_key_env="CANARY_UPSTREAM_KEY"
+        ),
     ]
     gw = start_gateway(tmp_path, models, env={"CANARY_UPSTREAM_KEY": upstream_canary})
     customer_canary = gw.api_key
-    echo = {"error": {"message": f"Incorrect API key provided: {upstream_canary}. "
-                                 f"You sent Authorization: Bearer {upstream_canary}",
-                      "type": "invalid_request_error"}}
+    echo = {
+        "error": {
+            "message": f"Incorrect API key provided: {upstream_canary}. "
+            f"You sent Authorization: Bearer {upstream_canary}",
+            "type": "invalid_request_error",
+        }
+    }
     seen: list[bytes] = []
     paths: list[bool] = []  # metered (POST /v1/*) and authenticated: has a ledger row
     ids: list[str] = []
 
-    def call(path: str, body: Any, key: str | None = customer_canary,
-             header: str = "authorization") -> httpx.Response:
+    def call(
+        path: str, body: Any, key: str | None = customer_canary, header: str = "authorization"
+    ) -> httpx.Response:
         headers = {}
         if key is not None:
             headers[header] = f"Bearer {key}" if header == "authorization" else key
@@ -65,18 +71,19 @@ def test_canary_keys_reach_no_sink(
         return r
 
     chat: Callable[..., httpx.Response] = lambda body, **kw: call(  # noqa: E731
-        "/v1/chat/completions", body, **kw)
+        "/v1/chat/completions", body, **kw
+    )
     try:
         upstream.queue(
-            HttpError(401, body=echo),                       # upstream echoes its key
+            HttpError(401, body=echo),  # upstream echoes its key
             HttpError(500, body=echo),
-            Raw(orjson.dumps(echo)[:-3]),                    # malformed JSON with the key
+            Raw(orjson.dumps(echo)[:-3]),  # malformed JSON with the key
             RawStream([b"data: " + orjson.dumps(echo) + b"\n\n"]),  # in-band stream error
             Drop(),
             Reply(tool_calls=[Call("create_refund", BAD_ARGS)]),
             Reply(tool_calls=[Call("create_refund", BAD_ARGS)]),  # 422 after correction
-            Reply(content="late", delay=1),                  # slow model: timeout
-            HttpError(401, body=echo),                       # anthropic upstream echo
+            Reply(content="late", delay=1),  # slow model: timeout
+            HttpError(401, body=echo),  # anthropic upstream echo
         )
         outcomes = [
             chat(chat_body()).status_code,
@@ -86,13 +93,16 @@ def test_canary_keys_reach_no_sink(
             chat(chat_body()).status_code,
             chat(chat_body()).status_code,
             chat(chat_body("slow")).status_code,
-            call("/v1/messages", {"model": "an", "max_tokens": 50,
-                                  "messages": [{"role": "user", "content": "hi"}]},
-                 header="x-api-key").status_code,
+            call(
+                "/v1/messages",
+                {"model": "an", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]},
+                header="x-api-key",
+            ).status_code,
             chat(chat_body("dead")).status_code,
             chat(chat_body(), key=bad_customer_canary).status_code,
-            call("/v1/messages", {"model": "an"}, key=bad_customer_canary,
-                 header="x-api-key").status_code,
+            call(
+                "/v1/messages", {"model": "an"}, key=bad_customer_canary, header="x-api-key"
+            ).status_code,
             chat(b"{not json " + customer_canary.encode()).status_code,
             chat(chat_body("no-such-model")).status_code,
             call("/v1/schemas/check", {"schema": {"type": "object"}}).status_code,
@@ -109,8 +119,13 @@ def test_canary_keys_reach_no_sink(
     log = gw.log()
     assert b"Incorrect API key provided: [REDACTED]" in b"".join(seen)  # echo was scrubbed
     database = db_path(gw).read_bytes() + _wal(db_path(gw))
-    sinks = {"log": log.encode(), "responses": b"".join(seen), "metrics": metrics.encode(),
-             "ledger": ledger, "database": database}
+    sinks = {
+        "log": log.encode(),
+        "responses": b"".join(seen),
+        "metrics": metrics.encode(),
+        "ledger": ledger,
+        "database": database,
+    }
     for canary in (upstream_canary, customer_canary, bad_customer_canary):
         for name, data in sinks.items():
             where = data.find(canary.encode())
@@ -132,29 +147,63 @@ def test_anthropic_in_band_error_never_echoes_the_upstream_key(
     configured secret itself keeps it out of the stream, the log and the ledger."""
     canary = f"CANARYplain{uuid.uuid4().hex}"
     scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
-    models = [model_table("an", scripted_upstream_server.base_url, provider="anthropic",
-                          api_key_env="CANARY_UPSTREAM_KEY")]
+    models = [
+        model_table(
+            "an",
+            scripted_upstream_server.base_url,
+            provider="anthropic",
+            api_key_env="CANARY_UPSTREAM_KEY",
+        )
+    ]
     gw = start_gateway(tmp_path, models, env={"CANARY_UPSTREAM_KEY": canary})
-    error = {"type": "error", "error": {"type": "authentication_error",
-                                        "message": f"invalid x-api-key {canary}"}}
-    start = {"type": "message_start", "message": {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": "an-served",
-        "content": [], "stop_reason": None, "usage": {"input_tokens": 3, "output_tokens": 0}}}
-    in_band = RawStream([b"event: message_start\ndata: " + orjson.dumps(start) + b"\n\n",
-                         b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"])
+    error = {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": f"invalid x-api-key {canary}"},
+    }
+    start = {
+        "type": "message_start",
+        "message": {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "an-served",
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": 3, "output_tokens": 0},
+        },
+    }
+    in_band = RawStream(
+        [
+            b"event: message_start\ndata: " + orjson.dumps(start) + b"\n\n",
+            b"event: error\ndata: " + orjson.dumps(error) + b"\n\n",
+        ]
+    )
     seen: list[bytes] = []
     ids: list[str] = []
     try:
         upstream.queue(in_band, in_band, HttpError(401, body=error))
         for path, body in (
-            ("/v1/messages", {"model": "an", "max_tokens": 50, "stream": True,
-                              "messages": [{"role": "user", "content": "hi"}]}),
+            (
+                "/v1/messages",
+                {
+                    "model": "an",
+                    "max_tokens": 50,
+                    "stream": True,
+                    "messages": [{"role": "user", "content": "hi"}],
+                },
+            ),
             ("/v1/chat/completions", chat_body("an", stream=True, tools=[])),
-            ("/v1/messages", {"model": "an", "max_tokens": 50,
-                              "messages": [{"role": "user", "content": "hi"}]}),
+            (
+                "/v1/messages",
+                {"model": "an", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]},
+            ),
         ):
-            r = httpx.post(gw.base_url + path, json=body, timeout=20,
-                           headers={"authorization": f"Bearer {gw.api_key}"})
+            r = httpx.post(
+                gw.base_url + path,
+                json=body,
+                timeout=20,
+                headers={"authorization": f"Bearer {gw.api_key}"},
+            )
             seen.append(r.content + repr(sorted(r.headers.items())).encode())
             ids.append(r.headers["x-request-id"])
         assert len(upstream.requests) == 3
@@ -166,8 +215,12 @@ def test_anthropic_in_band_error_never_echoes_the_upstream_key(
     responses = b"".join(seen)
     assert responses.count(b"invalid x-api-key [REDACTED]") == 3  # the errors did arrive
     assert all(row["status"] >= 400 or row["error_code"] for row in rows.values())
-    sinks = {"log": gw.log().encode(), "responses": responses, "metrics": metrics,
-             "ledger": orjson.dumps(list(rows.values())),
-             "database": db_path(gw).read_bytes() + _wal(db_path(gw))}
+    sinks = {
+        "log": gw.log().encode(),
+        "responses": responses,
+        "metrics": metrics,
+        "ledger": orjson.dumps(list(rows.values())),
+        "database": db_path(gw).read_bytes() + _wal(db_path(gw)),
+    }
     for name, data in sinks.items():
         assert canary.encode() not in data, f"the upstream key leaked into {name}"

@@ -69,8 +69,9 @@ class Served:
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         config.setdefault("timeout_keep_alive", 5)
-        cfg = uvicorn.Config(app, http=protocol, log_config=None, lifespan="on",
-                             date_header=False, **config)
+        cfg = uvicorn.Config(
+            app, http=protocol, log_config=None, lifespan="on", date_header=False, **config
+        )
         self.server = uvicorn.Server(cfg)
         self.thread = threading.Thread(target=self.server.run, args=([self.sock],), daemon=True)
         self.thread.start()
@@ -114,8 +115,14 @@ def read_to_close(sock: socket.socket) -> bytes:
     return out
 
 
-def req(path: str, method: str = "GET", extra: str = "", body: bytes = b"",
-        version: str = "1.1", close: bool = False) -> bytes:
+def req(
+    path: str,
+    method: str = "GET",
+    extra: str = "",
+    body: bytes = b"",
+    version: str = "1.1",
+    close: bool = False,
+) -> bytes:
     head = f"{method} {path} HTTP/{version}\r\nhost: t\r\n"
     if body:
         head += f"content-length: {len(body)}\r\n"
@@ -129,10 +136,10 @@ SCENARIOS: dict[str, bytes] = {
     "pipelined": req("/chunked") + req("/nocontent") + req("/fixed", close=True),
     "head": req("/fixed", method="HEAD") + req("/chunked", method="HEAD", close=True),
     "http10": req("/fixed", version="1.0") + req("/fixed"),
-    "expect-100": req("/echo", "POST", extra="expect: 100-continue\r\n", body=b"body",
-                      close=True),
+    "expect-100": req("/echo", "POST", extra="expect: 100-continue\r\n", body=b"body", close=True),
     "chunked-request": req("/echo", "POST", close=True, extra="transfer-encoding: chunked\r\n")
-    + b"".join(b"1\r\n%c\r\n" % c for c in b"tiny chunks") + b"0\r\n\r\n",
+    + b"".join(b"1\r\n%c\r\n" % c for c in b"tiny chunks")
+    + b"0\r\n\r\n",
     "percent-path": req("/fi%78ed?q=1", close=True),
     "not-http": b"GARBAGE\r\n\r\n",
     "malformed-chunk-size": req("/echo", "POST", extra="transfer-encoding: chunked\r\n")
@@ -206,8 +213,9 @@ def test_headers_that_do_not_arrive_in_time_get_408(first: bytes, then: bytes) -
 def test_oversized_headers_get_431() -> None:
     served = Served(EdgeProtocol, h11_max_incomplete_event_size=1024)
     try:
-        small = exchange(served.port, req("/fixed", extra="x-pad: " + "a" * 800 + "\r\n",
-                                          close=True))
+        small = exchange(
+            served.port, req("/fixed", extra="x-pad: " + "a" * 800 + "\r\n", close=True)
+        )
         big = exchange(served.port, req("/fixed", extra="x-pad: " + "a" * 1100 + "\r\n"))
         long_url = exchange(served.port, req("/fixed?" + "q" * 1100))
         many = exchange(served.port, req("/fixed", extra="x-pad: aaaa\r\n" * 100))
@@ -240,8 +248,10 @@ def test_a_header_that_never_ends_gets_431_while_it_arrives() -> None:
 def test_an_upgrade_request_is_served_as_plain_http() -> None:
     served = Served(EdgeProtocol, ws="none")
     try:
-        out = exchange(served.port, req(
-            "/fixed", close=True, extra="connection: Upgrade\r\nupgrade: websocket\r\n"))
+        out = exchange(
+            served.port,
+            req("/fixed", close=True, extra="connection: Upgrade\r\nupgrade: websocket\r\n"),
+        )
     finally:
         served.stop()
     assert out.startswith(b"HTTP/1.1 200 OK\r\n") and out.endswith(b"hello")
@@ -273,8 +283,10 @@ def test_an_upgrade_requests_body_is_its_body_not_a_request(request_bytes: bytes
     finally:
         served.stop()
     echo = b"HTTP/1.1 201 Created\r\ncontent-length: %d\r\nx-mixed: \tv\r\n\r\n" % len(SMUGGLED)
-    fixed = (b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\n"
-             b"connection: close\r\n\r\nhello")
+    fixed = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\n"
+        b"connection: close\r\n\r\nhello"
+    )
     assert out.removeprefix(b"HTTP/1.1 100 Continue\r\n\r\n") == echo + SMUGGLED + fixed
 
 
@@ -284,9 +296,8 @@ def test_an_upgrade_requests_body_sent_later_is_its_body() -> None:
     served = Served(EdgeProtocol, server_header=False, ws="none")
     try:
         with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
-            head = req("/echo", "POST", extra=UPGRADE + "expect: 100-continue\r\n",
-                       body=SMUGGLED)
-            sock.sendall(head[:-len(SMUGGLED)])
+            head = req("/echo", "POST", extra=UPGRADE + "expect: 100-continue\r\n", body=SMUGGLED)
+            sock.sendall(head[: -len(SMUGGLED)])
             assert read_until(sock, b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
             sock.sendall(SMUGGLED + req("/fixed", close=True))
             out = read_to_close(sock)

@@ -20,10 +20,22 @@ import pytest
 
 from tests.support.gateway_proc import GatewayProcess
 
-SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
-          "additionalProperties": False}
-CHECK_BODY = orjson.dumps({"tools": [{"type": "function", "function": {
-    "name": "count", "strict": True, "parameters": SCHEMA}}]})
+SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}},
+    "required": ["n"],
+    "additionalProperties": False,
+}
+CHECK_BODY = orjson.dumps(
+    {
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "count", "strict": True, "parameters": SCHEMA},
+            }
+        ]
+    }
+)
 # A body that is itself a request: answered on its own only if the body is misparsed.
 SMUGGLED = b"GET /healthz?smuggled=1 HTTP/1.1\r\nhost: t\r\n\r\n"
 UPGRADES = [
@@ -113,8 +125,14 @@ def test_an_existing_route_reads_the_body_sent_after_the_head(
         pieces.append(b"0\r\n\r\n")
     # expect-100: the body is sent only once the server has parsed the head and the
     # endpoint asks for the body, so it surely comes in later packets.
-    conn.send(head("POST", "/v1/schemas/check", upgrade + extra + "expect: 100-continue\r\n",
-                   gateway.api_key))
+    conn.send(
+        head(
+            "POST",
+            "/v1/schemas/check",
+            upgrade + extra + "expect: 100-continue\r\n",
+            gateway.api_key,
+        )
+    )
     assert conn.informational() == 100
     for piece in pieces:
         conn.send(piece)
@@ -134,8 +152,7 @@ def test_an_existing_route_reads_the_body_sent_after_the_head(
 def test_an_unknown_route_does_not_run_its_body_as_a_request(
     gateway: GatewayProcess, conn: Answers, upgrade: str, path: str
 ) -> None:
-    conn.send(head("POST", path, upgrade + f"content-length: {len(SMUGGLED)}\r\n",
-                   gateway.api_key))
+    conn.send(head("POST", path, upgrade + f"content-length: {len(SMUGGLED)}\r\n", gateway.api_key))
     status, _, body = conn.response("POST")  # answered before the body is read
     assert status == 404 and orjson.loads(body)["error"]["type"] == "invalid_request_error"
     conn.send(SMUGGLED)  # the body, in a later packet, then the next request

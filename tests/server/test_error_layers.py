@@ -20,16 +20,23 @@ async def boom(request: Request) -> Response:
 
 @pytest.mark.parametrize("method", ["GET", "POST"])
 async def test_an_endpoints_exception_is_the_500_envelope(method: str) -> None:
-    app = create_app(Settings(models=()),
-                     extra_routes=(Route("/__boom__", boom, methods=["GET", "POST"]),))
+    app = create_app(
+        Settings(models=()), extra_routes=(Route("/__boom__", boom, methods=["GET", "POST"]),)
+    )
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
         r = await client.request(method, "/__boom__")
     assert r.status_code == 500
     assert r.headers["content-type"] == "application/json"
-    assert r.json() == {"error": {"type": "server_error", "code": "internal_error",
-                                  "message": "Internal server error.", "param": None},
-                        "request_id": r.headers["x-request-id"]}
+    assert r.json() == {
+        "error": {
+            "type": "server_error",
+            "code": "internal_error",
+            "message": "Internal server error.",
+            "param": None,
+        },
+        "request_id": r.headers["x-request-id"],
+    }
     assert "secret internal detail" not in r.text
 
 

@@ -20,7 +20,11 @@ def _serve(tmp_path: Path, config_text: str) -> subprocess.CompletedProcess[str]
     env.update(PYTHONPATH=str(ROOT), SYNTIC_DATABASE_URL=f"sqlite:///{tmp_path / 'db'}")
     return subprocess.run(
         [sys.executable, "-m", "gateway", "serve", "--config", str(config)],
-        env=env, capture_output=True, text=True, timeout=60)
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize(
@@ -37,12 +41,24 @@ def _serve(tmp_path: Path, config_text: str) -> subprocess.CompletedProcess[str]
         ("[server]\nhost = 8080\n", "server.host"),
         ("[server]\ndatabase_url = 5\n", "server.database_url"),
         ("[server]\nmax_inflite = 7\n", "max_inflite"),
-        ('[sever]\nport = 8081\n', "sever"),
+        ("[sever]\nport = 8081\n", "sever"),
         ('server = "x"\n', "server"),
     ],
-    ids=["port-text", "port-range", "port-bool", "body-text", "body-zero", "keepalive-text",
-         "keepalive-negative", "ttl-text", "host-number", "db-number", "misspelt-key",
-         "misspelt-table", "server-not-a-table"],
+    ids=[
+        "port-text",
+        "port-range",
+        "port-bool",
+        "body-text",
+        "body-zero",
+        "keepalive-text",
+        "keepalive-negative",
+        "ttl-text",
+        "host-number",
+        "db-number",
+        "misspelt-key",
+        "misspelt-table",
+        "server-not-a-table",
+    ],
 )
 def test_a_bad_server_table_is_one_line_naming_the_key(
     tmp_path: Path, text: str, named: str

@@ -31,8 +31,24 @@ PG = "postgresql://postgres@127.0.0.1:5432"
 
 def rec(i: int) -> UsageRecord:
     now = time.time()
-    return UsageRecord(f"b{i}", "key_b", "m", "/v1/chat/completions", 200, None, False,
-                       10, 5, 0, 0, 0, 1, 3.0, now, now)
+    return UsageRecord(
+        f"b{i}",
+        "key_b",
+        "m",
+        "/v1/chat/completions",
+        200,
+        None,
+        False,
+        10,
+        5,
+        0,
+        0,
+        0,
+        1,
+        3.0,
+        now,
+        now,
+    )
 
 
 async def backend(url: str, label: str, tmp: Path) -> None:
@@ -54,8 +70,10 @@ async def backend(url: str, label: str, tmp: Path) -> None:
     for _ in range(n):
         await store.authenticate(bad)
     malformed = (time.perf_counter() - t0) / n
-    print(f"{label}: auth cold (db) {cold * 1e3:.2f} ms, cached {warm * 1e6:.1f} us, "
-          f"malformed reject {malformed * 1e6:.1f} us")
+    print(
+        f"{label}: auth cold (db) {cold * 1e3:.2f} ms, cached {warm * 1e6:.1f} us, "
+        f"malformed reject {malformed * 1e6:.1f} us"
+    )
 
     ledger = DbLedger(db, tmp / label, batch_size=500, flush_interval_s=0.2)
     rows = 50_000
@@ -67,8 +85,10 @@ async def backend(url: str, label: str, tmp: Path) -> None:
     t0 = time.perf_counter()
     await ledger.aclose()
     flush = time.perf_counter() - t0
-    print(f"{label}: ledger record() {enqueue * 1e6:.2f} us/row, "
-          f"batched insert {rows / flush:,.0f} rows/s ({rows} rows in {flush:.2f} s)")
+    print(
+        f"{label}: ledger record() {enqueue * 1e6:.2f} us/row, "
+        f"batched insert {rows / flush:,.0f} rows/s ({rows} rows in {flush:.2f} s)"
+    )
     await db.aclose()
 
 
@@ -85,9 +105,11 @@ async def limiter() -> None:
     await asyncio.gather(*(lim.check(p, 1) for _ in range(10_000)))
     conc = time.perf_counter() - t0
     await lim.aclose()
-    print(f"redis limiter: check p50 {statistics.median(lat) * 1e3:.3f} ms, "
-          f"p99 {lat[int(len(lat) * 0.99)] * 1e3:.3f} ms; 10,000 concurrent checks in "
-          f"{conc:.2f} s ({10_000 / conc:,.0f}/s); fallbacks {lim.fallback_count}")
+    print(
+        f"redis limiter: check p50 {statistics.median(lat) * 1e3:.3f} ms, "
+        f"p99 {lat[int(len(lat) * 0.99)] * 1e3:.3f} ms; 10,000 concurrent checks in "
+        f"{conc:.2f} s ({10_000 / conc:,.0f}/s); fallbacks {lim.fallback_count}"
+    )
 
 
 async def main() -> None:

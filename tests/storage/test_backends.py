@@ -159,12 +159,14 @@ async def test_sqlite_stores_bools_as_integers_and_none_as_null(tmp_path: Path) 
     db = open_database(f"sqlite:///{tmp_path / 'b.db'}")
     try:
         await db.execute("CREATE TABLE t (ok BOOLEAN, n INTEGER, s TEXT)")
-        await db.executemany("INSERT INTO t (ok, n, s) VALUES (?, ?, ?)",
-                             [(True, True, None), (False, 0, "x")])
-        got = await db.fetch(
-            "SELECT ok, typeof(ok), n, typeof(n), s, typeof(s) FROM t ORDER BY n")
-        assert got == [(0, "integer", 0, "integer", "x", "text"),
-                       (1, "integer", 1, "integer", None, "null")]
+        await db.executemany(
+            "INSERT INTO t (ok, n, s) VALUES (?, ?, ?)", [(True, True, None), (False, 0, "x")]
+        )
+        got = await db.fetch("SELECT ok, typeof(ok), n, typeof(n), s, typeof(s) FROM t ORDER BY n")
+        assert got == [
+            (0, "integer", 0, "integer", "x", "text"),
+            (1, "integer", 1, "integer", None, "null"),
+        ]
         assert all(type(r[0]) is int for r in got)
     finally:
         await db.aclose()

@@ -25,9 +25,7 @@ async def _tables(url: str) -> set[str]:
         if db.dialect == "sqlite":
             rows = await db.fetch("SELECT name FROM sqlite_master WHERE type = 'table'")
         else:
-            rows = await db.fetch(
-                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
-            )
+            rows = await db.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
         return {str(r[0]) for r in rows}
     finally:
         await db.aclose()
@@ -52,23 +50,32 @@ async def test_migrations_apply_on_empty_db_and_rerun_is_noop(empty_db_url: str)
 def test_cli_migrate_twice(empty_db_url: str, tmp_path: Path) -> None:
     env = {**os.environ, "SYNTIC_DATABASE_URL": empty_db_url}
     env.pop("SYNTIC_CONFIG", None)
-    first = subprocess.run([*SYNTIC, "migrate"], env=env, capture_output=True, text=True,
-                           cwd=tmp_path, timeout=60)
+    first = subprocess.run(
+        [*SYNTIC, "migrate"], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
     assert first.returncode == 0, first.stderr
     assert "applied 0001_initial" in first.stdout
-    second = subprocess.run([*SYNTIC, "migrate"], env=env, capture_output=True, text=True,
-                            cwd=tmp_path, timeout=60)
+    second = subprocess.run(
+        [*SYNTIC, "migrate"], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
     assert second.returncode == 0, second.stderr
     assert "applied" not in second.stdout.replace("0 applied now", "")
-    status = subprocess.run([*SYNTIC, "migrate", "--status"], env=env, capture_output=True,
-                            text=True, cwd=tmp_path, timeout=60)
+    status = subprocess.run(
+        [*SYNTIC, "migrate", "--status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert "0001_initial  applied" in status.stdout
 
 
 def test_default_database_is_sqlite_under_cwd_var(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTIC_")}
-    proc = subprocess.run([*SYNTIC, "migrate"], env=env, capture_output=True, text=True,
-                          cwd=tmp_path, timeout=60)
+    proc = subprocess.run(
+        [*SYNTIC, "migrate"], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "var" / "syntic.db").is_file()
 
@@ -80,8 +87,14 @@ def test_concurrent_migrators_apply_each_version_once(
     url = pg_factory()
     env = {**os.environ, "SYNTIC_DATABASE_URL": url}
     procs = [
-        subprocess.Popen([*SYNTIC, "migrate"], env=env, cwd=tmp_path, text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [*SYNTIC, "migrate"],
+            env=env,
+            cwd=tmp_path,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for _ in range(4)
     ]
     outs = [p.communicate(timeout=60) for p in procs]
@@ -112,8 +125,10 @@ def test_failed_migration_rolls_back_and_is_not_recorded(tmp_path: Path) -> None
         try:
             with pytest.raises(Exception, match="already exists"):
                 await apply_migrations(db, bad)
-            names = {str(r[0]) for r in await db.fetch(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            names = {
+                str(r[0])
+                for r in await db.fetch("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
             return await applied_versions(db), names
         finally:
             await db.aclose()
@@ -135,8 +150,10 @@ def test_migration_files_are_well_formed() -> None:
 @pytest.mark.parametrize(
     ("sql", "expected"),
     [
-        ("-- c\nCREATE TABLE a (x INT);\n\nCREATE INDEX i ON a (x);\n",
-         ["CREATE TABLE a (x INT)", "CREATE INDEX i ON a (x)"]),
+        (
+            "-- c\nCREATE TABLE a (x INT);\n\nCREATE INDEX i ON a (x);\n",
+            ["CREATE TABLE a (x INT)", "CREATE INDEX i ON a (x)"],
+        ),
         ("CREATE TABLE a (\n  x INT\n);", ["CREATE TABLE a (\n  x INT\n)"]),
         ("-- only a comment\n", []),
     ],

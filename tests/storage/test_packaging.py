@@ -29,7 +29,9 @@ def test_wheel_carries_migrations_and_installed_copy_migrates(tmp_path: Path) ->
     dist = tmp_path / "dist"
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(src)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert build.returncode == 0, build.stderr[-2000:]
     wheel = next(dist.glob("syntic_gateway-*.whl"))
@@ -43,9 +45,20 @@ def test_wheel_carries_migrations_and_installed_copy_migrates(tmp_path: Path) ->
 
     target = tmp_path / "site"
     install = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
-         str(wheel)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert install.returncode == 0, install.stderr[-2000:]
     (target / "gateway" / "__pycache__").mkdir(exist_ok=True)
@@ -58,8 +71,9 @@ def test_wheel_carries_migrations_and_installed_copy_migrates(tmp_path: Path) ->
         f"assert gateway.__file__.startswith({str(target)!r}), gateway.__file__; "
         "from gateway.cli import main; sys.exit(main(['migrate']))"
     )
-    run = subprocess.run([sys.executable, "-c", code], cwd=work, env=env,
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=work, env=env, capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "applied 0001_initial" in run.stdout
     with sqlite3.connect(work / "var" / "syntic.db") as conn:

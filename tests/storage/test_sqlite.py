@@ -36,8 +36,9 @@ async def test_the_file_and_its_directories_are_created_in_wal_mode(tmp_path: Pa
         await db.aclose()
 
 
-async def test_memory_databases_need_no_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                  ) -> None:
+async def test_memory_databases_need_no_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     db = SQLiteDatabase(":memory:")
     try:
@@ -52,7 +53,10 @@ async def test_memory_databases_need_no_directory(tmp_path: Path, monkeypatch: p
 async def test_rows_come_back_as_tuples_and_execute_counts_changes(db: SQLiteDatabase) -> None:
     await db.executemany("INSERT INTO items (name) VALUES (?)", [("a",), ("b",), ("c",)])
     assert await db.fetch("SELECT id, name FROM items ORDER BY id") == [
-        (1, "a"), (2, "b"), (3, "c")]
+        (1, "a"),
+        (2, "b"),
+        (3, "c"),
+    ]
     assert await db.execute("UPDATE items SET name = name || '!' WHERE id > ?", [1]) == 2
     assert await db.fetch("SELECT name FROM items WHERE id = ?", (3,)) == [("c!",)]
 
@@ -92,8 +96,9 @@ async def test_a_full_database_is_unavailable_not_a_data_error(db: SQLiteDatabas
     pages = (await db.fetch("PRAGMA page_count"))[0][0]
     await db.fetch(f"PRAGMA max_page_count = {pages}")
     with pytest.raises(StorageUnavailable):
-        await db.executemany("INSERT INTO items (name) VALUES (?)",
-                             [(f"{i:04}" + "x" * 500,) for i in range(200)])
+        await db.executemany(
+            "INSERT INTO items (name) VALUES (?)", [(f"{i:04}" + "x" * 500,) for i in range(200)]
+        )
 
 
 async def test_a_closed_handle_is_unavailable_and_closing_twice_is_fine(tmp_path: Path) -> None:
@@ -108,8 +113,11 @@ async def test_a_closed_handle_is_unavailable_and_closing_twice_is_fine(tmp_path
 
 MIGRATIONS = [
     ("0001", "items", [ITEMS]),
-    ("0002", "tags", ["CREATE TABLE tags (item INTEGER, tag TEXT)",
-                      "CREATE INDEX tags_item ON tags (item)"]),
+    (
+        "0002",
+        "tags",
+        ["CREATE TABLE tags (item INTEGER, tag TEXT)", "CREATE INDEX tags_item ON tags (item)"],
+    ),
 ]
 
 

@@ -67,9 +67,11 @@ def input_usage(step: Reply) -> dict[str, int]:
     if step.details is None:
         return {"input_tokens": prompt}
     d = step.details
-    return {"input_tokens": prompt - d.cache_read - d.cache_write,
-            "cache_creation_input_tokens": d.cache_write,
-            "cache_read_input_tokens": d.cache_read}
+    return {
+        "input_tokens": prompt - d.cache_read - d.cache_write,
+        "cache_creation_input_tokens": d.cache_write,
+        "cache_read_input_tokens": d.cache_read,
+    }
 
 
 def output_usage(step: Reply) -> dict[str, Any]:
@@ -105,16 +107,16 @@ def tool_input(arguments: str) -> Any:
     return value if isinstance(value, dict) else arguments
 
 
-def _streamed(
-    block: dict[str, Any], fragment: int
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _streamed(block: dict[str, Any], fragment: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A block as it streams: a server tool's use opens with an empty ``input`` that
     ``input_json_delta``s fill; any other block opens whole."""
     if block.get("type") != "server_tool_use":
         return (block, [])
     text = orjson.dumps(block.get("input") or {}).decode()
-    return ({**block, "input": {}},
-            [{"type": "input_json_delta", "partial_json": p} for p in pieces(text, fragment)])
+    return (
+        {**block, "input": {}},
+        [{"type": "input_json_delta", "partial_json": p} for p in pieces(text, fragment)],
+    )
 
 
 class AnthropicRenderer:
@@ -199,27 +201,35 @@ class AnthropicRenderer:
             if thought.redacted:
                 parts.append((thinking_block(thought), []))
                 continue
-            parts.append((
-                {"type": "thinking", "thinking": "", "signature": ""},
-                [{"type": "thinking_delta", "thinking": p}
-                 for p in pieces(thought.text, step.fragment)]
-                + [{"type": "signature_delta", "signature": thought.signature}],
-            ))
+            parts.append(
+                (
+                    {"type": "thinking", "thinking": "", "signature": ""},
+                    [
+                        {"type": "thinking_delta", "thinking": p}
+                        for p in pieces(thought.text, step.fragment)
+                    ]
+                    + [{"type": "signature_delta", "signature": thought.signature}],
+                )
+            )
         text = _text(step)
         if text:
-            parts.append((
-                {"type": "text", "text": ""},
-                [{"type": "text_delta", "text": p} for p in pieces(text, step.fragment)],
-            ))
+            parts.append(
+                (
+                    {"type": "text", "text": ""},
+                    [{"type": "text_delta", "text": p} for p in pieces(text, step.fragment)],
+                )
+            )
         for cid, call in zip(call_ids, step.tool_calls, strict=True):
-            parts.append((
-                {"type": "tool_use", "id": cid, "name": call.name, "input": {}},
-                [
-                    {"type": "input_json_delta", "partial_json": p}
-                    for p in pieces(call.arguments, step.fragment)
-                    if p
-                ],
-            ))
+            parts.append(
+                (
+                    {"type": "tool_use", "id": cid, "name": call.name, "input": {}},
+                    [
+                        {"type": "input_json_delta", "partial_json": p}
+                        for p in pieces(call.arguments, step.fragment)
+                        if p
+                    ],
+                )
+            )
         for start, deltas in placed(parts, step.items, lambda raw: _streamed(raw, step.fragment)):
             block(start, deltas)
         # Cumulative; the input counts stay message_start's (a field left out keeps it).
@@ -251,8 +261,15 @@ class AnthropicRenderer:
         for where, schema in places:
             message = _strict_refusal(schema)
             if message is not None:
-                return orjson.dumps({"type": "error", "error": {
-                    "type": "invalid_request_error", "message": f"{where}: {message}"}})
+                return orjson.dumps(
+                    {
+                        "type": "error",
+                        "error": {
+                            "type": "invalid_request_error",
+                            "message": f"{where}: {message}",
+                        },
+                    }
+                )
         return None
 
     def error_body(self, step: HttpError) -> bytes:

@@ -52,11 +52,23 @@ class Seen:
 def strict_output(dialect: Dialect) -> dict[str, Any]:
     """The request field asking for strict JSON output, in ``dialect``'s spelling."""
     if dialect == "chat":
-        return {"response_format": {"type": "json_schema", "json_schema": {
-            "name": "answer", "schema": SCHEMA, "strict": True}}}
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": SCHEMA, "strict": True},
+            }
+        }
     if dialect == "responses":
-        return {"text": {"format": {"type": "json_schema", "name": "answer", "schema": SCHEMA,
-                                    "strict": True}}}
+        return {
+            "text": {
+                "format": {
+                    "type": "json_schema",
+                    "name": "answer",
+                    "schema": SCHEMA,
+                    "strict": True,
+                }
+            }
+        }
     return {"output_config": {"format": {"type": "json_schema", "schema": SCHEMA}}}
 
 
@@ -73,10 +85,13 @@ def _data_lines(lines: list[str]) -> list[dict[str, Any]]:
 
 
 def _chat(gw: GatewayProcess, model: str, stream: bool, extra: dict[str, Any]) -> Seen:
-    with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0,
-                       timeout=20) as client:
+    with openai.OpenAI(
+        base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0, timeout=20
+    ) as client:
         body: dict[str, Any] = {
-            "model": model, "messages": [{"role": "user", "content": PROMPT}], **extra,
+            "model": model,
+            "messages": [{"role": "user", "content": PROMPT}],
+            **extra,
         }
         if not stream:
             reply = client.chat.completions.with_raw_response.create(**body)
@@ -97,8 +112,9 @@ def _chat(gw: GatewayProcess, model: str, stream: bool, extra: dict[str, Any]) -
 
 
 def _responses(gw: GatewayProcess, model: str, stream: bool, extra: dict[str, Any]) -> Seen:
-    with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0,
-                       timeout=20) as client:
+    with openai.OpenAI(
+        base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0, timeout=20
+    ) as client:
         body: dict[str, Any] = {"model": model, "input": PROMPT, "store": False, **extra}
         if not stream:
             reply = client.responses.with_raw_response.create(**body)
@@ -117,11 +133,14 @@ def _responses(gw: GatewayProcess, model: str, stream: bool, extra: dict[str, An
 
 
 def _messages(gw: GatewayProcess, model: str, stream: bool, extra: dict[str, Any]) -> Seen:
-    with anthropic.Anthropic(base_url=gw.base_url, api_key=gw.api_key, max_retries=0,
-                             timeout=20) as client:
+    with anthropic.Anthropic(
+        base_url=gw.base_url, api_key=gw.api_key, max_retries=0, timeout=20
+    ) as client:
         body: dict[str, Any] = {
-            "model": model, "max_tokens": 256,
-            "messages": [{"role": "user", "content": PROMPT}], **extra,
+            "model": model,
+            "max_tokens": 256,
+            "messages": [{"role": "user", "content": PROMPT}],
+            **extra,
         }
         if not stream:
             reply = client.messages.with_raw_response.create(**body)
@@ -140,7 +159,11 @@ def _messages(gw: GatewayProcess, model: str, stream: bool, extra: dict[str, Any
 
 
 def ask(
-    gw: GatewayProcess, dialect: Dialect, model: str, *, stream: bool,
+    gw: GatewayProcess,
+    dialect: Dialect,
+    model: str,
+    *,
+    stream: bool,
     extra: dict[str, Any] | None = None,
 ) -> Seen:
     """One request (two when streamed, see the module docstring)."""

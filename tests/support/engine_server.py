@@ -51,13 +51,34 @@ class EngineServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     @classmethod
-    def start(cls, python: Path, weights: Path, log: Path, *, model: str = "engine-model",
-              n_ctx: int = 2048) -> EngineServer:
+    def start(
+        cls,
+        python: Path,
+        weights: Path,
+        log: Path,
+        *,
+        model: str = "engine-model",
+        n_ctx: int = 2048,
+    ) -> EngineServer:
         port = free_port()
         args = [
-            str(python), "-m", "llama_cpp.server", "--model", str(weights),
-            "--model_alias", model, "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", str(n_ctx), "--n_threads", "2", "--verbose", "false",
+            str(python),
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(weights),
+            "--model_alias",
+            model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(n_ctx),
+            "--n_threads",
+            "2",
+            "--verbose",
+            "false",
         ]
         env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
         with log.open("wb") as out:
@@ -99,7 +120,9 @@ class EngineServer:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None,
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self.stop()

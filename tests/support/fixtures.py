@@ -125,16 +125,18 @@ def stream_gateway(
 
 @pytest.fixture
 def openai_client(gateway: GatewayProcess) -> Iterator[openai.OpenAI]:
-    client = openai.OpenAI(base_url=gateway.base_url + "/v1", api_key=gateway.api_key,
-                           max_retries=0, timeout=20)
+    client = openai.OpenAI(
+        base_url=gateway.base_url + "/v1", api_key=gateway.api_key, max_retries=0, timeout=20
+    )
     yield client
     client.close()
 
 
 @pytest.fixture
 async def async_openai_client(gateway: GatewayProcess) -> AsyncIterator[openai.AsyncOpenAI]:
-    client = openai.AsyncOpenAI(base_url=gateway.base_url + "/v1", api_key=gateway.api_key,
-                                max_retries=0, timeout=20)
+    client = openai.AsyncOpenAI(
+        base_url=gateway.base_url + "/v1", api_key=gateway.api_key, max_retries=0, timeout=20
+    )
     yield client
     await client.close()
 

@@ -57,7 +57,7 @@ class ForwardProxy:
             parts = urlsplit(target)
             host, port = parts.hostname or "", str(parts.port or 80)
             origin = parts.path + (f"?{parts.query}" if parts.query else "")
-            first = f"{method} {origin} {version}".encode() + head[head.index(b"\r\n"):]
+            first = f"{method} {origin} {version}".encode() + head[head.index(b"\r\n") :]
             answer = b""
         try:
             up_reader, up_writer = await asyncio.open_connection(host, int(port))

@@ -131,8 +131,7 @@ def _syntic(
     args: list[str], config: Path, env: Mapping[str, str], *, check: bool
 ) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "gateway", *args, "--config", str(config)]
-    out = subprocess.run(cmd, env=dict(env), cwd=ROOT, capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(cmd, env=dict(env), cwd=ROOT, capture_output=True, text=True, timeout=60)
     if check and out.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed ({out.returncode}): {out.stderr[-2000:]}")
     return out
@@ -169,8 +168,11 @@ def start_gateway(
     config.write_text(toml_config(models, server))
     # The machine's proxy settings are not the test's: a gateway under test reaches its
     # loopback upstreams directly unless the test passes proxy variables itself.
-    full_env = {k: v for k, v in os.environ.items()
-                if not k.startswith("SYNTIC_") and k.lower() not in _PROXY_VARS}
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SYNTIC_") and k.lower() not in _PROXY_VARS
+    }
     full_env["SYNTIC_DATABASE_URL"] = f"sqlite:///{workdir / 'syntic.db'}"
     full_env["PYTHONPATH"] = str(ROOT)
     full_env.update(env or {})
@@ -183,9 +185,23 @@ def start_gateway(
         port = free_port()
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
-                [*wrap, sys.executable, "-m", "gateway", "serve", "--config", str(config),
-                 "--host", "127.0.0.1", "--port", str(port)],
-                env=full_env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                [
+                    *wrap,
+                    sys.executable,
+                    "-m",
+                    "gateway",
+                    "serve",
+                    "--config",
+                    str(config),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ],
+                env=full_env,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         gw = GatewayProcess(proc, port, key, config, full_env, log_path, [key])
         try:
@@ -212,9 +228,23 @@ def serve_replica(
     full_env = dict(gw.env if env is None else env)
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway", "serve", "--config", str(gw.config_path),
-             "--host", "127.0.0.1", "--port", str(port), *args],
-            env=full_env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "gateway",
+                "serve",
+                "--config",
+                str(gw.config_path),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                *args,
+            ],
+            env=full_env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     other = GatewayProcess(proc, port, gw.api_key, gw.config_path, full_env, log)
     try:
@@ -239,8 +269,9 @@ class InProcessGateway:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> InProcessGateway:
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, lifespan="on",
-                                log_level="warning", loop="asyncio")
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=0, lifespan="on", log_level="warning", loop="asyncio"
+        )
         server = uvicorn.Server(config)
         self._server = server
         self._thread = threading.Thread(target=server.run, name="gateway", daemon=True)

@@ -68,8 +68,13 @@ def gzip_bomb(prefix: bytes = b"", zero_mib: int = 1024) -> bytes:
     else:
         crc = _ZEROS_GIB_CRC
     size = (len(prefix) + zero_mib * (1 << 20)) & 0xFFFFFFFF
-    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + head + block * zero_mib + tail
-            + struct.pack("<II", crc, size))
+    return (
+        b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+        + head
+        + block * zero_mib
+        + tail
+        + struct.pack("<II", crc, size)
+    )
 
 
 def _user_text(body: Any) -> str:
@@ -86,24 +91,45 @@ def _user_text(body: Any) -> str:
 def completion(text: str, *, arguments: str | None = None) -> bytes:
     message: dict[str, Any] = {"role": "assistant", "content": text}
     if arguments is not None:
-        message = {"role": "assistant", "content": None, "tool_calls": [{
-            "id": "call_1", "type": "function",
-            "function": {"name": "f", "arguments": arguments}}]}
-    return orjson.dumps({
-        "id": "chatcmpl-hostile", "object": "chat.completion", "created": 1,
-        "model": "hostile",
-        "choices": [{"index": 0, "message": message,
-                     "finish_reason": "tool_calls" if arguments is not None else "stop"}],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
-    })
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": arguments},
+                }
+            ],
+        }
+    return orjson.dumps(
+        {
+            "id": "chatcmpl-hostile",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "hostile",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if arguments is not None else "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+        }
+    )
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-    payload = orjson.dumps({
-        "id": "chatcmpl-hostile", "object": "chat.completion.chunk", "created": 1,
-        "model": "hostile",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    })
+    payload = orjson.dumps(
+        {
+            "id": "chatcmpl-hostile",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "hostile",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+    )
     return b"data: " + payload + b"\n\n"
 
 
@@ -250,8 +276,9 @@ class HostileUpstream:
         return await self._answer(conn)
 
     async def _mode_switch_101(self, conn: _Conn) -> bool:
-        conn.writer.write(_head("101 Switching Protocols",
-                                {"upgrade": "websocket", "connection": "Upgrade"}))
+        conn.writer.write(
+            _head("101 Switching Protocols", {"upgrade": "websocket", "connection": "Upgrade"})
+        )
         conn.writer.write(b"\x81\x05hello" + completion("not for you"))
         await conn.writer.drain()
         await asyncio.sleep(0.2)
@@ -279,16 +306,21 @@ class HostileUpstream:
 
     async def _mode_gzip_bomb(self, conn: _Conn) -> bool:
         body = self.bomb()
-        conn.writer.write(_head("200 OK", {
-            **JSON, "content-encoding": "gzip", "content-length": str(len(body))}))
+        conn.writer.write(
+            _head("200 OK", {**JSON, "content-encoding": "gzip", "content-length": str(len(body))})
+        )
         conn.writer.write(body)
         return True
 
     async def _mode_error_bomb(self, conn: _Conn) -> bool:
         """A 400 whose error body is a gzip bomb: an error message that never ends."""
         body = self.bomb(b'{"error": {"message": "')
-        conn.writer.write(_head("400 Bad Request", {
-            **JSON, "content-encoding": "gzip", "content-length": str(len(body))}))
+        conn.writer.write(
+            _head(
+                "400 Bad Request",
+                {**JSON, "content-encoding": "gzip", "content-length": str(len(body))},
+            )
+        )
         conn.writer.write(body)
         return True
 
@@ -312,7 +344,7 @@ class HostileUpstream:
         w = conn.writer
         w.write(_head("200 OK", {**SSE, "content-encoding": "gzip"}))
         for at in range(0, len(body), 16384):
-            w.write(_chunked(body[at:at + 16384]))
+            w.write(_chunked(body[at : at + 16384]))
             await w.drain()
         w.write(_chunked(b""))
         return True
@@ -335,8 +367,12 @@ class HostileUpstream:
         if self._streamed(conn):
             w.write(_head("200 OK", SSE))
             w.write(_chunked(chunk({"role": "assistant", "content": "fine "})))
-            w.write(_chunked(b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe"},'
-                             b'"finish_reason":null}]}\n\n'))
+            w.write(
+                _chunked(
+                    b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe"},'
+                    b'"finish_reason":null}]}\n\n'
+                )
+            )
             w.write(_chunked(chunk({}, "stop")))
             w.write(_chunked(b"data: [DONE]\n\n"))
             w.write(_chunked(b""))
@@ -369,9 +405,24 @@ class HostileUpstream:
         w = conn.writer
         if self._streamed(conn):
             w.write(_head("200 OK", SSE))
-            w.write(_chunked(chunk({"role": "assistant", "content": None, "tool_calls": [{
-                "index": 0, "id": "call_1", "type": "function",
-                "function": {"name": "f", "arguments": args}}]})))
+            w.write(
+                _chunked(
+                    chunk(
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "index": 0,
+                                    "id": "call_1",
+                                    "type": "function",
+                                    "function": {"name": "f", "arguments": args},
+                                }
+                            ],
+                        }
+                    )
+                )
+            )
             w.write(_chunked(chunk({}, "tool_calls")))
             w.write(_chunked(b"data: [DONE]\n\n"))
             w.write(_chunked(b""))

@@ -81,9 +81,19 @@ class NginxProxy:
         conf.write_text(loopback_conf(CONF.read_text(), self.backends, self.port, self.workdir))
         error_log = self.workdir / "logs" / "error.log"
         self.proc = subprocess.Popen(
-            [self.binary, "-p", str(self.workdir), "-c", str(conf), "-e", str(error_log),
-             "-g", f"daemon off; pid {self.workdir / 'nginx.pid'};"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            [
+                self.binary,
+                "-p",
+                str(self.workdir),
+                "-c",
+                str(conf),
+                "-e",
+                str(error_log),
+                "-g",
+                f"daemon off; pid {self.workdir / 'nginx.pid'};",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 10
         while True:

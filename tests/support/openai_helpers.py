@@ -62,8 +62,11 @@ class Result:
 
 def calls_of(completion: ChatCompletion) -> list[ChatCompletionMessageFunctionToolCall]:
     """The function tool calls of the first choice (empty if none)."""
-    return [c for c in completion.choices[0].message.tool_calls or ()
-            if isinstance(c, ChatCompletionMessageFunctionToolCall)]
+    return [
+        c
+        for c in completion.choices[0].message.tool_calls or ()
+        if isinstance(c, ChatCompletionMessageFunctionToolCall)
+    ]
 
 
 Chat = Callable[..., Result]
@@ -76,14 +79,16 @@ def make_chat(kind: str, base_url: str, api_key: str) -> Chat:
         kw.setdefault("model", "strict-model")
         kw.setdefault("messages", MESSAGES)
         if kind == "sync":
-            with openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0,
-                               timeout=20) as client:
+            with openai.OpenAI(
+                base_url=base_url, api_key=api_key, max_retries=0, timeout=20
+            ) as client:
                 raw = client.chat.completions.with_raw_response.create(**kw)
                 return Result(raw.parse(), raw.headers)
 
         async def run() -> Result:
-            async with openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0,
-                                          timeout=20) as client:
+            async with openai.AsyncOpenAI(
+                base_url=base_url, api_key=api_key, max_retries=0, timeout=20
+            ) as client:
                 raw = await client.chat.completions.with_raw_response.create(**kw)
                 return Result(raw.parse(), raw.headers)
 

@@ -70,28 +70,60 @@ class PrivatePostgres:
         if os.geteuid() == 0:
             shutil.chown(self.workdir, "postgres", "postgres")
         subprocess.run(
-            _as_postgres([_pg_bin("initdb"), "-D", str(self.datadir), "-U", "postgres",
-                          "-A", "trust", "--no-sync", "-E", "UTF8"]),
-            check=True, capture_output=True, timeout=120,
+            _as_postgres(
+                [
+                    _pg_bin("initdb"),
+                    "-D",
+                    str(self.datadir),
+                    "-U",
+                    "postgres",
+                    "-A",
+                    "trust",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                ]
+            ),
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
         self.start()
         return self
 
     def start(self) -> None:
-        opts = (f"-p {self.port} -c listen_addresses=127.0.0.1 -c fsync=off "
-                f"-c unix_socket_directories={self.workdir} -c max_connections=60")
+        opts = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -c fsync=off "
+            f"-c unix_socket_directories={self.workdir} -c max_connections=60"
+        )
         subprocess.run(
-            _as_postgres([_pg_bin("pg_ctl"), "-D", str(self.datadir), "-o", opts,
-                          "-l", str(self.workdir / "pg.log"), "-w", "start"]),
-            check=True, capture_output=True, timeout=60,
+            _as_postgres(
+                [
+                    _pg_bin("pg_ctl"),
+                    "-D",
+                    str(self.datadir),
+                    "-o",
+                    opts,
+                    "-l",
+                    str(self.workdir / "pg.log"),
+                    "-w",
+                    "start",
+                ]
+            ),
+            check=True,
+            capture_output=True,
+            timeout=60,
         )
         _wait_port(self.port, up=True)
 
     def stop(self) -> None:
         subprocess.run(
-            _as_postgres([_pg_bin("pg_ctl"), "-D", str(self.datadir), "-m", "immediate",
-                          "-w", "stop"]),
-            check=False, capture_output=True, timeout=60,
+            _as_postgres(
+                [_pg_bin("pg_ctl"), "-D", str(self.datadir), "-m", "immediate", "-w", "stop"]
+            ),
+            check=False,
+            capture_output=True,
+            timeout=60,
         )
         _wait_port(self.port, up=False)
 
@@ -115,9 +147,19 @@ class PrivateRedis:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         _wait_port(self.port, up=True)
 

@@ -45,7 +45,8 @@ _ITEM_TEXT: dict[str, tuple[str, str]] = {
 
 def reasoning_item(reasoning: ReasoningItem) -> dict[str, Any]:
     item: dict[str, Any] = {
-        "type": "reasoning", "id": reasoning.id,
+        "type": "reasoning",
+        "id": reasoning.id,
         "summary": [{"type": "summary_text", "text": t} for t in reasoning.summary],
     }
     if reasoning.encrypted_content is not None:
@@ -70,33 +71,60 @@ class ResponsesRenderer:
         if step.refusal is not None:
             parts.append({"type": "refusal", "refusal": step.refusal})
         if parts:
-            items.append({"type": "message", "id": f"msg_up_{seq}", "role": "assistant",
-                          "status": "completed", "content": parts})
+            items.append(
+                {
+                    "type": "message",
+                    "id": f"msg_up_{seq}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": parts,
+                }
+            )
         items.extend(
-            {"type": "function_call", "id": f"fc_up_{seq}_{i}",
-             "call_id": c.id or f"call_up_{seq}_{i}", "name": c.name,
-             "arguments": c.arguments, "status": "completed",
-             **({"namespace": c.namespace} if c.namespace else {})}
+            {
+                "type": "function_call",
+                "id": f"fc_up_{seq}_{i}",
+                "call_id": c.id or f"call_up_{seq}_{i}",
+                "name": c.name,
+                "arguments": c.arguments,
+                "status": "completed",
+                **({"namespace": c.namespace} if c.namespace else {}),
+            }
             for i, c in enumerate(step.tool_calls)
         )
         return placed(items, step.items)
 
-    def _response(self, step: Reply, request: RecordedRequest, seq: int,
-                  output: list[dict[str, Any]], *, done: bool) -> dict[str, Any]:
+    def _response(
+        self,
+        step: Reply,
+        request: RecordedRequest,
+        seq: int,
+        output: list[dict[str, Any]],
+        *,
+        done: bool,
+    ) -> dict[str, Any]:
         prompt, completion = step.usage
         status, incomplete = _status(step) if done else ("in_progress", None)
         d = step.details or Tokens()
-        usage = {"input_tokens": prompt,
-                 "input_tokens_details": {"cached_tokens": d.cache_read,
-                                          "cache_write_tokens": d.cache_write},
-                 "output_tokens": completion,
-                 "output_tokens_details": {"reasoning_tokens": d.reasoning},
-                 "total_tokens": prompt + completion}
+        usage = {
+            "input_tokens": prompt,
+            "input_tokens_details": {
+                "cached_tokens": d.cache_read,
+                "cache_write_tokens": d.cache_write,
+            },
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": d.reasoning},
+            "total_tokens": prompt + completion,
+        }
         return {
-            "id": step.id or f"resp_up_{seq}", "object": "response",
-            "created_at": int(time.time()), "status": status,
-            "model": (request.body or {}).get("model", "scripted"), "output": output,
-            "incomplete_details": incomplete, "error": None,
+            "id": step.id or f"resp_up_{seq}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": status,
+            "model": (request.body or {}).get("model", "scripted"),
+            "output": output,
+            "incomplete_details": incomplete,
+            "error": None,
             "usage": usage if done and step.report_usage else None,
             **({"service_tier": step.service_tier} if step.service_tier else {}),
         }
@@ -119,26 +147,45 @@ class ResponsesRenderer:
         for index, item in enumerate(items):
             if item["type"] == "reasoning":
                 empty = {"type": "reasoning", "id": item["id"], "summary": []}
-                events.append(event("response.output_item.added", output_index=index,
-                                    item=empty))
+                events.append(event("response.output_item.added", output_index=index, item=empty))
                 where = {"item_id": item["id"], "output_index": index}
                 for i, part in enumerate(item["summary"]):
-                    events.append(event("response.reasoning_summary_part.added", **where,
-                                        summary_index=i,
-                                        part={"type": "summary_text", "text": ""}))
+                    events.append(
+                        event(
+                            "response.reasoning_summary_part.added",
+                            **where,
+                            summary_index=i,
+                            part={"type": "summary_text", "text": ""},
+                        )
+                    )
                     events.extend(
-                        event("response.reasoning_summary_text.delta", **where,
-                              summary_index=i, delta=p)
+                        event(
+                            "response.reasoning_summary_text.delta",
+                            **where,
+                            summary_index=i,
+                            delta=p,
+                        )
                         for p in pieces(part["text"], step.fragment)
                     )
-                    events.append(event("response.reasoning_summary_text.done", **where,
-                                        summary_index=i, text=part["text"]))
-                    events.append(event("response.reasoning_summary_part.done", **where,
-                                        summary_index=i, part=part))
+                    events.append(
+                        event(
+                            "response.reasoning_summary_text.done",
+                            **where,
+                            summary_index=i,
+                            text=part["text"],
+                        )
+                    )
+                    events.append(
+                        event(
+                            "response.reasoning_summary_part.done",
+                            **where,
+                            summary_index=i,
+                            part=part,
+                        )
+                    )
             elif item["type"] == "message":
                 empty = {**item, "status": "in_progress", "content": []}
-                events.append(event("response.output_item.added", output_index=index,
-                                    item=empty))
+                events.append(event("response.output_item.added", output_index=index, item=empty))
                 for j, part in enumerate(item["content"]):
                     where = {"item_id": item["id"], "output_index": index, "content_index": j}
                     text = part.get("text", part.get("refusal", ""))
@@ -150,8 +197,9 @@ class ResponsesRenderer:
                             event("response.output_text.delta", **where, delta=p, logprobs=[])
                             for p in pieces(text, step.fragment)
                         )
-                        events.append(event("response.output_text.done", **where, text=text,
-                                            logprobs=[]))
+                        events.append(
+                            event("response.output_text.done", **where, text=text, logprobs=[])
+                        )
                     else:
                         events.extend(
                             event("response.refusal.delta", **where, delta=p)
@@ -164,16 +212,25 @@ class ResponsesRenderer:
                 continue
             else:
                 empty = {**item, "status": "in_progress", "arguments": ""}
-                events.append(event("response.output_item.added", output_index=index,
-                                    item=empty))
+                events.append(event("response.output_item.added", output_index=index, item=empty))
                 events.extend(
-                    event("response.function_call_arguments.delta", item_id=item["id"],
-                          output_index=index, delta=p)
-                    for p in pieces(item["arguments"], step.fragment) if p
+                    event(
+                        "response.function_call_arguments.delta",
+                        item_id=item["id"],
+                        output_index=index,
+                        delta=p,
+                    )
+                    for p in pieces(item["arguments"], step.fragment)
+                    if p
                 )
-                events.append(event("response.function_call_arguments.done",
-                                    item_id=item["id"], output_index=index,
-                                    arguments=item["arguments"]))
+                events.append(
+                    event(
+                        "response.function_call_arguments.done",
+                        item_id=item["id"],
+                        output_index=index,
+                        arguments=item["arguments"],
+                    )
+                )
             events.append(event("response.output_item.done", output_index=index, item=item))
         kind = "response.completed" if _status(step)[0] == "completed" else "response.incomplete"
         events.append(event(kind, response=self._response(step, request, seq, items, done=True)))
@@ -198,8 +255,11 @@ class ResponsesRenderer:
         out.extend(event(f"response.{kind}.{step}", **where) for step in progress[:1])
         if text_key is not None:
             text = str(item.get(text_key) or "")
-            out.extend(event(f"response.{text_event}.delta", **where, delta=p)
-                       for p in pieces(text, fragment) if p)
+            out.extend(
+                event(f"response.{text_event}.delta", **where, delta=p)
+                for p in pieces(text, fragment)
+                if p
+            )
             out.append(event(f"response.{text_event}.done", **where, **{text_key: text}))
         out.extend(event(f"response.{kind}.{step}", **where) for step in progress[1:])
         out.append(event("response.output_item.done", output_index=index, item=item))
@@ -211,5 +271,13 @@ class ResponsesRenderer:
     def error_body(self, step: HttpError) -> bytes:
         if step.body is not None:
             return step.body if isinstance(step.body, bytes) else orjson.dumps(step.body)
-        return orjson.dumps({"error": {"message": f"scripted error {step.status}",
-                                       "type": "server_error", "param": None, "code": None}})
+        return orjson.dumps(
+            {
+                "error": {
+                    "message": f"scripted error {step.status}",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
+        )

@@ -156,8 +156,11 @@ def placed(
 
 def token_logprobs(text: str, fragment: int) -> list[dict[str, Any]]:
     """Chat ``logprobs.content`` for ``text``: one token per ``fragment`` characters."""
-    return [{"token": p, "logprob": -0.25, "bytes": list(p.encode()), "top_logprobs": []}
-            for p in pieces(text, fragment) if p]
+    return [
+        {"token": p, "logprob": -0.25, "bytes": list(p.encode()), "top_logprobs": []}
+        for p in pieces(text, fragment)
+        if p
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,13 +282,22 @@ class OpenAIRenderer:
 
     def render(self, step: Reply, request: RecordedRequest, seq: int) -> bytes:
         rid, call_ids = self._ids(step, seq)
-        message: dict[str, Any] = {"role": "assistant", "content": step.content,
-                                   "refusal": step.refusal}
-        calls = placed([
-            {"id": cid, "type": "function",
-             "function": {"name": c.name, "arguments": c.arguments}}
-            for cid, c in zip(call_ids, step.tool_calls, strict=True)
-        ], step.items)
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": step.content,
+            "refusal": step.refusal,
+        }
+        calls = placed(
+            [
+                {
+                    "id": cid,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for cid, c in zip(call_ids, step.tool_calls, strict=True)
+            ],
+            step.items,
+        )
         if calls:
             message["tool_calls"] = calls
         body: dict[str, Any] = {
@@ -293,8 +305,14 @@ class OpenAIRenderer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": (request.body or {}).get("model", "scripted"),
-            "choices": [{"index": 0, "message": message, "finish_reason": step.finish,
-                         "logprobs": self._logprobs(step, step.content or "")}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": step.finish,
+                    "logprobs": self._logprobs(step, step.content or ""),
+                }
+            ],
             "usage": self.usage(step),
             "system_fingerprint": step.system_fingerprint,
             **({"service_tier": step.service_tier} if step.service_tier else {}),
@@ -307,15 +325,19 @@ class OpenAIRenderer:
     def usage(step: Reply) -> dict[str, Any]:
         """``usage`` as ``openai.types.CompletionUsage``."""
         prompt, completion = step.usage
-        out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
-                               "total_tokens": prompt + completion}
+        out: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
         if step.details is not None:
             d = step.details
-            out["prompt_tokens_details"] = {"cached_tokens": d.cache_read,
-                                            "cache_write_tokens": d.cache_write,
-                                            "audio_tokens": 0}
-            out["completion_tokens_details"] = {"reasoning_tokens": d.reasoning,
-                                                "audio_tokens": 0}
+            out["prompt_tokens_details"] = {
+                "cached_tokens": d.cache_read,
+                "cache_write_tokens": d.cache_write,
+                "audio_tokens": 0,
+            }
+            out["completion_tokens_details"] = {"reasoning_tokens": d.reasoning, "audio_tokens": 0}
         return out
 
     @staticmethod
@@ -335,10 +357,14 @@ class OpenAIRenderer:
             text = delta.get("content")
             logprobs = self._logprobs(step, text) if isinstance(text, str) and text else None
             out: dict[str, Any] = {
-                "id": rid, "object": "chat.completion.chunk", "created": created,
-                "model": model, "system_fingerprint": step.system_fingerprint,
-                "choices": [{"index": 0, "delta": delta, "logprobs": logprobs,
-                             "finish_reason": finish}],
+                "id": rid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "system_fingerprint": step.system_fingerprint,
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+                ],
             }
             if step.service_tier:
                 out["service_tier"] = step.service_tier
@@ -351,31 +377,59 @@ class OpenAIRenderer:
             events.extend(chunk({"content": p}) for p in pieces(step.content, step.fragment))
         if step.refusal:
             events.extend(chunk({"refusal": p}) for p in pieces(step.refusal, step.fragment))
-        calls = placed([
-            {"id": cid, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for cid, c in zip(call_ids, step.tool_calls, strict=True)
-        ], step.items)
+        calls = placed(
+            [
+                {
+                    "id": cid,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for cid, c in zip(call_ids, step.tool_calls, strict=True)
+            ],
+            step.items,
+        )
         for i, call in enumerate(calls):
             # A custom tool's call streams its input as a function's arguments stream.
             kind = call["type"]
-            body_key, text_key = ("custom", "input") if kind == "custom" else (
-                "function", "arguments")
-            events.append(chunk({"tool_calls": [{
-                "index": i, "id": call["id"], "type": kind,
-                body_key: {"name": call[body_key]["name"], text_key: ""}}]}))
+            body_key, text_key = (
+                ("custom", "input") if kind == "custom" else ("function", "arguments")
+            )
+            events.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": i,
+                                "id": call["id"],
+                                "type": kind,
+                                body_key: {"name": call[body_key]["name"], text_key: ""},
+                            }
+                        ]
+                    }
+                )
+            )
             events.extend(
                 chunk({"tool_calls": [{"index": i, body_key: {text_key: p}}]})
-                for p in pieces(call[body_key][text_key], step.fragment) if p
+                for p in pieces(call[body_key][text_key], step.fragment)
+                if p
             )
         if step.content_after:
             events.extend(chunk({"content": p}) for p in pieces(step.content_after, step.fragment))
         events.append(chunk({}, step.finish))
         if usage_on and step.report_usage:
-            events.append(sse({
-                "id": rid, "object": "chat.completion.chunk", "created": created,
-                "model": model, "system_fingerprint": None, "choices": [],
-                "usage": self.usage(step),
-            }))
+            events.append(
+                sse(
+                    {
+                        "id": rid,
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": model,
+                        "system_fingerprint": None,
+                        "choices": [],
+                        "usage": self.usage(step),
+                    }
+                )
+            )
         events.append(b"data: [DONE]\n\n")
         return events
 
@@ -385,17 +439,33 @@ class OpenAIRenderer:
     def error_body(self, step: HttpError) -> bytes:
         if step.body is not None:
             return step.body if isinstance(step.body, bytes) else orjson.dumps(step.body)
-        return orjson.dumps({"error": {"message": f"scripted error {step.status}",
-                                       "type": "server_error", "param": None, "code": None}})
+        return orjson.dumps(
+            {
+                "error": {
+                    "message": f"scripted error {step.status}",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
+        )
 
 
 OPENAI_RENDERERS: Mapping[str, Renderer] = {"/chat/completions": OpenAIRenderer()}
 
 GATE_WAIT_S = 10.0
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-            429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
-            503: "Service Unavailable", 504: "Gateway Timeout"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
 
 
 class ScriptedUpstream:
@@ -532,9 +602,7 @@ class ScriptedUpstream:
         self._arrival = asyncio.Event()
         arrival.set()
 
-    async def _left_before(
-        self, ready: Callable[[], bool], reader: asyncio.StreamReader
-    ) -> bool:
+    async def _left_before(self, ready: Callable[[], bool], reader: asyncio.StreamReader) -> bool:
         """Wait until ``ready()`` (checked on each arrival and on ``release``); True if the
         client left first."""
         left = asyncio.ensure_future(reader.read(1))
@@ -545,8 +613,7 @@ class ScriptedUpstream:
                 arrival = self._arrival
                 assert arrival is not None
                 arrived = asyncio.ensure_future(arrival.wait())
-                done, _ = await asyncio.wait({left, arrived},
-                                             return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait({left, arrived}, return_when=asyncio.FIRST_COMPLETED)
                 arrived.cancel()
                 if left in done:
                     return True
@@ -597,8 +664,9 @@ class ScriptedUpstream:
         self._arrived()
         if step is None or renderer is None:
             what = "script exhausted" if step is None else f"no renderer for {request.path}"
-            body = orjson.dumps({"error": {"message": f"scripted upstream: {what}",
-                                           "type": "server_error"}})
+            body = orjson.dumps(
+                {"error": {"message": f"scripted upstream: {what}", "type": "server_error"}}
+            )
             await _send(writer, 500, "application/json", body)
             return True
         if step.delay and await _client_left(reader, step.delay):
@@ -714,8 +782,10 @@ async def _raw_stream(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
 ) -> bool:
-    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                 b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n")
+    writer.write(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+    )
     try:
         for event in step.events:
             writer.write(b"%x\r\n%s\r\n" % (len(event), event))

@@ -36,9 +36,18 @@ class SmallDisk:
     def __enter__(self) -> SmallDisk:
         self.path.mkdir(parents=True, exist_ok=True)
         out = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={self.size_kib}k,mode=0700", "tmpfs",
-             str(self.path)],
-            capture_output=True, text=True, check=False,
+            [
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                f"size={self.size_kib}k,mode=0700",
+                "tmpfs",
+                str(self.path),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if out.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs (needs CAP_SYS_ADMIN): {out.stderr.strip()}")

@@ -15,8 +15,14 @@ class ThreadedServer:
     """Serves ``handler`` on 127.0.0.1 (a free port) until ``stop``; ``stop`` aborts the
     connections still open (``writers``) so no test waits on a peer that never closes."""
 
-    def __init__(self, handler: Handler, name: str, *, tls: ssl.SSLContext | None = None,
-                 limit: int = 1 << 16) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        name: str,
+        *,
+        tls: ssl.SSLContext | None = None,
+        limit: int = 1 << 16,
+    ) -> None:
         self.handler = handler
         self.name = name
         self.tls = tls
@@ -39,8 +45,9 @@ class ThreadedServer:
 
         def run() -> None:
             loop = self._loop = asyncio.new_event_loop()
-            self._server = loop.run_until_complete(asyncio.start_server(
-                self._serve, "127.0.0.1", 0, ssl=self.tls, limit=self.limit))
+            self._server = loop.run_until_complete(
+                asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls, limit=self.limit)
+            )
             self.port = self._server.sockets[0].getsockname()[1]
             ready.set()
             loop.run_forever()

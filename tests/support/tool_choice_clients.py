@@ -29,7 +29,8 @@ SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 LOOKUP_SCHEMA: dict[str, Any] = {
-    "type": "object", "properties": {"order_number": {"type": "string"}},
+    "type": "object",
+    "properties": {"order_number": {"type": "string"}},
     "required": ["order_number"],
 }
 GOOD = '{"order_number": "582131", "amount_pence": 1250}'
@@ -47,13 +48,16 @@ def gw(
     scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
     scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
     base = scripted_upstream_server.base_url
-    gateway = start_gateway(tmp_path_factory.mktemp("tool-choice-gw"), [
-        model_table("ch-strict", base),
-        model_table("an-strict", base, provider="anthropic"),
-        model_table("rs-strict", base, api="responses"),
-        model_table("ch-tool-error", base, on_invalid="tool_error"),
-        model_table("an-tool-error", base, provider="anthropic", on_invalid="tool_error"),
-    ])
+    gateway = start_gateway(
+        tmp_path_factory.mktemp("tool-choice-gw"),
+        [
+            model_table("ch-strict", base),
+            model_table("an-strict", base, provider="anthropic"),
+            model_table("rs-strict", base, api="responses"),
+            model_table("ch-tool-error", base, on_invalid="tool_error"),
+            model_table("an-tool-error", base, provider="anthropic", on_invalid="tool_error"),
+        ],
+    )
     yield gateway
     gateway.stop()
 
@@ -62,20 +66,21 @@ def tools(dialect: Dialect, *, strict: bool = True) -> list[dict[str, Any]]:
     """A strict ``create_refund`` (``strict``: else not strict) and a plain ``lookup_order``."""
     specs = [("create_refund", SCHEMA, strict), ("lookup_order", LOOKUP_SCHEMA, False)]
     if dialect == "chat":
-        return [{"type": "function", "function": {"name": n, "parameters": p, "strict": s}}
-                for n, p, s in specs]
+        return [
+            {"type": "function", "function": {"name": n, "parameters": p, "strict": s}}
+            for n, p, s in specs
+        ]
     if dialect == "responses":
-        return [{"type": "function", "name": n, "parameters": p, "strict": s}
-                for n, p, s in specs]
-    return [{"name": n, "input_schema": p, **({"strict": True} if s else {})}
-            for n, p, s in specs]
+        return [{"type": "function", "name": n, "parameters": p, "strict": s} for n, p, s in specs]
+    return [{"name": n, "input_schema": p, **({"strict": True} if s else {})} for n, p, s in specs]
 
 
 def tool_choice(dialect: Dialect, choice: Choice) -> Any:
     """``tool_choice`` asking for a call ("required") or for ``create_refund`` ("named")."""
     if dialect == "messages":
-        return {"type": "any"} if choice == "required" else {"type": "tool",
-                                                              "name": "create_refund"}
+        return (
+            {"type": "any"} if choice == "required" else {"type": "tool", "name": "create_refund"}
+        )
     if choice == "required":
         return "required"
     if dialect == "chat":
@@ -96,12 +101,14 @@ def answer(dialect: Dialect, final: Any) -> Answer:
     if dialect == "chat":
         choice = final.choices[0]
         message = choice.message
-        calls = [(t.function.name, json.loads(t.function.arguments))
-                 for t in message.tool_calls or []]
+        calls = [
+            (t.function.name, json.loads(t.function.arguments)) for t in message.tool_calls or []
+        ]
         return Answer(message.content or "", calls, choice.finish_reason)
     if dialect == "responses":
-        calls = [(i.name, json.loads(i.arguments)) for i in final.output
-                 if i.type == "function_call"]
+        calls = [
+            (i.name, json.loads(i.arguments)) for i in final.output if i.type == "function_call"
+        ]
         return Answer(final.output_text, calls, final.status)
     text = "".join(b.text for b in final.content if b.type == "text")
     calls = [(b.name, b.input) for b in final.content if b.type == "tool_use"]

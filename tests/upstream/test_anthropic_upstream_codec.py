@@ -168,7 +168,9 @@ def test_only_what_anthropic_constrains_gets_its_subset(
     tools = (ToolSpec("f", BOUNDED, strict=True), ToolSpec("g", BOUNDED))
     wire = encode_request(
         req(tools=tools, response_format=JsonSchemaFormat(schema=BOUNDED, strict=True)),
-        model, stream=False)
+        model,
+        stream=False,
+    )
     assert wire["tools"][0]["input_schema"] == sent  # strict, constrained: the subset
     assert wire["tools"][1]["input_schema"] == BOUNDED  # not constrained: as written
     assert wire["output_config"]["format"]["schema"] == PROJECTED  # always constrained

@@ -29,8 +29,14 @@ REQUEST = ChatRequest(model="m", messages=(Message("user", (TextPart("hi"),)),))
 
 
 def _model(up: ScriptedUpstream, **kw: object) -> ModelConfig:
-    return ModelConfig(name="m", provider="openai", upstream_model="served",
-                       base_url=up.base_url, api_key_env="UP_KEY", **kw)  # type: ignore[arg-type]
+    return ModelConfig(
+        name="m",
+        provider="openai",
+        upstream_model="served",
+        base_url=up.base_url,
+        api_key_env="UP_KEY",
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 @pytest.fixture
@@ -53,14 +59,24 @@ async def _collect(it: AsyncIterator[StreamEvent]) -> list[StreamEvent]:
 
 
 async def test_stream_events(adapter: OpenAIUpstream, upstream: ScriptedUpstream) -> None:
-    upstream.queue(Reply(content="Hi there", tool_calls=[Call("f", '{"a": 12}', id="c9")],
-                         fragment=4, usage=(3, 4)))
+    upstream.queue(
+        Reply(
+            content="Hi there",
+            tool_calls=[Call("f", '{"a": 12}', id="c9")],
+            fragment=4,
+            usage=(3, 4),
+        )
+    )
     events = await _collect(adapter.stream(REQUEST, _model(upstream)))
     assert events == [
-        TextDelta("Hi t"), TextDelta("here"),
-        ToolCallStart(0, "c9", "f"), ToolCallDelta(0, '{"a"'), ToolCallDelta(0, ": 12"),
+        TextDelta("Hi t"),
+        TextDelta("here"),
+        ToolCallStart(0, "c9", "f"),
+        ToolCallDelta(0, '{"a"'),
+        ToolCallDelta(0, ": 12"),
         ToolCallDelta(0, "}"),
-        Finish("tool_calls"), UsageReport(Usage(3, 4)),
+        Finish("tool_calls"),
+        UsageReport(Usage(3, 4)),
     ]
     assert upstream.requests[0].body["stream_options"] == {"include_usage": True}
 

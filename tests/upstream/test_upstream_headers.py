@@ -23,7 +23,9 @@ def test_key_from_a_secrets_file_is_stripped(tmp_path: Path) -> None:
             resp = httpx.post(
                 gw.base_url + "/v1/chat/completions",
                 json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
-                headers={"authorization": f"Bearer {gw.api_key}"}, timeout=30)
+                headers={"authorization": f"Bearer {gw.api_key}"},
+                timeout=30,
+            )
             assert resp.status_code == 200, resp.text
         finally:
             gw.stop()
@@ -35,8 +37,7 @@ def test_key_from_a_secrets_file_is_stripped(tmp_path: Path) -> None:
     [
         ({"UP_KEY": "sk-abc\r\nx-injected: 1"}, {}, "UP_KEY"),
         ({"UP_KEY": "sk-a\x1bbc"}, {}, "UP_KEY"),
-        ({"UP_KEY": "sk-abc"}, {"base_url": "http://127.0.0.1:9/v1 HTTP/1.1\r\nx: 1"},
-         "base_url"),
+        ({"UP_KEY": "sk-abc"}, {"base_url": "http://127.0.0.1:9/v1 HTTP/1.1\r\nx: 1"}, "base_url"),
     ],
     ids=["crlf-in-key", "escape-in-key", "crlf-in-base-url"],
 )
@@ -49,11 +50,16 @@ def test_control_characters_are_refused_at_startup(
     # TOML escapes for the control characters the helper would write raw
     config.write_text(toml_config([table]).replace("\r", "\\r").replace("\nx:", "\\nx:"))
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTIC_")}
-    full_env.update(env, PYTHONPATH=str(ROOT),
-                    SYNTIC_DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    full_env.update(
+        env, PYTHONPATH=str(ROOT), SYNTIC_DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite'}"
+    )
     out = subprocess.run(
         [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--port", "9"],
-        env=full_env, capture_output=True, text=True, timeout=60)
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2
     assert "hostile-key-model" in out.stderr and named in out.stderr
     assert "Traceback" not in out.stderr
@@ -62,13 +68,24 @@ def test_control_characters_are_refused_at_startup(
 
 def test_unreadable_tls_file_is_a_config_error(tmp_path: Path) -> None:
     config = tmp_path / "gateway.toml"
-    config.write_text(toml_config([model_table(
-        "tls-model", "https://127.0.0.1:9/v1", ca_file=str(tmp_path / "missing.pem"))]))
+    config.write_text(
+        toml_config(
+            [
+                model_table(
+                    "tls-model", "https://127.0.0.1:9/v1", ca_file=str(tmp_path / "missing.pem")
+                )
+            ]
+        )
+    )
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("SYNTIC_")}
     full_env.update(PYTHONPATH=str(ROOT), SYNTIC_DATABASE_URL=f"sqlite:///{tmp_path / 'db'}")
     out = subprocess.run(
         [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--port", "9"],
-        env=full_env, capture_output=True, text=True, timeout=60)
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2
     assert "tls-model" in out.stderr and "TLS files" in out.stderr
     assert "Traceback" not in out.stderr

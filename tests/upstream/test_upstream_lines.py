@@ -25,8 +25,9 @@ def _reader(chunks: list[bytes]) -> Callable[[], Awaitable[bytes]]:
 
 
 async def _lines(chunks: list[bytes], *, event: int = BIG, total: int = BIG) -> list[str]:
-    return [line async for line in sse_lines(
-        _reader(chunks), max_event_bytes=event, max_bytes=total)]
+    return [
+        line async for line in sse_lines(_reader(chunks), max_event_bytes=event, max_bytes=total)
+    ]
 
 
 def _reference(body: bytes) -> list[str]:
@@ -50,8 +51,10 @@ async def test_line_ends(chunks: list[bytes], lines: list[str]) -> None:
 
 
 @given(
-    st.lists(st.sampled_from(["data: x", "data: {\"a\": \"\u2028é\"}", "", ": ping", "event: e"]),
-             max_size=12),
+    st.lists(
+        st.sampled_from(["data: x", 'data: {"a": "\u2028é"}', "", ": ping", "event: e"]),
+        max_size=12,
+    ),
     st.lists(st.sampled_from(["\n", "\r\n", "\r"]), min_size=12, max_size=12),
     st.lists(st.integers(min_value=1, max_value=7), max_size=40),
 )
@@ -62,7 +65,7 @@ async def test_any_chunking_gives_the_same_lines(
     chunks, at = [], 0
     for size in cuts:
         if at < len(body):
-            chunks.append(body[at:at + size])
+            chunks.append(body[at : at + size])
             at += size
     if at < len(body):
         chunks.append(body[at:])

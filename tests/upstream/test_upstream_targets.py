@@ -23,7 +23,10 @@ async def test_a_copy_of_a_model_is_sent_with_its_own_headers(
     await adapter.complete(REQUEST, copy)
     await adapter.complete(REQUEST, model)
     assert [r.headers["authorization"] for r in upstream.requests] == [
-        "Bearer sk-one", "Bearer sk-two", "Bearer sk-one"]
+        "Bearer sk-one",
+        "Bearer sk-two",
+        "Bearer sk-one",
+    ]
 
 
 def test_targets_built_once_per_model_and_bounded(upstream_http: UpstreamHttp) -> None:

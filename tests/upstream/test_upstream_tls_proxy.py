@@ -83,7 +83,9 @@ def _ask(gw: GatewayProcess, model: str) -> httpx.Response:
     resp = httpx.post(
         gw.base_url + "/v1/chat/completions",
         json={"model": model, "messages": [{"role": "user", "content": text}]},
-        headers={"authorization": f"Bearer {gw.api_key}"}, timeout=30)
+        headers={"authorization": f"Bearer {gw.api_key}"},
+        timeout=30,
+    )
     if resp.status_code == 200:
         assert resp.json()["choices"][0]["message"]["content"] == f"echo: {text}"
     return resp
@@ -95,22 +97,31 @@ def _code(resp: httpx.Response) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def gw(
-    tmp_path_factory: pytest.TempPathFactory, pki: dict[str, Path],
-    tls_upstream: HostileUpstream, mtls_upstream: HostileUpstream,
-    plain_upstream: HostileUpstream, proxy: ForwardProxy,
+    tmp_path_factory: pytest.TempPathFactory,
+    pki: dict[str, Path],
+    tls_upstream: HostileUpstream,
+    mtls_upstream: HostileUpstream,
+    plain_upstream: HostileUpstream,
+    proxy: ForwardProxy,
 ) -> Iterator[GatewayProcess]:
     ca_file = str(pki["ca"])
     models = [
         model_table("tls-ca", tls_upstream.base_url("ok", "localhost"), ca_file=ca_file),
         model_table("tls-untrusted", tls_upstream.base_url("ok", "localhost")),
-        model_table("mtls", mtls_upstream.base_url("ok"), ca_file=ca_file,
-                    client_cert=str(pki["client"])),
+        model_table(
+            "mtls", mtls_upstream.base_url("ok"), ca_file=ca_file, client_cert=str(pki["client"])
+        ),
         model_table("mtls-no-cert", mtls_upstream.base_url("ok"), ca_file=ca_file),
         model_table("via-proxy", plain_upstream.base_url("ok"), proxy=proxy.url),
-        model_table("tls-via-proxy", tls_upstream.base_url("ok", "localhost"),
-                    ca_file=ca_file, proxy=proxy.url),
-        model_table("dead-proxy", plain_upstream.base_url("ok"),
-                    proxy=f"http://127.0.0.1:{free_port()}"),
+        model_table(
+            "tls-via-proxy",
+            tls_upstream.base_url("ok", "localhost"),
+            ca_file=ca_file,
+            proxy=proxy.url,
+        ),
+        model_table(
+            "dead-proxy", plain_upstream.base_url("ok"), proxy=f"http://127.0.0.1:{free_port()}"
+        ),
     ]
     g = start_gateway(tmp_path_factory.mktemp("tls"), models, server={"upstream_retries": 0})
     yield g
@@ -133,8 +144,7 @@ def test_model_proxy_plain_http_in_absolute_form(
 ) -> None:
     before = len(proxy.seen)
     assert _ask(gw, "via-proxy").status_code == 200
-    assert (("POST", plain_upstream.base_url("ok") + "/chat/completions")
-            in proxy.seen[before:])
+    assert ("POST", plain_upstream.base_url("ok") + "/chat/completions") in proxy.seen[before:]
 
 
 def test_model_proxy_https_through_connect(
@@ -153,8 +163,11 @@ def test_unreachable_proxy_is_an_unavailable_upstream(gw: GatewayProcess) -> Non
 
 
 def test_environment_proxies_and_no_proxy(
-    tmp_path: Path, pki: dict[str, Path], tls_upstream: HostileUpstream,
-    plain_upstream: HostileUpstream, proxy: ForwardProxy,
+    tmp_path: Path,
+    pki: dict[str, Path],
+    tls_upstream: HostileUpstream,
+    plain_upstream: HostileUpstream,
+    proxy: ForwardProxy,
 ) -> None:
     """HTTP_PROXY / HTTPS_PROXY / NO_PROXY as curl reads them; SSL_CERT_FILE trusted."""
     models = [
@@ -162,8 +175,12 @@ def test_environment_proxies_and_no_proxy(
         model_table("env-https", tls_upstream.base_url("ok", "127.0.0.1")),
         model_table("env-https-direct", tls_upstream.base_url("ok", "localhost")),
     ]
-    env = {"HTTP_PROXY": proxy.url, "https_proxy": proxy.url, "NO_PROXY": "localhost",
-           "SSL_CERT_FILE": str(pki["ca"])}
+    env = {
+        "HTTP_PROXY": proxy.url,
+        "https_proxy": proxy.url,
+        "NO_PROXY": "localhost",
+        "SSL_CERT_FILE": str(pki["ca"]),
+    }
     gw = start_gateway(tmp_path, models, env=env)
     try:
         before = len(proxy.seen)
@@ -181,14 +198,23 @@ def test_environment_proxies_and_no_proxy(
     ("url", "env", "expected"),
     [
         ("https://api.openai.com/v1", {"HTTPS_PROXY": "http://p:3128"}, "http://p:3128"),
-        ("https://api.openai.com/v1", {"https_proxy": "http://low:1", "HTTPS_PROXY": "http://up:1"},
-         "http://low:1"),
+        (
+            "https://api.openai.com/v1",
+            {"https_proxy": "http://low:1", "HTTPS_PROXY": "http://up:1"},
+            "http://low:1",
+        ),
         ("http://vllm.internal:8000/v1", {"HTTPS_PROXY": "http://p:3128"}, None),
-        ("https://api.openai.com/v1", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": ".openai.com"},
-         None),
+        (
+            "https://api.openai.com/v1",
+            {"HTTPS_PROXY": "http://p:1", "NO_PROXY": ".openai.com"},
+            None,
+        ),
         ("https://api.openai.com/v1", {"HTTPS_PROXY": "http://p:1", "no_proxy": "*"}, None),
-        ("https://api.anthropic.com", {"ALL_PROXY": "http://p:1", "NO_PROXY": "openai.com"},
-         "http://p:1"),
+        (
+            "https://api.anthropic.com",
+            {"ALL_PROXY": "http://p:1", "NO_PROXY": "openai.com"},
+            "http://p:1",
+        ),
     ],
 )
 def test_proxy_for(url: str, env: dict[str, str], expected: str | None) -> None:
@@ -259,7 +285,8 @@ async def test_idle_connections_follow_upstream_keepalive_s(
             await adapter.complete(REQUEST, model)
             # Past the short keep-alive (the server sees the close), or a second of idling.
             closed = await asyncio.to_thread(
-                wait_until, lambda: not upstream.open_connections(), 1.0)
+                wait_until, lambda: not upstream.open_connections(), 1.0
+            )
             await adapter.complete(REQUEST, model)
         finally:
             await http.aclose()

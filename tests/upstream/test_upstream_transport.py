@@ -30,19 +30,25 @@ REQUEST = ChatRequest(model="m", messages=(Message("user", (TextPart("hi"),)),))
 
 
 def _model(base_url: str, **kw: object) -> ModelConfig:
-    return ModelConfig(name="m", provider="openai", upstream_model="served",
-                       base_url=base_url, api_key_env="UP_KEY", **kw)  # type: ignore[arg-type]
+    return ModelConfig(
+        name="m",
+        provider="openai",
+        upstream_model="served",
+        base_url=base_url,
+        api_key_env="UP_KEY",
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 async def test_complete_and_reuse(upstream_http: UpstreamHttp, upstream: ScriptedUpstream) -> None:
     adapter = OpenAIUpstream(upstream_http, {"UP_KEY": "sk-upstream"})
-    upstream.queue(Reply(content="one", usage=(7, 2)),
-                   Reply(tool_calls=[Call("f", '{"a": 1}', id="c1")]))
+    upstream.queue(
+        Reply(content="one", usage=(7, 2)), Reply(tool_calls=[Call("f", '{"a": 1}', id="c1")])
+    )
     first = await adapter.complete(REQUEST, _model(upstream.base_url))
     second = await adapter.complete(REQUEST, _model(upstream.base_url))
     assert (first.content, first.usage) == ("one", Usage(7, 2))
-    assert [(c.id, c.name, c.raw_arguments) for c in second.tool_calls] == [
-        ("c1", "f", '{"a": 1}')]
+    assert [(c.id, c.name, c.raw_arguments) for c in second.tool_calls] == [("c1", "f", '{"a": 1}')]
     rec = upstream.requests[0]
     assert rec.headers["authorization"] == "Bearer sk-upstream"
     assert rec.headers["content-type"] == "application/json"
@@ -57,7 +63,10 @@ async def test_stream_arrives_in_pieces(
     model = _model(upstream.base_url)
     events: list[StreamEvent] = [e async for e in adapter.stream(REQUEST, model)]
     assert [e for e in events if isinstance(e, TextDelta)] == [
-        TextDelta("ab"), TextDelta("cd"), TextDelta("ef")]
+        TextDelta("ab"),
+        TextDelta("cd"),
+        TextDelta("ef"),
+    ]
 
 
 async def test_refused_connection_is_a_connect_error(upstream_http: UpstreamHttp) -> None:
@@ -81,12 +90,23 @@ async def test_refused_connection_is_a_connect_error(upstream_http: UpstreamHttp
         (Reply(content="abcdefghijkl", fragment=2, drop_after=3), UpstreamError, True),
         (Reply(content="abcdefghijkl", fragment=2, stall_after=3), UpstreamTimeout, True),
     ],
-    ids=["500", "reset-after-send", "timeout", "not-json", "bad-gzip", "stream-503",
-         "stream-dropped", "stream-stalled"],
+    ids=[
+        "500",
+        "reset-after-send",
+        "timeout",
+        "not-json",
+        "bad-gzip",
+        "stream-503",
+        "stream-dropped",
+        "stream-stalled",
+    ],
 )
 async def test_adapter_errors(
-    upstream_http: UpstreamHttp, upstream: ScriptedUpstream, step: Reply,
-    error: type[Exception], stream: bool,
+    upstream_http: UpstreamHttp,
+    upstream: ScriptedUpstream,
+    step: Reply,
+    error: type[Exception],
+    stream: bool,
 ) -> None:
     adapter = OpenAIUpstream(upstream_http, {})
     upstream.queue(step)

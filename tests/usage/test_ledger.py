@@ -35,10 +35,22 @@ def _dead_port() -> int:
 def rec(request_id: str, **changes: object) -> UsageRecord:
     now = time.time()
     base = UsageRecord(
-        request_id=request_id, key_id="key_t", model="m1", endpoint="/v1/chat/completions",
-        status=200, error_code=None, streamed=False, prompt_tokens=10, completion_tokens=5,
-        correction_prompt_tokens=0, correction_completion_tokens=0, schema_retries=0,
-        upstream_calls=1, latency_ms=12.5, started_at=now - 0.1, finished_at=now,
+        request_id=request_id,
+        key_id="key_t",
+        model="m1",
+        endpoint="/v1/chat/completions",
+        status=200,
+        error_code=None,
+        streamed=False,
+        prompt_tokens=10,
+        completion_tokens=5,
+        correction_prompt_tokens=0,
+        correction_completion_tokens=0,
+        schema_retries=0,
+        upstream_calls=1,
+        latency_ms=12.5,
+        started_at=now - 0.1,
+        finished_at=now,
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
@@ -146,21 +158,52 @@ async def test_close_flushes_everything(db: Database, tmp_path: Path) -> None:
 
 OUTCOMES: dict[str, dict[str, Any]] = {
     "success": {},
-    "corrected": dict(schema_retries=1, upstream_calls=2, correction_prompt_tokens=40,
-                      correction_completion_tokens=9),
-    "bad_request_400": dict(status=400, error_code="invalid_request", prompt_tokens=0,
-                            completion_tokens=0, upstream_calls=0, model=None),
-    "unauthenticated_401": dict(status=401, error_code="invalid_api_key", key_id=None,
-                                prompt_tokens=0, completion_tokens=0, upstream_calls=0),
-    "unprocessable_422": dict(status=422, error_code="tool_arguments_invalid",
-                              schema_retries=1, upstream_calls=2,
-                              correction_prompt_tokens=55, correction_completion_tokens=11),
-    "rate_limited_429": dict(status=429, error_code="rate_limit_exceeded", prompt_tokens=0,
-                             completion_tokens=0, upstream_calls=0),
+    "corrected": dict(
+        schema_retries=1,
+        upstream_calls=2,
+        correction_prompt_tokens=40,
+        correction_completion_tokens=9,
+    ),
+    "bad_request_400": dict(
+        status=400,
+        error_code="invalid_request",
+        prompt_tokens=0,
+        completion_tokens=0,
+        upstream_calls=0,
+        model=None,
+    ),
+    "unauthenticated_401": dict(
+        status=401,
+        error_code="invalid_api_key",
+        key_id=None,
+        prompt_tokens=0,
+        completion_tokens=0,
+        upstream_calls=0,
+    ),
+    "unprocessable_422": dict(
+        status=422,
+        error_code="tool_arguments_invalid",
+        schema_retries=1,
+        upstream_calls=2,
+        correction_prompt_tokens=55,
+        correction_completion_tokens=11,
+    ),
+    "rate_limited_429": dict(
+        status=429,
+        error_code="rate_limit_exceeded",
+        prompt_tokens=0,
+        completion_tokens=0,
+        upstream_calls=0,
+    ),
     "upstream_failure_502": dict(status=502, error_code="upstream_error", completion_tokens=0),
     "upstream_timeout_504": dict(status=504, error_code="upstream_timeout", completion_tokens=0),
-    "client_disconnect": dict(status=499, error_code="client_disconnected", streamed=True,
-                              completion_tokens=17, estimated=True),
+    "client_disconnect": dict(
+        status=499,
+        error_code="client_disconnected",
+        streamed=True,
+        completion_tokens=17,
+        estimated=True,
+    ),
     "streamed": dict(streamed=True, endpoint="/v1/messages", model="claude-ish"),
 }
 
@@ -188,8 +231,9 @@ async def test_spool_while_down_then_replay_without_duplicates(
 ) -> None:
     p = pfx()
     spool = tmp_path / "data"
-    dead = DbLedger(open_database(f"postgresql://x@127.0.0.1:{_dead_port()}/x"), spool,
-                    flush_interval_s=0.05)
+    dead = DbLedger(
+        open_database(f"postgresql://x@127.0.0.1:{_dead_port()}/x"), spool, flush_interval_s=0.05
+    )
     dead.start()
     for i in range(25):
         dead.record(rec(f"{p}{i}"))
@@ -211,6 +255,7 @@ async def test_spool_while_down_then_replay_without_duplicates(
     live = DbLedger(db, spool)
     live.start()
     try:
+
         async def replayed() -> bool:
             return not live.spool_pending
 
@@ -292,8 +337,7 @@ async def test_loose_types_are_normalised_and_bad_rows_set_aside(
     p = pfx()
     ledger = DbLedger(db, tmp_path)
     ledger.start()
-    ledger.record(rec(f"{p}loose", prompt_tokens=12.0, started_at=int(time.time()),
-                      streamed=1))
+    ledger.record(rec(f"{p}loose", prompt_tokens=12.0, started_at=int(time.time()), streamed=1))
     ledger.record(rec(f"{p}bad", prompt_tokens="lots"))
     ledger.record(rec(f"{p}fine"))
     await ledger.aclose()
@@ -303,7 +347,8 @@ async def test_loose_types_are_normalised_and_bad_rows_set_aside(
         (p + "%",),
     )
     assert [(r[0], int(r[1]), bool(r[2])) for r in rows] == [
-        (f"{p}fine", 10, False), (f"{p}loose", 12, True)
+        (f"{p}fine", 10, False),
+        (f"{p}loose", 12, True),
     ]
     assert ledger.rejected == 1
     rejects = (tmp_path / f"usage-rejected-{os.getpid()}.jsonl").read_text()

@@ -65,8 +65,11 @@ def _spool_files(data_dir: Path) -> list[Path]:
 
 def _run_child(code: str, url: str, data_dir: Path, prefix: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", code, url, str(data_dir), prefix], cwd=ROOT,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", code, url, str(data_dir), prefix],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
 

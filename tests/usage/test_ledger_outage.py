@@ -23,8 +23,9 @@ PG = "postgresql://postgres@127.0.0.1:5432"
 
 def rec(request_id: str) -> UsageRecord:
     now = time.time()
-    return UsageRecord(request_id, "key_o", "m", "/v1/messages", 200, None, True, 3, 4, 0, 0,
-                       0, 1, 2.0, now, now)
+    return UsageRecord(
+        request_id, "key_o", "m", "/v1/messages", 200, None, True, 3, 4, 0, 0, 0, 1, 2.0, now, now
+    )
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], within: float = 15.0) -> None:
@@ -82,8 +83,11 @@ async def test_cut_link_spools_then_replays_exactly_once(pg_name: str, tmp_path:
                 ledger.record(rec(f"after{i}"))
 
             async def drained() -> bool:
-                return not ledger.spool_pending and ledger.queue_depth == 0 and len(
-                    await _ids(pg_name)) == 150
+                return (
+                    not ledger.spool_pending
+                    and ledger.queue_depth == 0
+                    and len(await _ids(pg_name)) == 150
+                )
 
             await eventually(drained)
         finally:
@@ -136,6 +140,7 @@ async def test_stop_right_after_recovery_writes_to_the_database(
             ledger.record(rec(f"q{i}"))
         await ledger.aclose()
         await db.aclose()
-    assert sorted(await _ids(pg_name)) == sorted([f"s{i}" for i in range(20)]
-                                                 + [f"q{i}" for i in range(20)])
+    assert sorted(await _ids(pg_name)) == sorted(
+        [f"s{i}" for i in range(20)] + [f"q{i}" for i in range(20)]
+    )
     assert not ledger.spool_pending

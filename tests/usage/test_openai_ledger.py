@@ -23,15 +23,20 @@ from tests.support.scripted_upstream import Call, HttpError, Reply, ScriptedUpst
 def ledger_gateway(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    gw = start_gateway(tmp_path_factory.mktemp("ledger"),
-                       e2e_models(scripted_upstream_server.base_url))
+    gw = start_gateway(
+        tmp_path_factory.mktemp("ledger"), e2e_models(scripted_upstream_server.base_url)
+    )
     yield gw
     gw.stop()
 
 
 def _post(gw: GatewayProcess, body: dict[str, Any], key: str | None = None) -> httpx.Response:
-    return httpx.post(gw.base_url + "/v1/chat/completions", json=body, timeout=20,
-                      headers={"authorization": f"Bearer {key or gw.api_key}"})
+    return httpx.post(
+        gw.base_url + "/v1/chat/completions",
+        json=body,
+        timeout=20,
+        headers={"authorization": f"Bearer {key or gw.api_key}"},
+    )
 
 
 def _rows(gw: GatewayProcess) -> dict[str, sqlite3.Row]:
@@ -59,8 +64,7 @@ def test_rate_limit_refuses_before_upstream(
     first_left = int(admitted[0].headers["x-ratelimit-remaining-tokens"])
     assert 0 < first_left < 100000
     assert int(admitted[1].headers["x-ratelimit-remaining-tokens"]) < first_left
-    assert all(0 < float(r.headers["x-ratelimit-reset"].removesuffix("s")) <= 60
-               for r in admitted)
+    assert all(0 < float(r.headers["x-ratelimit-reset"].removesuffix("s")) <= 60 for r in admitted)
     refused = _post(ledger_gateway, body, key)
     assert refused.status_code == 429
     assert refused.json()["error"]["code"] == "rate_limit_exceeded"
@@ -76,12 +80,12 @@ def test_every_outcome_is_recorded(
     gw = ledger_gateway
     strict = {"model": "strict-model", "messages": MESSAGES, "tools": [refund_tool()]}
     upstream.queue(
-        Reply(tool_calls=[Call("create_refund", GOOD_ARGS)], usage=(11, 3)),          # 200
-        Reply(tool_calls=[Call("create_refund", BAD_ARGS)], usage=(20, 4)),           # 200 after
-        Reply(tool_calls=[Call("create_refund", GOOD_ARGS)], usage=(30, 5)),          # correction
-        Reply(tool_calls=[Call("create_refund", BAD_ARGS)], usage=(40, 6)),           # 422
+        Reply(tool_calls=[Call("create_refund", GOOD_ARGS)], usage=(11, 3)),  # 200
+        Reply(tool_calls=[Call("create_refund", BAD_ARGS)], usage=(20, 4)),  # 200 after
+        Reply(tool_calls=[Call("create_refund", GOOD_ARGS)], usage=(30, 5)),  # correction
+        Reply(tool_calls=[Call("create_refund", BAD_ARGS)], usage=(40, 6)),  # 422
         Reply(tool_calls=[Call("create_refund", BAD_ARGS)], usage=(50, 7)),
-        HttpError(500),                                                               # 502
+        HttpError(500),  # 502
     )
     responses = {
         "ok": _post(gw, strict),
@@ -93,7 +97,14 @@ def test_every_outcome_is_recorded(
         "401": _post(gw, strict, key="sk_live_wrong"),
     }
     assert {k: r.status_code for k, r in responses.items()} == {
-        "ok": 200, "corrected": 200, "422": 422, "502": 502, "400": 400, "404": 404, "401": 401}
+        "ok": 200,
+        "corrected": 200,
+        "422": 422,
+        "502": 502,
+        "400": 400,
+        "404": 404,
+        "401": 401,
+    }
     ids = {k: r.headers["x-request-id"] for k, r in responses.items()}
     # SIGTERM: graceful shutdown flushes the ledger (uvicorn re-raises the signal at exit)
     assert gw.stop() in (0, -signal.SIGTERM)
@@ -104,9 +115,22 @@ def test_every_outcome_is_recorded(
         return dict(rows[ids[name]])
 
     assert {k: row(k)["status"] for k in ids} == {
-        "ok": 200, "corrected": 200, "422": 422, "502": 502, "400": 400, "404": 404, "401": 401}
-    tokens = ("prompt_tokens", "completion_tokens", "correction_prompt_tokens",
-              "correction_completion_tokens", "schema_retries", "upstream_calls")
+        "ok": 200,
+        "corrected": 200,
+        "422": 422,
+        "502": 502,
+        "400": 400,
+        "404": 404,
+        "401": 401,
+    }
+    tokens = (
+        "prompt_tokens",
+        "completion_tokens",
+        "correction_prompt_tokens",
+        "correction_completion_tokens",
+        "schema_retries",
+        "upstream_calls",
+    )
     assert tuple(row("ok")[t] for t in tokens) == (11, 3, 0, 0, 0, 1)
     assert tuple(row("corrected")[t] for t in tokens) == (20, 4, 30, 5, 1, 2)
     assert tuple(row("422")[t] for t in tokens) == (40, 6, 50, 7, 1, 2)

@@ -12,10 +12,23 @@ from gateway.usage.base import UsageRecord
 from gateway.usage.ledger import FIELDS, record_params
 
 BASE = UsageRecord(
-    request_id="req_1", key_id=None, model="m", endpoint="/v1/chat/completions",
-    status=200, error_code=None, streamed=False, prompt_tokens=10, completion_tokens=5,
-    correction_prompt_tokens=0, correction_completion_tokens=0, schema_retries=0,
-    upstream_calls=1, latency_ms=1.5, started_at=1.0, finished_at=2.0, estimated=False,
+    request_id="req_1",
+    key_id=None,
+    model="m",
+    endpoint="/v1/chat/completions",
+    status=200,
+    error_code=None,
+    streamed=False,
+    prompt_tokens=10,
+    completion_tokens=5,
+    correction_prompt_tokens=0,
+    correction_completion_tokens=0,
+    schema_retries=0,
+    upstream_calls=1,
+    latency_ms=1.5,
+    started_at=1.0,
+    finished_at=2.0,
+    estimated=False,
 )
 
 
@@ -31,9 +44,7 @@ BASE = UsageRecord(
         ({"prompt_tokens": "7"}, {"prompt_tokens": 7}),
     ],
 )
-def test_values_have_their_column_types(
-    changes: dict[str, Any], expected: dict[str, Any]
-) -> None:
+def test_values_have_their_column_types(changes: dict[str, Any], expected: dict[str, Any]) -> None:
     for _ in range(2):  # the second call takes the cached fast path when exact
         params = record_params(dataclasses.replace(BASE, **changes))
         want = {**{f: getattr(BASE, f) for f in FIELDS}, **expected}

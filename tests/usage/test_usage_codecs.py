@@ -24,26 +24,74 @@ from gateway.upstream.openai_responses import decode_usage as responses_wire
 FULL = Usage(40, 12, cache_read_tokens=25, cache_creation_tokens=5, reasoning_tokens=7)
 
 
-@pytest.mark.parametrize(("decode", "raw", "expected"), [
-    (chat_wire, {"prompt_tokens": 40, "completion_tokens": 12, "total_tokens": 52,
-                 "prompt_tokens_details": {"cached_tokens": 25, "cache_write_tokens": 5},
-                 "completion_tokens_details": {"reasoning_tokens": 7}}, FULL),
-    (chat_wire, {"prompt_tokens": 40, "completion_tokens": 12,
-                 "prompt_tokens_details": None}, Usage(40, 12)),
-    (chat_wire, None, None),
-    (chat_wire, {}, None),
-    (responses_wire, {"input_tokens": 40, "output_tokens": 12, "total_tokens": 52,
-                      "input_tokens_details": {"cached_tokens": 25, "cache_write_tokens": 5},
-                      "output_tokens_details": {"reasoning_tokens": 7}}, FULL),
-    (responses_wire, None, None),
-    (usage_of, {"input_tokens": 10, "cache_creation_input_tokens": 5,
-                "cache_read_input_tokens": 25, "output_tokens": 12,
-                "output_tokens_details": {"thinking_tokens": 7}}, FULL),
-    (usage_of, {"input_tokens": 10, "cache_creation_input_tokens": None,
-                "cache_read_input_tokens": None, "output_tokens": 12}, Usage(10, 12)),
-    (usage_of, None, None),
-], ids=["chat", "chat-no-details", "chat-none", "chat-empty", "responses", "responses-none",
-        "messages", "messages-null-cache", "messages-none"])
+@pytest.mark.parametrize(
+    ("decode", "raw", "expected"),
+    [
+        (
+            chat_wire,
+            {
+                "prompt_tokens": 40,
+                "completion_tokens": 12,
+                "total_tokens": 52,
+                "prompt_tokens_details": {"cached_tokens": 25, "cache_write_tokens": 5},
+                "completion_tokens_details": {"reasoning_tokens": 7},
+            },
+            FULL,
+        ),
+        (
+            chat_wire,
+            {"prompt_tokens": 40, "completion_tokens": 12, "prompt_tokens_details": None},
+            Usage(40, 12),
+        ),
+        (chat_wire, None, None),
+        (chat_wire, {}, None),
+        (
+            responses_wire,
+            {
+                "input_tokens": 40,
+                "output_tokens": 12,
+                "total_tokens": 52,
+                "input_tokens_details": {"cached_tokens": 25, "cache_write_tokens": 5},
+                "output_tokens_details": {"reasoning_tokens": 7},
+            },
+            FULL,
+        ),
+        (responses_wire, None, None),
+        (
+            usage_of,
+            {
+                "input_tokens": 10,
+                "cache_creation_input_tokens": 5,
+                "cache_read_input_tokens": 25,
+                "output_tokens": 12,
+                "output_tokens_details": {"thinking_tokens": 7},
+            },
+            FULL,
+        ),
+        (
+            usage_of,
+            {
+                "input_tokens": 10,
+                "cache_creation_input_tokens": None,
+                "cache_read_input_tokens": None,
+                "output_tokens": 12,
+            },
+            Usage(10, 12),
+        ),
+        (usage_of, None, None),
+    ],
+    ids=[
+        "chat",
+        "chat-no-details",
+        "chat-none",
+        "chat-empty",
+        "responses",
+        "responses-none",
+        "messages",
+        "messages-null-cache",
+        "messages-none",
+    ],
+)
 def test_each_wire_decodes_to_the_canonical_counts(
     decode: Any, raw: Any, expected: Usage | None
 ) -> None:
@@ -58,26 +106,44 @@ def _events(*events: dict[str, Any]) -> list[Any]:
     return out
 
 
-START = {"type": "message_start", "message": {"id": "msg_1", "usage": {
-    "input_tokens": 10, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 25,
-    "output_tokens": 1}}}
+START = {
+    "type": "message_start",
+    "message": {
+        "id": "msg_1",
+        "usage": {
+            "input_tokens": 10,
+            "cache_creation_input_tokens": 5,
+            "cache_read_input_tokens": 25,
+            "output_tokens": 1,
+        },
+    },
+}
 STOP = {"type": "message_stop"}
 
 
-@pytest.mark.parametrize(("delta_usage", "expected"), [
-    # message_start's input counts stand when message_delta leaves them out ...
-    ({"output_tokens": 12, "output_tokens_details": {"thinking_tokens": 7}}, FULL),
-    # ... and a cumulative message_delta that repeats them (or revises them) wins.
-    ({"input_tokens": 10, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 30,
-      "output_tokens": 12, "output_tokens_details": {"thinking_tokens": 7}},
-     Usage(45, 12, cache_read_tokens=30, cache_creation_tokens=5, reasoning_tokens=7)),
-    ({"input_tokens": None, "output_tokens": 12}, Usage(40, 12, 25, 5)),
-])
+@pytest.mark.parametrize(
+    ("delta_usage", "expected"),
+    [
+        # message_start's input counts stand when message_delta leaves them out ...
+        ({"output_tokens": 12, "output_tokens_details": {"thinking_tokens": 7}}, FULL),
+        # ... and a cumulative message_delta that repeats them (or revises them) wins.
+        (
+            {
+                "input_tokens": 10,
+                "cache_creation_input_tokens": 5,
+                "cache_read_input_tokens": 30,
+                "output_tokens": 12,
+                "output_tokens_details": {"thinking_tokens": 7},
+            },
+            Usage(45, 12, cache_read_tokens=30, cache_creation_tokens=5, reasoning_tokens=7),
+        ),
+        ({"input_tokens": None, "output_tokens": 12}, Usage(40, 12, 25, 5)),
+    ],
+)
 def test_a_messages_stream_keeps_each_count_as_last_reported(
     delta_usage: dict[str, Any], expected: Usage
 ) -> None:
-    delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
-             "usage": delta_usage}
+    delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": delta_usage}
     report = _events(START, delta, STOP)[-1]
     assert report.usage == expected
 
@@ -89,8 +155,9 @@ def test_a_messages_stream_without_usage_reports_none() -> None:
     assert [type(e).__name__ for e in events] == ["Finish"]  # the hold-back estimates
 
 
-@pytest.mark.parametrize("usage", [FULL, Usage(3, 4), Usage(9, 2, estimated=True)],
-                         ids=["details", "plain", "estimated"])
+@pytest.mark.parametrize(
+    "usage", [FULL, Usage(3, 4), Usage(9, 2, estimated=True)], ids=["details", "plain", "estimated"]
+)
 def test_each_dialect_writes_its_sdk_type(usage: Usage) -> None:
     chat = CompletionUsage.model_validate(chat_usage(usage, 1))
     assert chat.prompt_tokens == usage.prompt_tokens
@@ -112,8 +179,7 @@ def test_each_dialect_writes_its_sdk_type(usage: Usage) -> None:
         )
         assert model.cache_read_input_tokens == usage.cache_read_tokens
         assert model.cache_creation_input_tokens == usage.cache_creation_tokens
-        thinking = model.output_tokens_details.thinking_tokens \
-            if model.output_tokens_details else 0
+        thinking = model.output_tokens_details.thinking_tokens if model.output_tokens_details else 0
         assert thinking == usage.reasoning_tokens
 
     for out in (chat, resp, AnthropicUsage.model_validate(body)):

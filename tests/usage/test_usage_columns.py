@@ -34,11 +34,25 @@ ADDED_BY = "0004"
 def rec(key: str, n: int, **changes: object) -> UsageRecord:
     now = time.time()
     base = UsageRecord(
-        request_id=f"{key}_{n}", key_id=key, model="m1", endpoint="/v1/messages",
-        status=200, error_code=None, streamed=True, prompt_tokens=40, completion_tokens=12,
-        correction_prompt_tokens=60, correction_completion_tokens=9, schema_retries=1,
-        upstream_calls=2, latency_ms=5.0, started_at=now - 5, finished_at=now - 4,
-        cache_read_tokens=55, cache_creation_tokens=5, reasoning_tokens=11,
+        request_id=f"{key}_{n}",
+        key_id=key,
+        model="m1",
+        endpoint="/v1/messages",
+        status=200,
+        error_code=None,
+        streamed=True,
+        prompt_tokens=40,
+        completion_tokens=12,
+        correction_prompt_tokens=60,
+        correction_completion_tokens=9,
+        schema_retries=1,
+        upstream_calls=2,
+        latency_ms=5.0,
+        started_at=now - 5,
+        finished_at=now - 4,
+        cache_read_tokens=55,
+        cache_creation_tokens=5,
+        reasoning_tokens=11,
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
@@ -72,17 +86,19 @@ async def test_a_database_migrated_past_the_gap_gets_the_columns(empty_url: str)
         )
         assert await apply_migrations(db) == [ADDED_BY]
         assert await applied_versions(db) == [m.version for m in every]
-        rows = await db.fetch(
-            f"SELECT {', '.join(DETAIL_COLUMNS)}, estimated FROM usage_records"
-        )
+        rows = await db.fetch(f"SELECT {', '.join(DETAIL_COLUMNS)}, estimated FROM usage_records")
         assert [tuple(r) for r in rows] == [(0, 0, 0, False)]  # an older row: none known
     finally:
         await db.aclose()
 
 
 def _records(key: str) -> list[UsageRecord]:
-    return [rec(key, 0), rec(key, 1, estimated=True, cache_read_tokens=0,
-                             cache_creation_tokens=0, reasoning_tokens=0)]
+    return [
+        rec(key, 0),
+        rec(
+            key, 1, estimated=True, cache_read_tokens=0, cache_creation_tokens=0, reasoning_tokens=0
+        ),
+    ]
 
 
 async def _write(db_url: str, records: list[UsageRecord], spool: Path) -> None:
@@ -104,16 +120,25 @@ async def test_the_ledger_writes_and_the_queries_report_the_columns(
     db = open_database(db_url)
     try:
         rows = {r["request_id"]: r for r in await recent_requests(db, RequestFilter(key_id=key))}
-        assert {k: tuple(r[c] for c in (*DETAIL_COLUMNS, "estimated")) for k, r in rows.items()} \
-            == {f"{key}_0": (55, 5, 11, False), f"{key}_1": (0, 0, 0, True)}
+        assert {
+            k: tuple(r[c] for c in (*DETAIL_COLUMNS, "estimated")) for k, r in rows.items()
+        } == {f"{key}_0": (55, 5, 11, False), f"{key}_1": (0, 0, 0, True)}
         (total,) = await aggregate(db, Window(0.0, time.time() + 10), key_id=key)
-        assert (total.cache_read_tokens, total.cache_creation_tokens, total.reasoning_tokens,
-                total.estimated) == (55, 5, 11, 1)
+        assert (
+            total.cache_read_tokens,
+            total.cache_creation_tokens,
+            total.reasoning_tokens,
+            total.estimated,
+        ) == (55, 5, 11, 1)
         report = total.to_json()
         assert (report["cache_read_tokens"], report["reasoning_tokens"]) == (55, 11)
         (summary,) = await summarize(db, key_id=key)
-        assert (summary.cache_read_tokens, summary.cache_creation_tokens,
-                summary.reasoning_tokens, summary.estimated) == (55, 5, 11, 1)
+        assert (
+            summary.cache_read_tokens,
+            summary.cache_creation_tokens,
+            summary.reasoning_tokens,
+            summary.estimated,
+        ) == (55, 5, 11, 1)
     finally:
         await db.aclose()
 
@@ -124,22 +149,35 @@ def test_syntic_usage_reports_the_columns(db_url: str, tmp_path: Path) -> None:
     env = {**os.environ, "SYNTIC_DATABASE_URL": db_url}
     out = subprocess.run(
         [sys.executable, "-m", "gateway", "usage", "--key", key, "--json"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     (row,) = orjson.loads(out.stdout)
     assert {c: row[c] for c in (*DETAIL_COLUMNS, "estimated")} == {
-        "cache_read_tokens": 55, "cache_creation_tokens": 5, "reasoning_tokens": 11,
+        "cache_read_tokens": 55,
+        "cache_creation_tokens": 5,
+        "reasoning_tokens": 11,
         "estimated": 1,
     }
     table = subprocess.run(
         [sys.executable, "-m", "gateway", "usage", "--key", key],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     head, line = table.stdout.splitlines()
     cells = dict(zip(head.split(), line.split(), strict=True))
     assert (cells["CACHE_RD"], cells["CACHE_WR"], cells["REASON"], cells["EST"]) == (
-        "55", "5", "11", "1"
+        "55",
+        "5",
+        "11",
+        "1",
     )
 
 

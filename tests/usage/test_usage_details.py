@@ -66,8 +66,12 @@ class UsageGateway:
 
     def key(self) -> tuple[str, str]:
         """A fresh customer key (id, secret), so its ledger rows are this test's alone."""
-        res = httpx.post(self.gw.base_url + "/admin/keys", json={"name": secrets.token_hex(4)},
-                         headers={"authorization": f"Bearer {self.admin_key}"}, timeout=20)
+        res = httpx.post(
+            self.gw.base_url + "/admin/keys",
+            json={"name": secrets.token_hex(4)},
+            headers={"authorization": f"Bearer {self.admin_key}"},
+            timeout=20,
+        )
         assert res.status_code == 201, res.text
         created: dict[str, Any] = res.json()
         return str(created["key"]["id"]), str(created["secret"])
@@ -76,8 +80,12 @@ class UsageGateway:
         """The key's one ledger row, once the ledger writer has flushed it."""
         deadline = time.monotonic() + timeout
         while True:
-            res = httpx.get(self.gw.base_url + "/admin/requests", params={"key_id": key_id},
-                            headers={"authorization": f"Bearer {self.admin_key}"}, timeout=20)
+            res = httpx.get(
+                self.gw.base_url + "/admin/requests",
+                params={"key_id": key_id},
+                headers={"authorization": f"Bearer {self.admin_key}"},
+                timeout=20,
+            )
             rows: list[dict[str, Any]] = res.json()["data"]
             if rows:
                 assert len(rows) == 1, rows
@@ -93,11 +101,14 @@ def ugw(
     scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
     scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
     base = scripted_upstream_server.base_url
-    gw = start_gateway(tmp_path_factory.mktemp("usage-details"), [
-        model_table("oa", base),
-        model_table("rs", base, api="responses"),
-        model_table("an", base, provider="anthropic"),
-    ])
+    gw = start_gateway(
+        tmp_path_factory.mktemp("usage-details"),
+        [
+            model_table("oa", base),
+            model_table("rs", base, api="responses"),
+            model_table("an", base, provider="anthropic"),
+        ],
+    )
     try:
         out = gw.syntic("keys", "create", "--name", "ops", "--admin")
         yield UsageGateway(gw, out.stdout.strip().splitlines()[-1].strip())
@@ -114,54 +125,63 @@ def _dump(model: Any) -> dict[str, Any]:
     return dumped
 
 
-def _chat(gw: GatewayProcess, secret: str, model: str, stream: bool,
-          tools: list[Any] | None) -> dict[str, Any]:
-    with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=secret, max_retries=0,
-                       timeout=20) as client:
+def _chat(
+    gw: GatewayProcess, secret: str, model: str, stream: bool, tools: list[Any] | None
+) -> dict[str, Any]:
+    with openai.OpenAI(
+        base_url=gw.base_url + "/v1", api_key=secret, max_retries=0, timeout=20
+    ) as client:
         extra: dict[str, Any] = {"tools": tools} if tools else {}
         messages: Any = [{"role": "user", "content": PROMPT}]
         if not stream:
-            completion = client.chat.completions.create(model=model, messages=messages,
-                                                        **extra)
+            completion = client.chat.completions.create(model=model, messages=messages, **extra)
             assert completion.usage is not None
             return _dump(completion.usage)
-        chunks = list(client.chat.completions.create(
-            model=model, messages=messages, stream=True,
-            stream_options={"include_usage": True}, **extra,
-        ))
+        chunks = list(
+            client.chat.completions.create(
+                model=model,
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+                **extra,
+            )
+        )
         usage = chunks[-1].usage
         assert usage is not None and not chunks[-1].choices  # the final usage chunk
         return _dump(usage)
 
 
-def _responses(gw: GatewayProcess, secret: str, model: str, stream: bool,
-               tools: list[Any] | None) -> dict[str, Any]:
-    with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=secret, max_retries=0,
-                       timeout=20) as client:
+def _responses(
+    gw: GatewayProcess, secret: str, model: str, stream: bool, tools: list[Any] | None
+) -> dict[str, Any]:
+    with openai.OpenAI(
+        base_url=gw.base_url + "/v1", api_key=secret, max_retries=0, timeout=20
+    ) as client:
         extra: dict[str, Any] = {"tools": tools} if tools else {}
         if not stream:
             response = client.responses.create(model=model, input=PROMPT, **extra)
         else:
-            events = list(client.responses.create(model=model, input=PROMPT, stream=True,
-                                                  **extra))
+            events = list(client.responses.create(model=model, input=PROMPT, stream=True, **extra))
             assert events[-1].type == "response.completed"
             response = events[-1].response
         assert response.usage is not None
         return _dump(response.usage)
 
 
-def _messages(gw: GatewayProcess, secret: str, model: str, stream: bool,
-              tools: list[Any] | None) -> dict[str, Any]:
-    with anthropic.Anthropic(base_url=gw.base_url, api_key=secret, max_retries=0,
-                             timeout=20) as client:
+def _messages(
+    gw: GatewayProcess, secret: str, model: str, stream: bool, tools: list[Any] | None
+) -> dict[str, Any]:
+    with anthropic.Anthropic(
+        base_url=gw.base_url, api_key=secret, max_retries=0, timeout=20
+    ) as client:
         extra: dict[str, Any] = {"tools": tools} if tools else {}
         messages: Any = [{"role": "user", "content": PROMPT}]
         if not stream:
-            message = client.messages.create(model=model, max_tokens=64, messages=messages,
-                                             **extra)
+            message = client.messages.create(model=model, max_tokens=64, messages=messages, **extra)
             return _dump(message.usage)
-        with client.messages.stream(model=model, max_tokens=64, messages=messages,
-                                    **extra) as events:
+        with client.messages.stream(
+            model=model, max_tokens=64, messages=messages, **extra
+        ) as events:
             deltas = [e for e in events if e.type == "message_delta"]
             final = events.get_final_message()
         assert len(deltas) == 1
@@ -182,28 +202,45 @@ def seen(dialect: str, usage: dict[str, Any]) -> Counts:
     if dialect == "chat":
         assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
         prompt_details = usage.get("prompt_tokens_details", {})
-        return Counts(usage["prompt_tokens"], usage["completion_tokens"],
-                      prompt_details.get("cached_tokens", 0),
-                      prompt_details.get("cache_write_tokens", 0),
-                      usage.get("completion_tokens_details", {}).get("reasoning_tokens", 0),
-                      estimated)
+        return Counts(
+            usage["prompt_tokens"],
+            usage["completion_tokens"],
+            prompt_details.get("cached_tokens", 0),
+            prompt_details.get("cache_write_tokens", 0),
+            usage.get("completion_tokens_details", {}).get("reasoning_tokens", 0),
+            estimated,
+        )
     if dialect == "responses":
         assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
-        return Counts(usage["input_tokens"], usage["output_tokens"],
-                      usage["input_tokens_details"]["cached_tokens"],
-                      usage["input_tokens_details"]["cache_write_tokens"],
-                      usage["output_tokens_details"]["reasoning_tokens"], estimated)
+        return Counts(
+            usage["input_tokens"],
+            usage["output_tokens"],
+            usage["input_tokens_details"]["cached_tokens"],
+            usage["input_tokens_details"]["cache_write_tokens"],
+            usage["output_tokens_details"]["reasoning_tokens"],
+            estimated,
+        )
     read, written = usage["cache_read_input_tokens"], usage["cache_creation_input_tokens"]
-    return Counts(usage["input_tokens"] + read + written, usage["output_tokens"], read, written,
-                  usage.get("output_tokens_details", {}).get("thinking_tokens", 0), estimated)
+    return Counts(
+        usage["input_tokens"] + read + written,
+        usage["output_tokens"],
+        read,
+        written,
+        usage.get("output_tokens_details", {}).get("thinking_tokens", 0),
+        estimated,
+    )
 
 
 def billed(row: dict[str, Any]) -> Counts:
     """What the ledger row bills, first attempt and corrections together."""
-    return Counts(row["prompt_tokens"] + row["correction_prompt_tokens"],
-                  row["completion_tokens"] + row["correction_completion_tokens"],
-                  row["cache_read_tokens"], row["cache_creation_tokens"],
-                  row["reasoning_tokens"], row["estimated"])
+    return Counts(
+        row["prompt_tokens"] + row["correction_prompt_tokens"],
+        row["completion_tokens"] + row["correction_completion_tokens"],
+        row["cache_read_tokens"],
+        row["cache_creation_tokens"],
+        row["reasoning_tokens"],
+        row["estimated"],
+    )
 
 
 def expected_usage(dialect: str, c: Counts, retries: int = 0) -> dict[str, Any]:
@@ -213,22 +250,32 @@ def expected_usage(dialect: str, c: Counts, retries: int = 0) -> dict[str, Any]:
         prompt_details = {"cached_tokens": c.cache_read}
         if c.cache_write:
             prompt_details["cache_write_tokens"] = c.cache_write
-        return {"prompt_tokens": c.prompt, "completion_tokens": c.completion,
-                "total_tokens": c.prompt + c.completion,
-                "prompt_tokens_details": prompt_details,
-                "completion_tokens_details": {"reasoning_tokens": c.reasoning},
-                "schema_retries": retries}
+        return {
+            "prompt_tokens": c.prompt,
+            "completion_tokens": c.completion,
+            "total_tokens": c.prompt + c.completion,
+            "prompt_tokens_details": prompt_details,
+            "completion_tokens_details": {"reasoning_tokens": c.reasoning},
+            "schema_retries": retries,
+        }
     if dialect == "responses":
-        return {"input_tokens": c.prompt,
-                "input_tokens_details": {"cached_tokens": c.cache_read,
-                                         "cache_write_tokens": c.cache_write},
-                "output_tokens": c.completion,
-                "output_tokens_details": {"reasoning_tokens": c.reasoning},
-                "total_tokens": c.prompt + c.completion, "schema_retries": retries}
-    out: dict[str, Any] = {"input_tokens": c.prompt - c.cache_read - c.cache_write,
-                           "cache_creation_input_tokens": c.cache_write,
-                           "cache_read_input_tokens": c.cache_read,
-                           "output_tokens": c.completion}
+        return {
+            "input_tokens": c.prompt,
+            "input_tokens_details": {
+                "cached_tokens": c.cache_read,
+                "cache_write_tokens": c.cache_write,
+            },
+            "output_tokens": c.completion,
+            "output_tokens_details": {"reasoning_tokens": c.reasoning},
+            "total_tokens": c.prompt + c.completion,
+            "schema_retries": retries,
+        }
+    out: dict[str, Any] = {
+        "input_tokens": c.prompt - c.cache_read - c.cache_write,
+        "cache_creation_input_tokens": c.cache_write,
+        "cache_read_input_tokens": c.cache_read,
+        "output_tokens": c.completion,
+    }
     if c.reasoning:
         out["output_tokens_details"] = {"thinking_tokens": c.reasoning}
     out["schema_retries"] = retries
@@ -259,23 +306,28 @@ def test_the_upstreams_usage_details_reach_the_client_and_the_ledger(
 
 
 _TOOLS: dict[str, list[Any]] = {
-    "chat": [{"type": "function",
-              "function": {"name": "refund", "strict": True, "parameters": SCHEMA}}],
+    "chat": [
+        {"type": "function", "function": {"name": "refund", "strict": True, "parameters": SCHEMA}}
+    ],
     "responses": [{"type": "function", "name": "refund", "strict": True, "parameters": SCHEMA}],
     "messages": [{"name": "refund", "strict": True, "input_schema": SCHEMA}],
 }
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-@pytest.mark.parametrize(("dialect", "wire"),
-                         [("chat", "messages"), ("responses", "chat"), ("messages", "responses")])
+@pytest.mark.parametrize(
+    ("dialect", "wire"), [("chat", "messages"), ("responses", "chat"), ("messages", "responses")]
+)
 def test_a_corrected_request_bills_both_calls_as_the_client_sees_them(
     ugw: UsageGateway, upstream: ScriptedUpstream, dialect: str, wire: str, stream: bool
 ) -> None:
     upstream.queue(
         Reply(tool_calls=[Call("refund", BAD)], usage=(40, 12), details=DETAILS),
-        Reply(tool_calls=[Call("refund", GOOD)], usage=(60, 9),
-              details=Tokens(cache_read=30, cache_write=0, reasoning=4)),
+        Reply(
+            tool_calls=[Call("refund", GOOD)],
+            usage=(60, 9),
+            details=Tokens(cache_read=30, cache_write=0, reasoning=4),
+        ),
     )
     key_id, secret = ugw.key()
     usage = CLIENTS[dialect](ugw.gw, secret, WIRES[wire], stream, _TOOLS[dialect])

@@ -23,19 +23,46 @@ from gateway.usage.report import parse_since, summarize
 def _records(key: str) -> list[UsageRecord]:
     now = time.time()
     base = UsageRecord(
-        request_id="", key_id=key, model="m1", endpoint="/v1/chat/completions", status=200,
-        error_code=None, streamed=False, prompt_tokens=100, completion_tokens=20,
-        correction_prompt_tokens=0, correction_completion_tokens=0, schema_retries=0,
-        upstream_calls=1, latency_ms=5.0, started_at=now - 60, finished_at=now - 59,
+        request_id="",
+        key_id=key,
+        model="m1",
+        endpoint="/v1/chat/completions",
+        status=200,
+        error_code=None,
+        streamed=False,
+        prompt_tokens=100,
+        completion_tokens=20,
+        correction_prompt_tokens=0,
+        correction_completion_tokens=0,
+        schema_retries=0,
+        upstream_calls=1,
+        latency_ms=5.0,
+        started_at=now - 60,
+        finished_at=now - 59,
     )
     variants = [
         {},
-        {"schema_retries": 1, "upstream_calls": 2, "correction_prompt_tokens": 130,
-         "correction_completion_tokens": 25},
-        {"status": 422, "error_code": "tool_arguments_invalid", "schema_retries": 1,
-         "upstream_calls": 2, "correction_prompt_tokens": 150, "correction_completion_tokens": 30},
-        {"status": 400, "error_code": "invalid_request", "prompt_tokens": 0,
-         "completion_tokens": 0, "upstream_calls": 0},
+        {
+            "schema_retries": 1,
+            "upstream_calls": 2,
+            "correction_prompt_tokens": 130,
+            "correction_completion_tokens": 25,
+        },
+        {
+            "status": 422,
+            "error_code": "tool_arguments_invalid",
+            "schema_retries": 1,
+            "upstream_calls": 2,
+            "correction_prompt_tokens": 150,
+            "correction_completion_tokens": 30,
+        },
+        {
+            "status": 400,
+            "error_code": "invalid_request",
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "upstream_calls": 0,
+        },
         {"status": 502, "error_code": "upstream_error", "completion_tokens": 0},
         {"model": "m2", "streamed": True},
         {"started_at": now - 7200, "finished_at": now - 7199},  # outside a -1h window
@@ -62,7 +89,11 @@ def test_cli_summary_matches_rows(db_url: str, tmp_path: Path) -> None:
     env = {**os.environ, "SYNTIC_DATABASE_URL": db_url}
     out = subprocess.run(
         [sys.executable, "-m", "gateway", "usage", "--key", key, "--since", "-1h", "--json"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     by_model = {row["model"]: row for row in orjson.loads(out.stdout)}
@@ -87,7 +118,11 @@ def test_cli_summary_matches_rows(db_url: str, tmp_path: Path) -> None:
 
     table = subprocess.run(
         [sys.executable, "-m", "gateway", "usage", "--key", key],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert table.returncode == 0 and key in table.stdout
 

@@ -34,9 +34,7 @@ def _restore_size() -> Iterator[None]:
     validator.configure_cache(1)
     validator.configure_cache(_compile.DEFAULT_MAXSIZE, max_bytes=validator.DEFAULT_CACHE_MAX_BYTES)
     yield
-    validator.configure_cache(
-        _compile.DEFAULT_MAXSIZE, max_bytes=validator.DEFAULT_CACHE_MAX_BYTES
-    )
+    validator.configure_cache(_compile.DEFAULT_MAXSIZE, max_bytes=validator.DEFAULT_CACHE_MAX_BYTES)
 
 
 @pytest.mark.parametrize(

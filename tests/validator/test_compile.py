@@ -149,8 +149,10 @@ def test_keyword_errors(
         ('{"n": "1"}', ["/n must be integer"]),
         (b'{"n": 1', ["/ is not valid JSON: unexpected end of data at line 1 column 8"]),
         (b"", ["/ is not valid JSON: Input is a zero-length, empty document at line 1 column 1"]),
-        (b'{"n": NaN}', ["/ is not valid JSON: unexpected character, expected a JSON value "
-                         "at line 1 column 7"]),
+        (
+            b'{"n": NaN}',
+            ["/ is not valid JSON: unexpected character, expected a JSON value at line 1 column 7"],
+        ),
         (b"\xff", ["/ is not valid JSON: str is not valid UTF-8 at line 1 column 1"]),
     ],
 )

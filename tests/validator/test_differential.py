@@ -224,10 +224,7 @@ def _fractional_multiple_of(schema: Any) -> bool:
 def _agree(schema: Any, instance: Any) -> None:
     # jsonschema decides a fractional multipleOf with float division, which is wrong past
     # 2**53 (it calls 2**64 a multiple of 2.5); ours is exact, so no oracle exists there.
-    assume(
-        not _fractional_multiple_of(schema)
-        or all(abs(n) < 2**53 for n in _numbers(instance))
-    )
+    assume(not _fractional_multiple_of(schema) or all(abs(n) < 2**53 for n in _numbers(instance)))
     compiled = validator.compile(schema)
     expected = jsonschema.Draft202012Validator(
         schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER

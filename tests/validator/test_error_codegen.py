@@ -96,11 +96,15 @@ SCHEMA: dict[str, Any] = {
     ("instance", "messages"),
     [
         ({"n": 0}, ["/n must be >= 1"]),
-        ({"n": 1, "kids": [{"n": 1, "kids": [{}]}]}, ['/kids/0/kids/0 must have required '
-                                                     'property "n"']),
+        (
+            {"n": 1, "kids": [{"n": 1, "kids": [{}]}]},
+            ['/kids/0/kids/0 must have required property "n"'],
+        ),
         ({"n": 1, "pick": "y"}, ['/pick must be one of ["x"]']),
-        ({"n": 1, "kids": [{"n": 1}, {"n": 2}], "z": 1},
-         ["/kids must have at most 1 item", '/ must not have additional property "z"']),
+        (
+            {"n": 1, "kids": [{"n": 1}, {"n": 2}], "z": 1},
+            ["/kids must have at most 1 item", '/ must not have additional property "z"'],
+        ),
     ],
 )
 def test_errors_stay_the_same_once_generated(instance: Any, messages: list[str]) -> None:

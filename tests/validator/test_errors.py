@@ -94,7 +94,12 @@ def test_the_value_is_cut_short() -> None:
 def test_json_that_does_not_parse_says_where(raw: bytes, message: str, value: str) -> None:
     [e] = validator.compile(SCHEMA).validate_json(raw)
     assert (e.pointer, e.keyword, e.message, e.schema_path, e.instance) == (
-        "", "json", "/ is not valid JSON: " + message, "", value)
+        "",
+        "json",
+        "/ is not valid JSON: " + message,
+        "",
+        value,
+    )
     assert e.value == json.dumps(value)
 
 

@@ -301,8 +301,9 @@ KEYWORDS = ["type", "properties", "required", "additionalProperties", "items", "
 # A named function: Hypothesis reads an ``extend`` lambda's source to check it recurses,
 # and misreads one spread over several lines.
 def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    return st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from([*KEYWORDS, "a"]),
-                                                         inner, max_size=4)
+    return st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from([*KEYWORDS, "a"]), inner, max_size=4
+    )
 
 
 _values = st.recursive(

@@ -190,9 +190,7 @@ def test_a_cached_large_schema_adds_few_gc_tracked_objects() -> None:
 @pytest.fixture
 def _small_cache() -> Iterator[None]:
     yield
-    validator.configure_cache(
-        _compile.DEFAULT_MAXSIZE, max_bytes=validator.DEFAULT_CACHE_MAX_BYTES
-    )
+    validator.configure_cache(_compile.DEFAULT_MAXSIZE, max_bytes=validator.DEFAULT_CACHE_MAX_BYTES)
 
 
 RECURSIVE: dict[str, Any] = {
@@ -310,8 +308,13 @@ def test_fully_split_code_agrees_with_the_interpreter(
 
 def _nullable_wide(n: int) -> dict[str, Any]:
     props = {f"p{i}": {"type": ["string", "null"], "maxLength": 20 + i % 7} for i in range(n)}
-    return {"type": "object", "title": uuid.uuid4().hex, "properties": props,
-            "required": list(props), "additionalProperties": False}
+    return {
+        "type": "object",
+        "title": uuid.uuid4().hex,
+        "properties": props,
+        "required": list(props),
+        "additionalProperties": False,
+    }
 
 
 @pytest.mark.usefixtures("_small_cache")
@@ -325,7 +328,8 @@ def test_large_schemas_are_bounded_by_bytes_not_only_by_count() -> None:
         assert compiled.is_valid(dict.fromkeys(compiled.schema["properties"]))
     grown = _rss() - rss
     stats = validator.cache_stats()
-    print(f"30 schemas of {compiled.schema_bytes} bytes: {stats.size} kept, "
-          f"{grown / 1e6:+.1f} MB RSS")
+    print(
+        f"30 schemas of {compiled.schema_bytes} bytes: {stats.size} kept, {grown / 1e6:+.1f} MB RSS"
+    )
     assert stats.bytes <= 512 * 1024 and stats.size < 30
     assert grown < 35e6

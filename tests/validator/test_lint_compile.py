@@ -41,8 +41,11 @@ async def test_strict_schema_compiles_with_one_lint_walk(monkeypatch: pytest.Mon
     ("schema", "code", "param"),
     [
         ({"type": "object", "properties": {}}, "schema_not_strict", "p"),
-        ({"type": "object", "properties": {}, "additionalProperties": False, "allOf": []},
-         "invalid_tool_schema", "p.allOf"),
+        (
+            {"type": "object", "properties": {}, "additionalProperties": False, "allOf": []},
+            "invalid_tool_schema",
+            "p.allOf",
+        ),
     ],
 )
 async def test_schema_with_issues_is_not_compiled(

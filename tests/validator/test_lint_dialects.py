@@ -67,8 +67,13 @@ def test_messages_accepts_a_root_ref_to_an_object_definition() -> None:
         ({"type": "array", "items": {"type": "string"}}, [(NS, P)]),
         ({**OPTIONAL, "required": ["city", "town"]}, []),
     ],
-    ids=["open object", "no additionalProperties", "root ref to a string", "array root",
-         "required names an undeclared property"],
+    ids=[
+        "open object",
+        "no additionalProperties",
+        "root ref to a string",
+        "array root",
+        "required names an undeclared property",
+    ],
 )
 def test_messages_refuses_what_anthropic_refuses(
     schema: dict[str, Any], expected: list[tuple[str, str]]

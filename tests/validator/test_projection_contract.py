@@ -130,8 +130,10 @@ def test_an_unknown_format_asserts_nothing_and_is_named() -> None:
               "description": "An id"}}, "required": ["n"]}  # fmt: skip
     result = strictify(schema)
     assert result.schema is not None, result.refusals
-    assert result.schema["properties"]["n"] == {"type": "string",
-                                                "description": "An id\n\n{format: int64}"}
+    assert result.schema["properties"]["n"] == {
+        "type": "string",
+        "description": "An id\n\n{format: int64}",
+    }
     assert strictify(result.schema).schema == result.schema
 
 

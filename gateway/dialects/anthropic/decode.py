@@ -207,7 +207,9 @@ def _assistant_turn(content: object, at: At, notes: Notes) -> Message:
         else:
             _other_block(kind, p, notes)
     return Message(
-        role="assistant", content=tuple(parts), tool_calls=tuple(calls),
+        role="assistant",
+        content=tuple(parts),
+        tool_calls=tuple(calls),
         reasoning=tuple(reasoning),
     )
 
@@ -351,9 +353,7 @@ def _stop(body: Mapping[str, Any]) -> tuple[str, ...]:
     raw = body.get("stop_sequences")
     if raw is None:
         return ()
-    return tuple(
-        string(s, "stop_sequences", i) for i, s in enumerate(array(raw, "stop_sequences"))
-    )
+    return tuple(string(s, "stop_sequences", i) for i, s in enumerate(array(raw, "stop_sequences")))
 
 
 def decode_request(body: object, headers: tuple[Header, ...] = ()) -> DecodedRequest:
@@ -386,8 +386,15 @@ def decode_request(body: object, headers: tuple[Header, ...] = ()) -> DecodedReq
     user = optional_string(metadata.get("user_id"), "metadata.user_id")
     stream = bool_field(req.get("stream"), "stream") or False
     moved = any(p != f"tools[{i}]" for i, p in enumerate(tool_params))
-    origin = Origin("messages", req, headers, messages=len(messages), tool_names=other_tools,
-                    tool_paths=tool_params if moved else (), screens=notes.screens())
+    origin = Origin(
+        "messages",
+        req,
+        headers,
+        messages=len(messages),
+        tool_names=other_tools,
+        tool_paths=tool_params if moved else (),
+        screens=notes.screens(),
+    )
     request = ChatRequest(
         model=model,
         messages=tuple(messages),

@@ -135,8 +135,12 @@ def encode_response(
             content.extend(text_blocks(part, at, cited))
             at += len(part)
         elif isinstance(part, ToolCall):
-            block = {"type": "tool_use", "id": part.id, "name": part.name,
-                     "input": tool_input(part)}
+            block = {
+                "type": "tool_use",
+                "id": part.id,
+                "name": part.name,
+                "input": tool_input(part),
+            }
             if part.members is not None and part.members.wire == "anthropic":
                 block.update(part.members.fields)  # caller, toolset_name: as sent
             content.append(block)
@@ -148,9 +152,11 @@ def encode_response(
         where = [i for i, b in enumerate(content) if b["type"] == "text"]
         at = where[-1] + 1 if where else sum(1 for b in content if b["type"] in _THINKING)
         content.insert(at, {"type": "text", "text": response.refusal})
-    fields = response.passthrough.response if (
-        response.passthrough is not None and response.passthrough.wire == "anthropic"
-    ) else {}
+    fields = (
+        response.passthrough.response
+        if (response.passthrough is not None and response.passthrough.wire == "anthropic")
+        else {}
+    )
     body = {
         "id": message_id(response.id),
         "type": "message",
@@ -159,10 +165,13 @@ def encode_response(
         "content": content,
         "stop_reason": kept_stop_reason(
             stop_reason(
-                response.finish_reason, stop_sequence, tool_use=bool(response.tool_calls),
+                response.finish_reason,
+                stop_sequence,
+                tool_use=bool(response.tool_calls),
                 refused=response.refusal is not None,
             ),
-            response.finish_reason, fields,
+            response.finish_reason,
+            fields,
         ),
         "stop_sequence": stop_sequence,
         "usage": encode_usage(response.usage, schema_retries),
@@ -182,7 +191,7 @@ def text_blocks(text: str, at: int, cited: list[Citation]) -> list[dict[str, Any
     cuts = sorted({at, end, *(p for c in cited for p in (c.start, c.end) if at < p < end)})
     blocks = []
     for start, stop in pairwise(cuts):
-        block: dict[str, Any] = {"type": "text", "text": text[start - at:stop - at]}
+        block: dict[str, Any] = {"type": "text", "text": text[start - at : stop - at]}
         own = [c.raw for c in cited if c.start == start and c.end == stop]
         if own:
             block["citations"] = own

@@ -125,8 +125,12 @@ class MessageStreamEncoder:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": input_tokens, "cache_creation_input_tokens": 0,
-                      "cache_read_input_tokens": 0, "output_tokens": 0},
+            "usage": {
+                "input_tokens": input_tokens,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "output_tokens": 0,
+            },
         }
         return sse("message_start", {"type": "message_start", "message": message})
 
@@ -221,8 +225,10 @@ class MessageStreamEncoder:
         cited = event.data["citations"] if kind == "cited_block" else [event.data["citation"]]
         for citation in cited:
             delta = {"type": "citations_delta", "citation": citation}
-            out += sse("content_block_delta",
-                       {"type": "content_block_delta", "index": self._current, "delta": delta})
+            out += sse(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": self._current, "delta": delta},
+            )
         return out
 
     def _passed(self, event: WireEvent) -> bytes:

@@ -78,9 +78,7 @@ def _content(value: Any, at: At, notes: Notes) -> tuple[ContentPart, ...]:
             image = obj(part.get("image_url"), p, "image_url")
             detail = optional_string(image.get("detail"), p, "image_url.detail")
             notes.field(_DETAIL, detail, (p, "image_url.detail"))
-            parts.append(
-                ImagePart(url=string(image.get("url"), p, "image_url.url"), detail=detail)
-            )
+            parts.append(ImagePart(url=string(image.get("url"), p, "image_url.url"), detail=detail))
         elif isinstance(kind, str):  # audio, files, a type of tomorrow: the vendor judges
             notes.field(_OTHER_PARTS, kind, (p, "type"))
         else:
@@ -114,8 +112,7 @@ def _message(raw: Any, i: int, notes: Notes) -> Message:
     msg = raw if type(raw) is dict else obj(raw, at)
     role = _ROLES.get(msg.get("role"))  # type: ignore[arg-type]
     if role is None:
-        raise invalid("Role must be one of system, developer, user, assistant, tool.", at,
-                      "role")
+        raise invalid("Role must be one of system, developer, user, assistant, tool.", at, "role")
     raw_content = msg.get("content")
     if type(raw_content) is str:
         content: tuple[ContentPart, ...] = (TextPart(raw_content),)
@@ -198,8 +195,9 @@ def _response_format(value: Any) -> ResponseFormat | None:
     if kind in ("text", "json_object"):
         return kind  # type: ignore[no-any-return]
     if kind != "json_schema":
-        raise invalid("response_format.type must be text, json_object or json_schema.",
-                      "response_format.type")
+        raise invalid(
+            "response_format.type must be text, json_object or json_schema.", "response_format.type"
+        )
     at = "response_format.json_schema"
     js = obj(rf.get("json_schema"), at)
     schema = js.get("schema")
@@ -235,17 +233,18 @@ def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequ
     raw_messages = body.get("messages")
     if raw_messages is None:
         raise invalid("messages is required.", "messages")
-    messages = tuple([
-        _message(m, i, notes) for i, m in enumerate(array(raw_messages, "messages"))
-    ])
+    messages = tuple([_message(m, i, notes) for i, m in enumerate(array(raw_messages, "messages"))])
     if not messages:
         raise invalid("messages must not be empty.", "messages")
     raw_tools = body.get("tools")
     tools: tuple[ToolSpec, ...] = ()
     tool_paths: tuple[str, ...] = ()
     if raw_tools is not None:
-        found = [(i, t) for i, raw in enumerate(array(raw_tools, "tools"))
-                 if (t := _tool(raw, i, notes)) is not None]
+        found = [
+            (i, t)
+            for i, raw in enumerate(array(raw_tools, "tools"))
+            if (t := _tool(raw, i, notes)) is not None
+        ]
         tools = tuple(t for _, t in found)
         if len(tools) != len(raw_tools):  # another kind of tool between them
             tool_paths = tuple(f"tools[{i}]" for i, _ in found)
@@ -273,6 +272,12 @@ def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequ
         user=optional_string(body.get("user"), "user"),
         metadata=metadata,
         n=n,
-        origin=Origin("chat", body, headers, messages=len(messages), tool_paths=tool_paths,
-                      screens=notes.screens()),
+        origin=Origin(
+            "chat",
+            body,
+            headers,
+            messages=len(messages),
+            tool_paths=tool_paths,
+            screens=notes.screens(),
+        ),
     )

@@ -120,9 +120,15 @@ def url_citation(citation: Citation) -> dict[str, Any]:
     """A web citation of another wire as a chat ``url_citation`` annotation (indexes into
     the message's content)."""
     url, title = citation.link or ("", "")
-    return {"type": "url_citation", "url_citation": {
-        "start_index": citation.start, "end_index": citation.end, "url": url, "title": title,
-    }}
+    return {
+        "type": "url_citation",
+        "url_citation": {
+            "start_index": citation.start,
+            "end_index": citation.end,
+            "url": url,
+            "title": title,
+        },
+    }
 
 
 def _message(response: ChatResponse) -> dict[str, Any]:
@@ -141,9 +147,13 @@ def _message(response: ChatResponse) -> dict[str, Any]:
     if response.tool_calls or response.items:
         # Custom tools' calls from a chat upstream, as sent, in their place among the calls.
         calls = [
-            {"id": p.id, "type": "function",
-             "function": {"name": p.name, "arguments": p.raw_arguments}}
-            if isinstance(p, ToolCall) else p.raw
+            {
+                "id": p.id,
+                "type": "function",
+                "function": {"name": p.name, "arguments": p.raw_arguments},
+            }
+            if isinstance(p, ToolCall)
+            else p.raw
             for p in response.parts()
             if isinstance(p, ToolCall) or (isinstance(p, WireItem) and p.wire == "openai")
         ]

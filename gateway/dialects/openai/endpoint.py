@@ -42,14 +42,16 @@ async def chat_completions(request: Request) -> Response:
     ctx.enforced = strict_requested(chat)
     if chat.stream:  # hold-back streaming
         return await stream_chat_completions(
-            chat, ctx, service, request.receive, estimated_tokens=len(body) // 4 * chat.n,
+            chat,
+            ctx,
+            service,
+            request.receive,
+            estimated_tokens=len(body) // 4 * chat.n,
             keepalive_s=service.settings.stream_keepalive_s,
         )
     estimate = len(body) // 4 * chat.n
     if chat.n > 1:
-        results = await service.complete_choices(
-            chat, ctx, OPENAI_PATHS, estimated_tokens=estimate
-        )
+        results = await service.complete_choices(chat, ctx, OPENAI_PATHS, estimated_tokens=estimate)
         assert ctx.tally is not None
         payload = encode_chat_choices(
             results,

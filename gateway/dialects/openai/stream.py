@@ -81,22 +81,25 @@ class ChunkEncoder:
         self.include_usage = include_usage
         self.choices = choices
         self._id_part = (
-            b'{"id":' + _dumps(completion_id)
-            + b',"object":"chat.completion.chunk","created":' + str(int(created)).encode()
-            + b',"model":' + _dumps(model)
+            b'{"id":'
+            + _dumps(completion_id)
+            + b',"object":"chat.completion.chunk","created":'
+            + str(int(created)).encode()
+            + b',"model":'
+            + _dumps(model)
         )
         self._usage_null = b',"usage":null' if include_usage else b""
         self._index = 0
         self._refused: set[int] = set()  # choices that sent a refusal delta
         self._tail = b',"logprobs":null,"finish_reason":null}]' + self._usage_null + b"}\n\n"
-        self._finish_tail = b'}]' + self._usage_null + b"}\n\n"
+        self._finish_tail = b"}]" + self._usage_null + b"}\n\n"
         self._prefix({})
 
     def _prefix(self, fields: dict[str, object]) -> None:
         """The members every chunk starts with; ``fields`` are the upstream's
         ``system_fingerprint`` and ``service_tier``."""
-        common = self._id_part + b',"system_fingerprint":' + _dumps(
-            fields.get("system_fingerprint")
+        common = (
+            self._id_part + b',"system_fingerprint":' + _dumps(fields.get("system_fingerprint"))
         )
         if fields.get("service_tier") is not None:
             common += b',"service_tier":' + _dumps(fields["service_tier"])
@@ -111,6 +114,7 @@ class ChunkEncoder:
         if event.wire != "openai":  # Responses has a service_tier, no fingerprint
             data = {"service_tier": data.get("service_tier")}
         self._prefix(data)
+
     def _chunk(self, delta: bytes) -> bytes:
         return self._head + delta + self._tail
 
@@ -120,8 +124,11 @@ class ChunkEncoder:
         head = self._heads.get(index)
         if head is None:
             head = self._heads[index] = (
-                b"data: " + self._common + b',"choices":[{"index":'
-                + str(index).encode() + b',"delta":'
+                b"data: "
+                + self._common
+                + b',"choices":[{"index":'
+                + str(index).encode()
+                + b',"delta":'
             )
         self._head = head
 
@@ -137,8 +144,13 @@ class ChunkEncoder:
 
     def _scored(self, delta: bytes, logprobs: dict[str, object]) -> bytes:
         return (
-            self._head + delta + b',"logprobs":' + _dumps(logprobs)
-            + b',"finish_reason":null}]' + self._usage_null + b"}\n\n"
+            self._head
+            + delta
+            + b',"logprobs":'
+            + _dumps(logprobs)
+            + b',"finish_reason":null}]'
+            + self._usage_null
+            + b"}\n\n"
         )
 
     def text(self, text: str, logprobs: tuple[TokenLogprob, ...] | None = None) -> bytes:
@@ -158,25 +170,37 @@ class ChunkEncoder:
 
     def tool_start(self, event: ToolCallStart, arguments: str = "") -> bytes:
         return self._chunk(
-            b'{"tool_calls":[{"index":' + str(event.index).encode()
-            + b',"id":' + _dumps(event.id)
-            + b',"type":"function","function":{"name":' + _dumps(event.name)
-            + b',"arguments":' + _dumps(arguments) + b"}}]}"
+            b'{"tool_calls":[{"index":'
+            + str(event.index).encode()
+            + b',"id":'
+            + _dumps(event.id)
+            + b',"type":"function","function":{"name":'
+            + _dumps(event.name)
+            + b',"arguments":'
+            + _dumps(arguments)
+            + b"}}]}"
         )
 
     def tool_arguments(self, event: ToolCallDelta) -> bytes:
         return self._chunk(
-            b'{"tool_calls":[{"index":' + str(event.index).encode()
-            + b',"function":{"arguments":' + _dumps(event.arguments) + b"}}]}"
+            b'{"tool_calls":[{"index":'
+            + str(event.index).encode()
+            + b',"function":{"arguments":'
+            + _dumps(event.arguments)
+            + b"}}]}"
         )
 
     def finish(self, event: Finish) -> bytes:
         # A refusal without words of its own (Anthropic's) still says it is one.
-        said = b"" if not event.refused or self._index in self._refused else (
-            self.refusal(DEFAULT_REFUSAL)
+        said = (
+            b""
+            if not event.refused or self._index in self._refused
+            else (self.refusal(DEFAULT_REFUSAL))
         )
         return said + (
-            self._head + b'{},"logprobs":null,"finish_reason":' + _dumps(event.reason)
+            self._head
+            + b'{},"logprobs":null,"finish_reason":'
+            + _dumps(event.reason)
             + self._finish_tail
         )
 
@@ -184,10 +208,7 @@ class ChunkEncoder:
         """The usage chunk (only with ``stream_options.include_usage``), then nothing."""
         if not self.include_usage:
             return b""
-        return (
-            self._usage_head + _dumps(encode_usage(final.usage, final.schema_retries))
-            + b"}\n\n"
-        )
+        return self._usage_head + _dumps(encode_usage(final.usage, final.schema_retries)) + b"}\n\n"
 
     def encode(self, batch: Sequence[HeldEvent]) -> bytes:
         """One batch -> the bytes of its chunks. ``FinalUsage`` adds the usage chunk and

@@ -132,9 +132,14 @@ class ResponsesRequest:
             stream=self.stream,
             parallel_tool_calls=self.parallel_tool_calls,
             user=self.user,
-            origin=Origin("responses", self._upstream_body(history), self.headers,
-                          messages=len(messages), tool_paths=self.tool_paths,
-                          screens=self.screens),
+            origin=Origin(
+                "responses",
+                self._upstream_body(history),
+                self.headers,
+                messages=len(messages),
+                tool_paths=self.tool_paths,
+                screens=self.screens,
+            ),
         )
 
     def _upstream_body(self, history: Sequence[dict[str, Any]]) -> Mapping[str, Any]:
@@ -148,9 +153,7 @@ class ResponsesRequest:
 # -- input items ------------------------------------------------------------------------
 
 
-def _parts(
-    value: Any, at: At, *, assistant: bool, notes: Notes | None
-) -> tuple[ContentPart, ...]:
+def _parts(value: Any, at: At, *, assistant: bool, notes: Notes | None) -> tuple[ContentPart, ...]:
     if isinstance(value, str):
         return (TextPart(value),)
     parts: list[ContentPart] = []
@@ -186,8 +189,7 @@ def _message_item(item: Mapping[str, Any], at: At, notes: Notes | None) -> Messa
         raise invalid("role must be one of user, assistant, system, developer.", at, "role")
     if "content" not in item:
         raise invalid(f"{spell(at, 'content')} is required.", at, "content")
-    content = _parts(item["content"], (at, "content"), assistant=role == "assistant",
-                     notes=notes)
+    content = _parts(item["content"], (at, "content"), assistant=role == "assistant", notes=notes)
     if role == "system" and any(isinstance(c, ImagePart) for c in content):
         raise invalid("A system or developer message takes text only.", at, "content")
     return Message(role=role, content=content)  # type: ignore[arg-type]
@@ -200,19 +202,24 @@ def _call_item(item: Mapping[str, Any], at: At) -> ToolCall:
         p = spell(at)
         raise invalid(f"{p}.call_id and {p}.name must not be empty.", at, "call_id")
     namespace = optional_string(item.get("namespace"), at, "namespace")
-    return ToolCall(id=call_id, name=name, raw_arguments=string(item.get("arguments"), at,
-                                                               "arguments"),
-                    namespace=namespace)
+    return ToolCall(
+        id=call_id,
+        name=name,
+        raw_arguments=string(item.get("arguments"), at, "arguments"),
+        namespace=namespace,
+    )
 
 
 def _output_item(item: Mapping[str, Any], at: At, notes: Notes | None) -> Message:
     output = item.get("output")
     content: tuple[ContentPart, ...] = (
-        (TextPart(output),) if isinstance(output, str)
+        (TextPart(output),)
+        if isinstance(output, str)
         else _parts(output, (at, "output"), assistant=False, notes=notes)
     )
-    return Message(role="tool", content=content,
-                   tool_call_id=string(item.get("call_id"), at, "call_id"))
+    return Message(
+        role="tool", content=content, tool_call_id=string(item.get("call_id"), at, "call_id")
+    )
 
 
 def append_items(
@@ -232,8 +239,9 @@ def append_items(
             message = _message_item(item, p, notes)
             if thought and message.role == "assistant":
                 assert last is not None
-                out[-1] = Message(role="assistant", content=message.content,
-                                  reasoning=last.reasoning)
+                out[-1] = Message(
+                    role="assistant", content=message.content, reasoning=last.reasoning
+                )
                 continue
             if thought:
                 out.pop()  # reasoning without its following item: no upstream takes it
@@ -241,8 +249,12 @@ def append_items(
         elif kind == "function_call":
             call = _call_item(item, p)
             if last is not None and last.role == "assistant":
-                out[-1] = Message(role="assistant", content=last.content,
-                                  tool_calls=(*last.tool_calls, call), reasoning=last.reasoning)
+                out[-1] = Message(
+                    role="assistant",
+                    content=last.content,
+                    tool_calls=(*last.tool_calls, call),
+                    reasoning=last.reasoning,
+                )
             else:
                 out.append(Message(role="assistant", tool_calls=(call,)))
         elif kind == "function_call_output":
@@ -299,8 +311,7 @@ def _items(value: Any, notes: Notes) -> tuple[dict[str, Any], ...]:
 
 
 def _function(tool: Mapping[str, Any], at: At, notes: Notes) -> ToolSpec:
-    notes.unknown_keys(tool, _FUNCTION_KEYS, "tools[]", fields=_FUNCTION_FIELDS, at=at,
-                       nulls=True)
+    notes.unknown_keys(tool, _FUNCTION_KEYS, "tools[]", fields=_FUNCTION_FIELDS, at=at, nulls=True)
     name = string(tool.get("name"), at, "name")
     if not name:
         raise invalid("Tool name must not be empty.", at, "name")
@@ -373,8 +384,9 @@ def _tool_choice(value: Any, tools: tuple[ToolSpec, ...], notes: Notes) -> ToolC
         raise invalid("tool_choice must be auto, none, required or a function.", "tool_choice")
     choice = obj(value, "tool_choice")
     if choice.get("type") != "function":
-        notes.field("tool_choice (hosted, allowed_tools)", choice.get("type") or "?",
-                    "tool_choice.type")
+        notes.field(
+            "tool_choice (hosted, allowed_tools)", choice.get("type") or "?", "tool_choice.type"
+        )
         return None
     name = string(choice.get("name"), "tool_choice.name")
     if not any(t.name == name for t in tools):
@@ -395,8 +407,9 @@ def _text_format(value: Any, notes: Notes) -> ResponseFormat | None:
     if kind in ("text", "json_object"):
         return kind  # type: ignore[no-any-return]
     if kind != "json_schema":
-        raise invalid("text.format.type must be text, json_object or json_schema.",
-                      "text.format.type")
+        raise invalid(
+            "text.format.type must be text, json_object or json_schema.", "text.format.type"
+        )
     notes.unknown_keys(fmt, _FORMAT_KEYS, "text.format", nulls=True)
     schema = fmt.get("schema")
     if not isinstance(schema, dict):
@@ -419,8 +432,11 @@ def _metadata(value: Any) -> dict[str, str]:
         if len(key) > MAX_METADATA_KEY:
             raise invalid(f"metadata keys are at most {MAX_METADATA_KEY} characters.", "metadata")
         if not isinstance(item, str) or len(item) > MAX_METADATA_VALUE:
-            raise invalid(f"metadata values are strings of at most {MAX_METADATA_VALUE} "
-                          "characters.", "metadata", key)
+            raise invalid(
+                f"metadata values are strings of at most {MAX_METADATA_VALUE} characters.",
+                "metadata",
+                key,
+            )
     return dict(meta)
 
 
@@ -454,8 +470,9 @@ def decode_request(data: Any, headers: tuple[Header, ...] = ()) -> ResponsesRequ
     _include(data.get("include"))
     options = data.get("stream_options")
     if options is not None:
-        notes.unknown_keys(obj(options, "stream_options"), _STREAM_OPTION_KEYS,
-                           "stream_options", nulls=True)
+        notes.unknown_keys(
+            obj(options, "stream_options"), _STREAM_OPTION_KEYS, "stream_options", nulls=True
+        )
     model = model_field(string(data.get("model"), "model"))
     if data.get("input") is None:
         raise invalid("input is required.", "input")
@@ -478,8 +495,9 @@ def decode_request(data: Any, headers: tuple[Header, ...] = ()) -> ResponsesRequ
         user=optional_string(data.get("user"), "user"),
         stream=bool(bool_field(data.get("stream"), "stream")),
         store=True if store is None else store,
-        previous_response_id=optional_string(data.get("previous_response_id"),
-                                             "previous_response_id"),
+        previous_response_id=optional_string(
+            data.get("previous_response_id"), "previous_response_id"
+        ),
         metadata=_metadata(data.get("metadata")),
         reasoning_effort=effort,
         body=data,

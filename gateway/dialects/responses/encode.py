@@ -78,11 +78,16 @@ def encode_usage(usage: Usage, schema_retries: int) -> dict[str, Any]:
 
 
 def output_text(
-    text: str, logprobs: tuple[TokenLogprob, ...] | None = None,
+    text: str,
+    logprobs: tuple[TokenLogprob, ...] | None = None,
     annotations: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": annotations or [],
-            "logprobs": list(logprobs) if logprobs else []}
+    return {
+        "type": "output_text",
+        "text": text,
+        "annotations": annotations or [],
+        "logprobs": list(logprobs) if logprobs else [],
+    }
 
 
 _POINTS = (("start_index", "start"), ("end_index", "end"), ("index", "start"))
@@ -102,8 +107,13 @@ def annotation(citation: Citation, at: int) -> dict[str, Any] | None:
     link = citation.link
     if link is None:
         return None
-    return {"type": "url_citation", "start_index": citation.start - at,
-            "end_index": citation.end - at, "url": link[0], "title": link[1]}
+    return {
+        "type": "url_citation",
+        "start_index": citation.start - at,
+        "end_index": citation.end - at,
+        "url": link[0],
+        "title": link[1],
+    }
 
 
 def refusal_part(refusal: str) -> dict[str, Any]:
@@ -111,7 +121,10 @@ def refusal_part(refusal: str) -> dict[str, Any]:
 
 
 def message_item(
-    item_id: str, text: str | None, status: str = "completed", refusal: str | None = None,
+    item_id: str,
+    text: str | None,
+    status: str = "completed",
+    refusal: str | None = None,
     logprobs: tuple[TokenLogprob, ...] | None = None,
     annotations: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
@@ -123,8 +136,13 @@ def message_item(
             content.append(output_text(text, logprobs, annotations))
         if refusal is not None:
             content.append(refusal_part(refusal))
-    return {"type": "message", "id": item_id, "role": "assistant", "status": status,
-            "content": content}
+    return {
+        "type": "message",
+        "id": item_id,
+        "role": "assistant",
+        "status": status,
+        "content": content,
+    }
 
 
 def function_call_item(
@@ -133,9 +151,14 @@ def function_call_item(
     """A function call item; ``namespace`` (the call's own, else the request's for that
     tool) when its tool is inside a namespace tool; a Responses upstream's other members
     of the call (``caller``) as sent."""
-    item: dict[str, Any] = {"type": "function_call", "id": item_id, "call_id": call.id,
-                            "name": call.name, "arguments": call.raw_arguments,
-                            "status": status}
+    item: dict[str, Any] = {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": call.raw_arguments,
+        "status": status,
+    }
     if namespace is not None:
         item["namespace"] = namespace
     if call.members is not None and call.members.wire == "responses":
@@ -175,9 +198,7 @@ class ResponseShape:
 
     __slots__ = ("_echo", "_namespaces", "_next_item", "id")
 
-    def __init__(
-        self, request: ResponsesRequest, *, response_id: str, created_at: int
-    ) -> None:
+    def __init__(self, request: ResponsesRequest, *, response_id: str, created_at: int) -> None:
         self.id = response_id
         self._next_item = 0
         self._namespaces = dict(request.namespaces)
@@ -263,17 +284,22 @@ class ResponseShape:
                 segments.append(part)
                 output.append(messages[-1])
             elif isinstance(part, ToolCall):
-                output.append(function_call_item(
-                    self.item_id("fc"), part, namespace=self.namespace(part.name, part.namespace)
-                ))
+                output.append(
+                    function_call_item(
+                        self.item_id("fc"),
+                        part,
+                        namespace=self.namespace(part.name, part.namespace),
+                    )
+                )
             elif part.wire == "responses":  # hosted tools' items, custom calls: as sent
                 output.append(dict(part.raw))
         refusal = response.refusal
         if refusal is not None and not messages:
             messages.append({"id": self.item_id("msg")})
             segments.append("")
-            at = next((i for i, o in enumerate(output) if o.get("type") != "reasoning"),
-                      len(output))
+            at = next(
+                (i for i, o in enumerate(output) if o.get("type") != "reasoning"), len(output)
+            )
             output.insert(at, messages[-1])
         tokens = response.logprobs.content if response.logprobs else None
         shares = _split_tokens(tokens, [len(t) for t in segments]) if tokens else None
@@ -282,12 +308,16 @@ class ResponseShape:
         members = kept.messages if kept is not None and kept.wire == "responses" else ()
         for n, (slot, text) in enumerate(zip(messages, segments, strict=True)):
             last = n == len(messages) - 1
-            slot.update(message_item(
-                slot["id"], text or None,
-                "completed" if status == "completed" else "incomplete",
-                refusal=(refusal or DEFAULT_REFUSAL) if refusal is not None and last else None,
-                logprobs=shares[n] if shares else None, annotations=notes[n],
-            ))
+            slot.update(
+                message_item(
+                    slot["id"],
+                    text or None,
+                    "completed" if status == "completed" else "incomplete",
+                    refusal=(refusal or DEFAULT_REFUSAL) if refusal is not None and last else None,
+                    logprobs=shares[n] if shares else None,
+                    annotations=notes[n],
+                )
+            )
             if n < len(members):  # the upstream message's own (phase), as sent
                 slot.update((k, v) for k, v in members[n].items() if k not in slot)
         tier = response.passthrough.service_tier if response.passthrough else None
@@ -300,7 +330,6 @@ class ResponseShape:
             completed_at=completed_at if status == "completed" else None,
             service_tier=tier,
         )
-
 
     @staticmethod
     def _annotations(response: ChatResponse, segments: list[str]) -> list[list[dict[str, Any]]]:
@@ -319,8 +348,13 @@ class ResponseShape:
 
 
 def _tool(tool: ToolSpec) -> dict[str, Any]:
-    return {"type": "function", "name": tool.name, "description": tool.description,
-            "parameters": tool.parameters, "strict": tool.strict}
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "strict": tool.strict,
+    }
 
 
 def _tool_choice(request: ResponsesRequest) -> Any:
@@ -333,8 +367,13 @@ def _tool_choice(request: ResponsesRequest) -> Any:
 def _text(request: ResponsesRequest) -> dict[str, Any]:
     fmt = request.text_format
     if isinstance(fmt, JsonSchemaFormat):
-        wire: dict[str, Any] = {"type": "json_schema", "name": fmt.name, "schema": fmt.schema,
-                                "strict": fmt.strict, "description": fmt.description}
+        wire: dict[str, Any] = {
+            "type": "json_schema",
+            "name": fmt.name,
+            "schema": fmt.schema,
+            "strict": fmt.strict,
+            "description": fmt.description,
+        }
     else:
         wire = {"type": fmt or "text"}
     return {"format": wire, "verbosity": "medium"}

@@ -91,8 +91,15 @@ async def create_response(request: Request) -> Response:
     retries = ctx.tally.retries if ctx.tally else 0
     payload = shape.complete(result, schema_retries=retries, completed_at=int(time.time()))
     if decoded.store:
-        await keep(store, ctx, settings.responses_retention_s, decoded, payload,
-                   service.offload, chat.body_bytes)
+        await keep(
+            store,
+            ctx,
+            settings.responses_retention_s,
+            decoded,
+            payload,
+            service.offload,
+            chat.body_bytes,
+        )
     return JsonResponse(orjson.dumps(payload))
 
 

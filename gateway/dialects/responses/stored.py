@@ -30,7 +30,10 @@ def not_found(response_id: str, param: str | None = None) -> NotFound:
 
 
 async def history(
-    store: ResponseStore, decoded: ResponsesRequest, ctx: RequestContext, max_bytes: int,
+    store: ResponseStore,
+    decoded: ResponsesRequest,
+    ctx: RequestContext,
+    max_bytes: int,
     offload: Offload | None = None,
 ) -> tuple[list[Any], int]:
     """The items ``previous_response_id`` continues from: every earlier response of its

@@ -107,8 +107,13 @@ class _Message:
 
     def item(self, status: str) -> dict[str, Any]:
         content = [part.done() for part in self.parts]
-        item = {"type": "message", "id": self.id, "role": "assistant", "status": status,
-                "content": content}
+        item = {
+            "type": "message",
+            "id": self.id,
+            "role": "assistant",
+            "status": status,
+            "content": content,
+        }
         return {**item, **{k: v for k, v in self.members.items() if k not in item}}
 
 
@@ -119,7 +124,12 @@ class _Item:
     __slots__ = ("call_id", "id", "index", "members", "name", "namespace", "parts")
 
     def __init__(
-        self, index: int, item_id: str, call_id: str, name: str, namespace: str | None,
+        self,
+        index: int,
+        item_id: str,
+        call_id: str,
+        name: str,
+        namespace: str | None,
         members: Members | None = None,
     ) -> None:
         self.index = index
@@ -170,10 +180,7 @@ class ResponseStreamEncoder:
         return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
     def _next_index(self) -> int:
-        return (
-            len(self._output) + (self._text is not None) + len(self._calls)
-            + len(self._passing)
-        )
+        return len(self._output) + (self._text is not None) + len(self._calls) + len(self._passing)
 
     def _passed(self, event: WireEvent) -> bytes:
         """An event of an item the gateway passes through (a reasoning item's summary, a
@@ -196,8 +203,10 @@ class ResponseStreamEncoder:
             found = self._next_index()
             self._output.append(data["item"])
             where = {**data, "output_index": found}
-            return out + self._event("response.output_item.added", dict(where)) + self._event(
-                kind, where
+            return (
+                out
+                + self._event("response.output_item.added", dict(where))
+                + self._event(kind, where)
             )
         if kind == "response.output_item.done":
             del self._passing[upstream]
@@ -216,9 +225,13 @@ class ResponseStreamEncoder:
     def _open_text(self) -> bytes:
         members, self._members = self._members, None
         item = self._text = _Message(self._next_index(), self.shape.item_id("msg"), members)
-        return self._event("response.output_item.added", {
-            "output_index": item.index, "item": item.item("in_progress"),
-        })
+        return self._event(
+            "response.output_item.added",
+            {
+                "output_index": item.index,
+                "item": item.item("in_progress"),
+            },
+        )
 
     def _part(self, kind: str) -> tuple[_Part, _Message, int, bytes]:
         """The open message's last part if it is a ``kind`` part, else a new one (the
@@ -232,10 +245,15 @@ class ResponseStreamEncoder:
             out += self._close_part(item)
             item.parts.append(_Part(kind, self._chars))
             empty = output_text("") if kind == "output_text" else refusal_part("")
-            out += self._event("response.content_part.added", {
-                "item_id": item.id, "output_index": item.index,
-                "content_index": len(item.parts) - 1, "part": empty,
-            })
+            out += self._event(
+                "response.content_part.added",
+                {
+                    "item_id": item.id,
+                    "output_index": item.index,
+                    "content_index": len(item.parts) - 1,
+                    "part": empty,
+                },
+            )
         return item.parts[-1], item, len(item.parts) - 1, out
 
     def _close_part(self, item: _Message) -> bytes:
@@ -246,9 +264,14 @@ class ResponseStreamEncoder:
         done = part.done()
         where = {"item_id": item.id, "output_index": item.index, "content_index": index}
         if part.kind == "output_text":
-            out = self._event("response.output_text.done", {
-                **where, "text": done["text"], "logprobs": done["logprobs"],
-            })
+            out = self._event(
+                "response.output_text.done",
+                {
+                    **where,
+                    "text": done["text"],
+                    "logprobs": done["logprobs"],
+                },
+            )
         else:
             out = self._event("response.refusal.done", {**where, "refusal": done["refusal"]})
         return out + self._event("response.content_part.done", {**where, "part": done})
@@ -270,9 +293,14 @@ class ResponseStreamEncoder:
             item = self._calls.pop(index)
             self._closed_calls.add(index)
             arguments = item.text
-            out += self._event("response.function_call_arguments.done", {
-                "item_id": item.id, "output_index": item.index, "arguments": arguments,
-            })
+            out += self._event(
+                "response.function_call_arguments.done",
+                {
+                    "item_id": item.id,
+                    "output_index": item.index,
+                    "arguments": arguments,
+                },
+            )
             call = ToolCall(item.call_id, item.name, arguments, members=item.members)
             done = function_call_item(item.id, call, namespace=item.namespace)
             self._output.append(done)
@@ -289,19 +317,31 @@ class ResponseStreamEncoder:
         self._chars += len(delta)
         if logprobs:
             part.tokens.extend(logprobs)
-        return out + self._event("response.output_text.delta", {
-            "item_id": item.id, "output_index": item.index, "content_index": index,
-            "delta": delta, "logprobs": list(logprobs) if logprobs else [],
-        })
+        return out + self._event(
+            "response.output_text.delta",
+            {
+                "item_id": item.id,
+                "output_index": item.index,
+                "content_index": index,
+                "delta": delta,
+                "logprobs": list(logprobs) if logprobs else [],
+            },
+        )
 
     def annotation(self, note: dict[str, Any]) -> bytes:
         """A Responses upstream's annotation of the text part being streamed, as sent."""
         part, item, index, out = self._part("output_text")
         part.notes.append(note)
-        return out + self._event("response.output_text.annotation.added", {
-            "item_id": item.id, "output_index": item.index, "content_index": index,
-            "annotation_index": len(part.notes) - 1, "annotation": note,
-        })
+        return out + self._event(
+            "response.output_text.annotation.added",
+            {
+                "item_id": item.id,
+                "output_index": item.index,
+                "content_index": index,
+                "annotation_index": len(part.notes) - 1,
+                "annotation": note,
+            },
+        )
 
     def _translated(self, event: WireEvent) -> bytes:
         """Another wire's web citations, as ``url_citation`` annotations of the text part
@@ -318,22 +358,36 @@ class ResponseStreamEncoder:
         self._said = True
         part, item, index, out = self._part("refusal")
         part.pieces.append(delta)
-        return out + self._event("response.refusal.delta", {
-            "item_id": item.id, "output_index": item.index, "content_index": index,
-            "delta": delta,
-        })
+        return out + self._event(
+            "response.refusal.delta",
+            {
+                "item_id": item.id,
+                "output_index": item.index,
+                "content_index": index,
+                "delta": delta,
+            },
+        )
 
     def tool_start(self, event: ToolCallStart) -> bytes:
         out = self._close_text()
         namespace = self.shape.namespace(event.name, event.namespace)
-        item = _Item(self._next_index(), self.shape.item_id("fc"), event.id, event.name,
-                     namespace, event.members)
+        item = _Item(
+            self._next_index(),
+            self.shape.item_id("fc"),
+            event.id,
+            event.name,
+            namespace,
+            event.members,
+        )
         self._calls[event.index] = item
         call = ToolCall(event.id, event.name, "", members=event.members)
-        return out + self._event("response.output_item.added", {
-            "output_index": item.index,
-            "item": function_call_item(item.id, call, "in_progress", namespace),
-        })
+        return out + self._event(
+            "response.output_item.added",
+            {
+                "output_index": item.index,
+                "item": function_call_item(item.id, call, "in_progress", namespace),
+            },
+        )
 
     def tool_arguments(self, event: ToolCallDelta) -> bytes:
         if not event.arguments:
@@ -345,9 +399,14 @@ class ResponseStreamEncoder:
                 code="upstream_invalid_response",
             )
         item.parts.append(event.arguments)
-        return self._event("response.function_call_arguments.delta", {
-            "item_id": item.id, "output_index": item.index, "delta": event.arguments,
-        })
+        return self._event(
+            "response.function_call_arguments.delta",
+            {
+                "item_id": item.id,
+                "output_index": item.index,
+                "delta": event.arguments,
+            },
+        )
 
     # -- batches and the end ------------------------------------------------------------
 
@@ -417,10 +476,15 @@ class ResponseStreamEncoder:
             status="failed",
             output=list(self._output),
             usage=None,
-            error={"code": exc.code, "message": exc.message, "param": exc.param,
-                   "type": exc.type},
+            error={"code": exc.code, "message": exc.message, "param": exc.param, "type": exc.type},
         )
         out = self._event("response.failed", {"response": body})
-        return out + self._event("error", {
-            "code": exc.code, "message": exc.message, "param": exc.param, **envelope,
-        })
+        return out + self._event(
+            "error",
+            {
+                "code": exc.code,
+                "message": exc.message,
+                "param": exc.param,
+                **envelope,
+            },
+        )

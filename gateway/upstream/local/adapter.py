@@ -139,9 +139,7 @@ class LocalUpstream:
             created=int(time.time()),
         )
 
-    async def stream(
-        self, request: ChatRequest, model: ModelConfig
-    ) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[_Item] = asyncio.Queue()
         cancel = threading.Event()

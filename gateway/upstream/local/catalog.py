@@ -150,8 +150,16 @@ PipRunner = Callable[[Sequence[str]], None]
 
 def pip_install(requirements: Sequence[str]) -> None:
     """Install pinned distributions into the running interpreter's environment."""
-    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check",
-           "-q", *requirements]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "-q",
+        *requirements,
+    ]
     try:
         subprocess.run(cmd, check=True)
     except (OSError, subprocess.CalledProcessError) as exc:

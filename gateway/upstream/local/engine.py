@@ -90,16 +90,14 @@ class LocalEngine:
         """Render ``request`` with this model's template (loads the model). Lock held."""
         llm = self._ensure_loaded()
         special = {
-            "bos_token": llm.detokenize([llm.token_bos()], special=True).decode(
-                "utf-8", "replace"
-            ) if llm.token_bos() >= 0 else "",
-            "eos_token": llm.detokenize([llm.token_eos()], special=True).decode(
-                "utf-8", "replace"
-            ) if llm.token_eos() >= 0 else "",
+            "bos_token": llm.detokenize([llm.token_bos()], special=True).decode("utf-8", "replace")
+            if llm.token_bos() >= 0
+            else "",
+            "eos_token": llm.detokenize([llm.token_eos()], special=True).decode("utf-8", "replace")
+            if llm.token_eos() >= 0
+            else "",
         }
-        return render_prompt(
-            self._template, request, special=special, open_object=not constrained
-        )
+        return render_prompt(self._template, request, special=special, open_object=not constrained)
 
     def count_tokens(self, request: ChatRequest) -> int:
         """The prompt's tokens as generation would feed them: rendered with the model's
@@ -165,6 +163,7 @@ class LocalEngine:
                 f"the prompt is {prompt_tokens} tokens; this model's context is {self.n_ctx}"
             )
         grammar = self._grammar(request, runtime) if constrained else None
+
         def stop_check(_ids: Any, _logits: Any) -> bool:
             return cancel.is_set()
 
