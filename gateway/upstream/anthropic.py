@@ -45,7 +45,6 @@ from gateway.upstream.anthropic_codec import (
     call_members,
     encode_request,
     finish_reason,
-    iter_sse,
     usage_of,
 )
 from gateway.upstream.base import TokenCount
@@ -55,6 +54,7 @@ from gateway.upstream.errors import (
     should_retry_header,
     status_error,
 )
+from gateway.upstream.lines import sse_events
 from gateway.upstream.retry import parse_retry_after
 from gateway.upstream.same_wire import is_same_wire, same_wire_body, same_wire_headers
 from gateway.upstream.tokens import estimated_usage
@@ -268,7 +268,7 @@ class AnthropicUpstream:
                 body = await response.read_error()
                 raise _status_error(response, body, model.api_key(self._env))
             decoder = StreamDecoder(model.api_key(self._env))
-            async for name, data in iter_sse(response.lines()):
+            async for name, data in sse_events(response.lines()):
                 for event in decoder.feed(name, data):
                     yield event
             for event in decoder.end():

@@ -4,7 +4,7 @@ Messages SSE -> canonical stream events. No I/O here (see ``anthropic.py``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -49,7 +49,6 @@ __all__ = [
     "encode_messages",
     "encode_request",
     "finish_reason",
-    "iter_sse",
     "usage_of",
 ]
 
@@ -272,25 +271,6 @@ def encode_request(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     if stream:
         body["stream"] = True
     return body
-
-
-async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
-    """``(event name, data)`` pairs from SSE lines (``message`` when unnamed)."""
-    name = ""
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                yield name or "message", "\n".join(data)
-            name, data = "", []
-        elif line.startswith(":"):
-            continue
-        elif line.startswith("event:"):
-            name = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-    if data:
-        yield name or "message", "\n".join(data)
 
 
 class StreamDecoder:

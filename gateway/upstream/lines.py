@@ -5,6 +5,11 @@ string stays in its line). Each line is decoded as strict UTF-8: a stream the ga
 otherwise repair with U+FFFD is refused, as the same bytes are when not streamed. Bounds:
 one line and one event (the lines up to a blank one) at most ``max_event_bytes``, the whole
 body at most ``max_bytes``; past either, reading stops with ``OutputTooLarge``.
+
+``sse_events`` is the one SSE event parser every upstream wire reads its stream with: lines
+-> ``(event name, data)``, the data lines of one event joined with LF and dispatched at the
+blank line that ends it (the WHATWG rules, and what the openai and anthropic SDKs' own
+decoders do).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from gateway.upstream.errors import OutputTooLarge, UpstreamInvalidResponse
 
-__all__ = ["sse_lines"]
+__all__ = ["sse_events", "sse_lines"]
 
 
 def _decode(line: bytes) -> str:
@@ -54,3 +59,23 @@ async def sse_lines(
             raise _event_too_large(max_event_bytes)
     if pending:
         yield _decode(pending.rstrip(b"\r\n"))
+
+
+async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
+    """``(event name, data)`` pairs from SSE lines (``message`` when unnamed); comments,
+    ``id:`` and ``retry:`` lines and events without data are skipped."""
+    name = ""
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield name or "message", "\n".join(data)
+            name, data = "", []
+        elif line.startswith(":"):
+            continue
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+    if data:
+        yield name or "message", "\n".join(data)

@@ -59,6 +59,7 @@ from gateway.upstream.errors import (
     should_retry_header,
     status_error,
 )
+from gateway.upstream.lines import sse_events
 from gateway.upstream.openai_codec import encode_request
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import parse_retry_after
@@ -359,8 +360,8 @@ class OpenAIUpstream:
             counting = model.profile.tokenize is not None
             answer: list[str] = []
             reported = False
-            async for line in resp.lines():
-                for event in parser.feed_line(line):
+            async for _name, data in sse_events(resp.lines()):
+                for event in parser.feed_data(data):
                     if counting:
                         reported = reported or isinstance(event, UsageReport)
                         _collect(event, answer)
@@ -415,10 +416,9 @@ class ChunkParser:
         self.max_argument_bytes = max_argument_bytes
         self.arg_bytes: dict[int, int] = {}
 
-    def feed_line(self, line: str) -> list[StreamEvent]:
-        if not line.startswith("data:"):
-            return []  # comments, event:, id:, blank separators
-        payload = line[5:].strip()
+    def feed_data(self, data: str) -> list[StreamEvent]:
+        """One SSE event's data: a chunk, or ``[DONE]``."""
+        payload = data.strip()
         if payload == "[DONE]":
             self.done = True
             return []

@@ -411,11 +411,10 @@ class EventParser:
         self._part_start = 0  # where the output_text part being streamed starts
         self.done = False
 
-    def feed_line(self, line: str) -> list[StreamEvent]:
-        if not line.startswith("data:"):
-            return []  # event:, comments, blank separators
+    def feed_data(self, data: str) -> list[StreamEvent]:
+        """One SSE event's data (its ``type`` names it; the ``event:`` line is redundant)."""
         try:
-            event = orjson.loads(line[5:].strip())
+            event = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise UpstreamInvalidResponse("Upstream sent an invalid stream event.") from exc
         try:

@@ -246,7 +246,7 @@ def test_chunk_parser() -> None:
         'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":6}}',
         "data: [DONE]",
     ]
-    events = [e for line in lines for e in p.feed_line(line)]
+    events = [e for line in lines if line.startswith("data:") for e in p.feed_data(line[5:])]
     assert events == [
         TextDelta("Hi"),
         ToolCallStart(0, "c1", "f"),
@@ -260,4 +260,4 @@ def test_chunk_parser() -> None:
 
 def test_chunk_parser_error_chunk() -> None:
     with pytest.raises(UpstreamError):
-        ChunkParser().feed_line('data: {"error": {"message": "boom"}}')
+        ChunkParser().feed_data('{"error": {"message": "boom"}}')

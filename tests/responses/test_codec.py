@@ -313,7 +313,7 @@ def test_upstream_event_parser_takes_arguments_from_done_alone() -> None:
             "response": {"status": "completed", "usage": {"input_tokens": 2, "output_tokens": 1}},
         },
     ]
-    events = [e for line in lines for e in parser.feed_line("data: " + orjson.dumps(line).decode())]
+    events = [e for line in lines for e in parser.feed_data(orjson.dumps(line).decode())]
     assert events[:2] == [ToolCallStart(0, "c", "f"), ToolCallDelta(0, '{"a": 1}')]
     assert isinstance(events[2], Finish) and events[2].reason == "tool_calls"
     assert parser.done

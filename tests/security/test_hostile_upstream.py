@@ -26,6 +26,7 @@ from tests.support.hostile_upstream import HostileUpstream
 
 MODES = (
     "ok",
+    "spec-sse",
     "interim-100",
     "interim-103",
     "switch-101",
@@ -164,6 +165,13 @@ def test_interim_answers_are_skipped(
         else:
             got = resp.json()["choices"][0]["message"]["content"]
         assert got == f"echo: {text}"
+
+
+def test_a_stream_read_by_the_sse_rules(gw: GatewayProcess) -> None:
+    """An event's data over several ``data:`` lines is one chunk (joined with LF, as the
+    SSE rules and the openai SDK's decoder have it), with ``id:``, ``retry:`` and comments
+    beside it: the client gets the whole text, streamed and not."""
+    _assert_own_answer(gw, "spec-sse")
 
 
 CASES = [

@@ -382,6 +382,26 @@ class HostileUpstream:
             w.write(body)
         return True
 
+    async def _mode_spec_sse(self, conn: _Conn) -> bool:
+        """A stream only the SSE rules read right (the openai SDK's own decoder reads it):
+        a chunk's JSON over several ``data:`` lines (joined with LF), ``id:`` / ``retry:``
+        fields, comments and CR LF line ends."""
+        text = "echo: " + _user_text(conn.request.body)
+        if not self._streamed(conn):
+            return await self._answer(conn)
+        w = conn.writer
+        w.write(_head("200 OK", SSE))
+        w.write(_chunked(b": hello\r\nretry: 1000\r\n\r\n"))
+        w.write(_chunked(chunk({"role": "assistant", "content": ""})))
+        payload = chunk({"content": text})[len(b"data: ") : -2]
+        half = payload.index(b'"choices"')
+        w.write(_chunked(b"id: 1\r\ndata: " + payload[:half] + b"\r\ndata:" + payload[half:]))
+        w.write(_chunked(b"\r\n\r\n"))
+        w.write(_chunked(chunk({}, "stop")))
+        w.write(_chunked(b"data: [DONE]\n\n"))
+        w.write(_chunked(b""))
+        return True
+
     async def _mode_reset_body(self, conn: _Conn) -> bool:
         body = completion("echo: cut short")
         conn.writer.write(_head("200 OK", {**JSON, "content-length": str(len(body))}))

@@ -29,7 +29,8 @@ from gateway.canonical import (
 from gateway.errors import UpstreamError
 from gateway.settings import ModelConfig
 from gateway.upstream.anthropic import decode_response
-from gateway.upstream.anthropic_codec import StreamDecoder, encode_request, iter_sse
+from gateway.upstream.anthropic_codec import StreamDecoder, encode_request
+from gateway.upstream.lines import sse_events
 
 MODEL = ModelConfig(name="claude", provider="anthropic", upstream_model="served-claude")
 CONSTRAINED = ModelConfig(
@@ -258,7 +259,7 @@ async def decode_stream(lines: list[str]) -> list[StreamEvent]:
 
     decoder = StreamDecoder()
     out: list[StreamEvent] = []
-    async for name, data in iter_sse(gen()):
+    async for name, data in sse_events(gen()):
         out += decoder.feed(name, data)
     return out + decoder.end()
 
