@@ -17,10 +17,8 @@ from typing import Any
 import pytest
 from anthropic.types import Message
 
-from tests.support.anthropic_wire import AnthropicRenderer
 from tests.support.dialect_clients import Dialect, ask
-from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
-from tests.support.responses_wire import ResponsesRenderer
+from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import (
     Raw,
     RawStream,
@@ -28,6 +26,7 @@ from tests.support.scripted_upstream import (
     sse,
     token_logprobs,
 )
+from tests.support.three_wires import start_three_wire_gateway
 
 TEXTS = ["Order 41 ", "shipped on Monday", ", and order 7 ", "is due."]
 TEXT = "".join(TEXTS)
@@ -345,16 +344,8 @@ def chat_stream() -> RawStream:
 def gw(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
-    scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
-    base = scripted_upstream_server.base_url
-    gw = start_gateway(
-        tmp_path_factory.mktemp("answer-citations"),
-        [
-            model_table("oa", base),
-            model_table("rs", base, api="responses"),
-            model_table("an", base, provider="anthropic"),
-        ],
+    gw = start_three_wire_gateway(
+        scripted_upstream_server, tmp_path_factory.mktemp("answer-citations")
     )
     yield gw
     gw.stop()

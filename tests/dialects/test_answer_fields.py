@@ -13,10 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.anthropic_wire import AnthropicRenderer
 from tests.support.dialect_clients import DIALECTS, Dialect, ask, strict_output
-from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
-from tests.support.responses_wire import ResponsesRenderer
+from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import (
     Call,
     Raw,
@@ -28,6 +26,7 @@ from tests.support.scripted_upstream import (
     sse,
     token_logprobs,
 )
+from tests.support.three_wires import start_three_wire_gateway
 
 ANSWER = '{"answer": "forty-two"}'
 THOUGHTS = (
@@ -51,16 +50,8 @@ TOOL_SCHEMA: dict[str, Any] = {
 def gw(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
-    scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
-    base = scripted_upstream_server.base_url
-    gw = start_gateway(
-        tmp_path_factory.mktemp("answer-fields"),
-        [
-            model_table("oa", base),
-            model_table("rs", base, api="responses"),
-            model_table("an", base, provider="anthropic"),
-        ],
+    gw = start_three_wire_gateway(
+        scripted_upstream_server, tmp_path_factory.mktemp("answer-fields")
     )
     yield gw
     gw.stop()

@@ -20,10 +20,9 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
-from tests.support.anthropic_wire import AnthropicRenderer
 from tests.support.dialect_clients import DIALECTS, Dialect, ask, strict_output
-from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
-from tests.support.responses_wire import ResponsesRenderer, reasoning_item
+from tests.support.gateway_proc import GatewayProcess
+from tests.support.responses_wire import reasoning_item
 from tests.support.scripted_upstream import (
     Call,
     Item,
@@ -34,6 +33,7 @@ from tests.support.scripted_upstream import (
     ScriptedUpstream,
     Thinking,
 )
+from tests.support.three_wires import start_three_wire_gateway
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -186,17 +186,7 @@ NAMESPACE: dict[str, Any] = {
 def gw(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
-    scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
-    base = scripted_upstream_server.base_url
-    gw = start_gateway(
-        tmp_path_factory.mktemp("answer-items"),
-        [
-            model_table("oa", base),
-            model_table("rs", base, api="responses"),
-            model_table("an", base, provider="anthropic"),
-        ],
-    )
+    gw = start_three_wire_gateway(scripted_upstream_server, tmp_path_factory.mktemp("answer-items"))
     yield gw
     gw.stop()
 

@@ -13,10 +13,10 @@ import anthropic
 import openai
 import pytest
 
-from tests.support.anthropic_wire import AnthropicRenderer, thinking_block
+from tests.support.anthropic_wire import thinking_block
 from tests.support.dialect_clients import ask
-from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
-from tests.support.responses_wire import ResponsesRenderer, reasoning_item
+from tests.support.gateway_proc import GatewayProcess
+from tests.support.responses_wire import reasoning_item
 from tests.support.scripted_upstream import (
     Call,
     ReasoningItem,
@@ -24,6 +24,7 @@ from tests.support.scripted_upstream import (
     ScriptedUpstream,
     Thinking,
 )
+from tests.support.three_wires import start_three_wire_gateway
 
 THOUGHT = Thinking("The order number is in the message.", signature="EqQBCgIYAhIM-signed")
 REDACTED = Thinking("c2VhbGVkLXRoaW5raW5n", redacted=True)
@@ -41,17 +42,7 @@ GOOD = '{"order": "41"}'
 def gw(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
-    scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
-    base = scripted_upstream_server.base_url
-    gw = start_gateway(
-        tmp_path_factory.mktemp("round-trip"),
-        [
-            model_table("oa", base),
-            model_table("rs", base, api="responses"),
-            model_table("an", base, provider="anthropic"),
-        ],
-    )
+    gw = start_three_wire_gateway(scripted_upstream_server, tmp_path_factory.mktemp("round-trip"))
     yield gw
     gw.stop()
 

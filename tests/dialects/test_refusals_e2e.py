@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 
 from gateway.canonical import DEFAULT_REFUSAL
-from tests.support.anthropic_wire import AnthropicRenderer
 from tests.support.dialect_clients import DIALECTS, Dialect, Seen, ask, strict_output
-from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
-from tests.support.responses_wire import ResponsesRenderer
+from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Reply, ScriptedUpstream
+from tests.support.three_wires import start_three_wire_gateway
 
 REFUSAL = "I can't help with that request."
 WIRES = ("oa", "rs", "an")  # chat completions, Responses, Anthropic Messages upstreams
@@ -26,17 +25,7 @@ WIRES = ("oa", "rs", "an")  # chat completions, Responses, Anthropic Messages up
 def gw(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
-    scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
-    base = scripted_upstream_server.base_url
-    gw = start_gateway(
-        tmp_path_factory.mktemp("refusals"),
-        [
-            model_table("oa", base),
-            model_table("rs", base, api="responses"),
-            model_table("an", base, provider="anthropic"),
-        ],
-    )
+    gw = start_three_wire_gateway(scripted_upstream_server, tmp_path_factory.mktemp("refusals"))
     yield gw
     gw.stop()
 

@@ -28,10 +28,9 @@ import httpx
 import openai
 import pytest
 
-from tests.support.anthropic_wire import AnthropicRenderer
-from tests.support.gateway_proc import GatewayProcess, model_table, start_gateway
-from tests.support.responses_wire import ResponsesRenderer
+from tests.support.gateway_proc import GatewayProcess
 from tests.support.scripted_upstream import Call, Reply, ScriptedUpstream, Tokens
+from tests.support.three_wires import start_three_wire_gateway
 
 WIRES = {"chat": "oa", "responses": "rs", "messages": "an"}  # upstream wire -> model
 DIALECTS = ("chat", "responses", "messages")
@@ -98,16 +97,8 @@ class UsageGateway:
 def ugw(
     scripted_upstream_server: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[UsageGateway]:
-    scripted_upstream_server.renderers["/messages"] = AnthropicRenderer()
-    scripted_upstream_server.renderers["/responses"] = ResponsesRenderer()
-    base = scripted_upstream_server.base_url
-    gw = start_gateway(
-        tmp_path_factory.mktemp("usage-details"),
-        [
-            model_table("oa", base),
-            model_table("rs", base, api="responses"),
-            model_table("an", base, provider="anthropic"),
-        ],
+    gw = start_three_wire_gateway(
+        scripted_upstream_server, tmp_path_factory.mktemp("usage-details")
     )
     try:
         out = gw.syntic("keys", "create", "--name", "ops", "--admin")
