@@ -49,7 +49,7 @@ from gateway.dialects.fields import (
     string,
     tool_name_field,
 )
-from gateway.dialects.policy import Notes
+from gateway.dialects.notes import Notes
 
 __all__ = ["DecodedRequest", "decode_request"]
 

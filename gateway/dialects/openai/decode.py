@@ -43,7 +43,7 @@ from gateway.dialects.fields import (
     string,
     tool_name_field,
 )
-from gateway.dialects.policy import Notes
+from gateway.dialects.notes import Notes
 
 STREAM_OPTIONS_KEY = "openai.stream_options"
 # ``n``: each choice is one upstream call (and its corrections), so the bound is a cost cap.

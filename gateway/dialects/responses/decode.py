@@ -51,7 +51,7 @@ from gateway.dialects.fields import (
     string,
     tool_name_field,
 )
-from gateway.dialects.policy import Notes
+from gateway.dialects.notes import Notes
 
 # A function tool without parameters takes an empty object (strict-ready as it stands).
 EMPTY_PARAMETERS: dict[str, Any] = {
