@@ -45,9 +45,16 @@ _FUNCTION_LINES = 160  # past this, the rest of an object (or the next child) is
 _BATCH_LINES = 200  # lines per compile() call (several small functions share one)
 
 _BUILTINS = {
-    "isinstance": isinstance, "len": len, "any": any, "str": str, "dict": dict,
-    "list": list, "int": int, "float": float, "bool": bool,
-}  # fmt: skip
+    "isinstance": isinstance,
+    "len": len,
+    "any": any,
+    "str": str,
+    "dict": dict,
+    "list": list,
+    "int": int,
+    "float": float,
+    "bool": bool,
+}
 
 _TYPE_TESTS = {
     "string": "isinstance({v}, str)",
@@ -69,9 +76,12 @@ class _Gen:
     def __init__(self, table: Table) -> None:
         self.table = table
         self.ns: dict[str, Any] = {
-            "__builtins__": dict(_BUILTINS), "_M": object(), "_is_integer": is_integer,
-            "_is_number": is_number, "_json_equal": json_equal,
-        }  # fmt: skip
+            "__builtins__": dict(_BUILTINS),
+            "_M": object(),
+            "_is_integer": is_integer,
+            "_is_number": is_number,
+            "_json_equal": json_equal,
+        }
         self.lines: list[str] = []  # the function being generated
         self.finished: list[list[str]] = []
         self.functions: dict[int, str] = {}
@@ -177,10 +187,12 @@ class _Gen:
                 self.out(indent, f"if not _json_equal({v}, {self.const(node.const)}): return False")
         self.guarded(node, "string", known, v, indent, lambda i: self.emit_string(node, v, i))
         self.guarded(node, "number", known, v, indent, lambda i: self.emit_number(node, v, i))
-        self.guarded(node, "object", known, v, indent,
-                     lambda i: self.emit_object(nid, v, k, i, loops))  # fmt: skip
-        self.guarded(node, "array", known, v, indent,
-                     lambda i: self.emit_array(node, v, k, i, loops))  # fmt: skip
+        self.guarded(
+            node, "object", known, v, indent, lambda i: self.emit_object(nid, v, k, i, loops)
+        )
+        self.guarded(
+            node, "array", known, v, indent, lambda i: self.emit_array(node, v, k, i, loops)
+        )
         if node.any_of is not None:
             names = [self.function(b) for b in node.any_of]
             depth = f"d + {k}" if k else "d"
@@ -199,9 +211,14 @@ class _Gen:
             self.call(node.ref, v, k, indent, True)
 
     def guarded(
-        self, node: Node, kind: str, known: str | None, v: str, indent: int,
+        self,
+        node: Node,
+        kind: str,
+        known: str | None,
+        v: str,
+        indent: int,
         body: Callable[[int], None],
-    ) -> None:  # fmt: skip
+    ) -> None:
         if not _has(node, kind):
             return
         if known == kind or (kind == "number" and known == "integer"):
@@ -224,8 +241,11 @@ class _Gen:
             self.out(indent, f"if {v} not in {s}: return False")
             return
         o = self.const(others)
-        self.out(indent, f"if not ({v} in {s} if isinstance({v}, str) else "
-                         f"any(_json_equal({v}, e) for e in {o})): return False")  # fmt: skip
+        self.out(
+            indent,
+            f"if not ({v} in {s} if isinstance({v}, str) else "
+            f"any(_json_equal({v}, e) for e in {o})): return False",
+        )
 
     def emit_string(self, node: Node, v: str, indent: int) -> None:
         if node.min_length is not None:
@@ -239,9 +259,11 @@ class _Gen:
 
     def emit_number(self, node: Node, v: str, indent: int) -> None:
         for value, op in (
-            (node.minimum, "<"), (node.maximum, ">"),
-            (node.exclusive_minimum, "<="), (node.exclusive_maximum, ">="),
-        ):  # fmt: skip
+            (node.minimum, "<"),
+            (node.maximum, ">"),
+            (node.exclusive_minimum, "<="),
+            (node.exclusive_maximum, ">="),
+        ):
             if value is not None:
                 self.out(indent, f"if {v} {op} {self.const(value)}: return False")
         if node.multiple_of is not None:
@@ -254,11 +276,15 @@ class _Gen:
         if node.required:
             if len(node.required) <= _UNROLL_REQUIRED:
                 consts = [self.const(r) for r in node.required]
-                self.out(indent, "if " + " or ".join(f"{n} not in {v}" for n in consts)
-                         + ": return False")  # fmt: skip
+                self.out(
+                    indent,
+                    "if " + " or ".join(f"{n} not in {v}" for n in consts) + ": return False",
+                )
             else:
-                self.out(indent, f"if not {v}.keys() >= {self.const(frozenset(node.required))}:"
-                                 " return False")  # fmt: skip
+                self.out(
+                    indent,
+                    f"if not {v}.keys() >= {self.const(frozenset(node.required))}: return False",
+                )
         self.emit_properties(nid, v, k, indent, loops, 0, False)
         if node.additional is None or self.table.trivial(node.additional):
             return
@@ -348,9 +374,14 @@ def _has(node: Node, kind: str) -> bool:
     if kind == "number":
         return any(
             x is not None
-            for x in (node.minimum, node.maximum, node.exclusive_minimum,
-                      node.exclusive_maximum, node.multiple_of)
-        )  # fmt: skip
+            for x in (
+                node.minimum,
+                node.maximum,
+                node.exclusive_minimum,
+                node.exclusive_maximum,
+                node.multiple_of,
+            )
+        )
     if kind == "object":
         return bool(node.required or node.properties) or node.additional is not None
     return node.min_items is not None or node.max_items is not None or node.items is not None

@@ -95,9 +95,13 @@ def canonical_json(schema: Mapping[str, Any] | bool) -> bytes:
         # orjson refuses integers beyond 64 bits (and nesting past 254); the stdlib does not.
         try:
             return json.dumps(
-                schema, default=_default, sort_keys=True, separators=(",", ":"),
-                ensure_ascii=False, allow_nan=False,
-            ).encode()  # fmt: skip
+                schema,
+                default=_default,
+                sort_keys=True,
+                separators=(",", ":"),
+                ensure_ascii=False,
+                allow_nan=False,
+            ).encode()
         except (TypeError, ValueError, RecursionError) as exc:
             issue = Issue("invalid_tool_schema", "", f"schema is not JSON: {str(exc)[:120]}")
             raise SchemaError([issue]) from exc

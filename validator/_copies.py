@@ -147,8 +147,9 @@ def _anthropic(node: Any, depth: int) -> Any:
         props = rest.pop("properties", {})
         out["properties"] = (
             {k: _anthropic(v, depth + 1) for k, v in props.items()}
-            if isinstance(props, Mapping) else props
-        )  # fmt: skip
+            if isinstance(props, Mapping)
+            else props
+        )
         rest.pop("additionalProperties", None)
         out["additionalProperties"] = False
         required = rest.pop("required", None)

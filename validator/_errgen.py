@@ -53,9 +53,19 @@ _TYPE_TESTS = {
     "integer": "(x.__class__ is int or _is_integer(x))",
     "number": "(x.__class__ is int or x.__class__ is float or _is_number(x))",
 }
-_BUILTINS = {"isinstance": isinstance, "len": len, "any": any, "int": int, "float": float,
-             "str": str, "dict": dict, "list": list, "bool": bool, "enumerate": enumerate,
-             "RecursionError": RecursionError}  # fmt: skip
+_BUILTINS = {
+    "isinstance": isinstance,
+    "len": len,
+    "any": any,
+    "int": int,
+    "float": float,
+    "str": str,
+    "dict": dict,
+    "list": list,
+    "bool": bool,
+    "enumerate": enumerate,
+    "RecursionError": RecursionError,
+}
 
 
 class ErrorCodegenError(RuntimeError):
@@ -67,9 +77,13 @@ def _nothing(_x: Any, _p: Any, _d: int, _out: list[ValidationError]) -> None:
 
 
 def _any_of(
-    branches: tuple[_Branch, ...], x: Any, p: tuple[str | int, ...], d: int,
-    out: list[ValidationError], loc: str,
-) -> None:  # fmt: skip
+    branches: tuple[_Branch, ...],
+    x: Any,
+    p: tuple[str | int, ...],
+    d: int,
+    out: list[ValidationError],
+    loc: str,
+) -> None:
     results: list[list[ValidationError]] = []
     for branch in branches:
         found: list[ValidationError] = []
@@ -79,9 +93,10 @@ def _any_of(
         results.append(found)
     where = pointer(p)
     typed = [
-        r for r in results
+        r
+        for r in results
         if not any(e.pointer == where and e.keyword in ("type", "false") for e in r)
-    ]  # fmt: skip
+    ]
     if len(typed) == 1:
         out.extend(typed[0])
     else:
@@ -89,9 +104,13 @@ def _any_of(
 
 
 def _one_of(
-    branches: tuple[_Branch, ...], x: Any, p: tuple[str | int, ...], d: int,
-    out: list[ValidationError], loc: str,
-) -> None:  # fmt: skip
+    branches: tuple[_Branch, ...],
+    x: Any,
+    p: tuple[str | int, ...],
+    d: int,
+    out: list[ValidationError],
+    loc: str,
+) -> None:
     results: list[list[ValidationError]] = []
     for branch in branches:
         found: list[ValidationError] = []
@@ -107,10 +126,12 @@ def _one_of(
         return
     where = pointer(p)
     typed = [
-        r for r in results
-        if not any(e.pointer == where and e.keyword in ("type", "false", "const", "enum")
-                   for e in r)
-    ]  # fmt: skip
+        r
+        for r in results
+        if not any(
+            e.pointer == where and e.keyword in ("type", "false", "const", "enum") for e in r
+        )
+    ]
     if len(typed) == 1:
         out.extend(typed[0])
     else:
@@ -123,11 +144,17 @@ class _Gen:
         self.regex = table.regex
         self.locations = table.locations or ("",) * len(table.nodes)
         self.ns: dict[str, Any] = {
-            "__builtins__": dict(_BUILTINS), "_err": error, "_show": show,
-            "_json_equal": json_equal, "_is_integer": is_integer, "_is_number": is_number,
-            "_multiple_of": multiple_of, "_any_of": _any_of, "_one_of": _one_of,
+            "__builtins__": dict(_BUILTINS),
+            "_err": error,
+            "_show": show,
+            "_json_equal": json_equal,
+            "_is_integer": is_integer,
+            "_is_number": is_number,
+            "_multiple_of": multiple_of,
+            "_any_of": _any_of,
+            "_one_of": _one_of,
             "_nothing": _nothing,
-        }  # fmt: skip
+        }
         self.names: dict[int, str] = {}
         self.queue: list[int] = []
         self.functions: list[list[str]] = []
@@ -161,10 +188,17 @@ class _Gen:
             if self.size > _MAX_SOURCE:
                 raise ErrorCodegenError("generated error code too large")
         depth = self.const([error((), "depth", f"exceeds maximum depth {MAX_INSTANCE_DEPTH}")])
-        self.functions.append([
-            "def errors(x):", "    out = []", "    try:", f"        {root}(x, (), 0, out)",
-            "    except RecursionError:", f"        return list({depth})", "    return out",
-        ])  # fmt: skip
+        self.functions.append(
+            [
+                "def errors(x):",
+                "    out = []",
+                "    try:",
+                f"        {root}(x, (), 0, out)",
+                "    except RecursionError:",
+                f"        return list({depth})",
+                "    return out",
+            ]
+        )
         self.source = "\n".join(line for lines in self.functions for line in lines)
         batch: list[str] = []
         for lines in self.functions:
@@ -186,8 +220,10 @@ class _Gen:
 
     def report(self, lines: list[str], indent: str, keyword: str, text: str, at: str) -> None:
         # Every string is a namespace entry: schema text never becomes source code.
-        lines.append(f"{indent}out.append(_err(p, {self.const(keyword)}, {self.const(text)}, "
-                     f"{self.const(at)}, x))")  # fmt: skip
+        lines.append(
+            f"{indent}out.append(_err(p, {self.const(keyword)}, {self.const(text)}, "
+            f"{self.const(at)}, x))"
+        )
 
     def emit(self, nid: int) -> None:
         node = self.nodes[nid]
@@ -206,15 +242,19 @@ class _Gen:
         if enum is not None:
             strings = self.const(frozenset(v for v in enum if isinstance(v, str)))
             others = self.const(tuple(v for v in enum if not isinstance(v, str)))
-            lines.append(f"    if not (x in {strings} if isinstance(x, str) else "
-                         f"any(_json_equal(x, e) for e in {others})):")  # fmt: skip
-            self.report(lines, "        ", "enum", "must be one of " + show_enum(enum),
-                        loc + "/enum")  # fmt: skip
+            lines.append(
+                f"    if not (x in {strings} if isinstance(x, str) else "
+                f"any(_json_equal(x, e) for e in {others})):"
+            )
+            self.report(
+                lines, "        ", "enum", "must be one of " + show_enum(enum), loc + "/enum"
+            )
         const = node[CONST]
         if const is not None:
             lines.append(f"    if not _json_equal(x, {self.const(const[0])}):")
-            self.report(lines, "        ", "const", "must be equal to " + show(const[0]),
-                        loc + "/const")  # fmt: skip
+            self.report(
+                lines, "        ", "const", "must be equal to " + show(const[0]), loc + "/const"
+            )
         if node[STRING] is not None:
             self.emit_string(nid, lines, loc)
         if node[NUMBER] is not None:
@@ -223,8 +263,11 @@ class _Gen:
             self.emit_object(node[OBJECT], lines, loc)
         if node[ARRAY] is not None:
             self.emit_array(node[ARRAY], lines, loc)
-        for field, helper, keyword in ((ANY_OF, "_any_of", "anyOf"), (ALL_OF, None, "allOf"),
-                                       (ONE_OF, "_one_of", "oneOf")):  # fmt: skip
+        for field, helper, keyword in (
+            (ANY_OF, "_any_of", "anyOf"),
+            (ALL_OF, None, "allOf"),
+            (ONE_OF, "_one_of", "oneOf"),
+        ):
             branches = node[field]
             if branches is None:
                 continue
@@ -238,8 +281,13 @@ class _Gen:
         ref = node[REF]
         if ref is not None:
             lines.append(f"    if d > {MAX_INSTANCE_DEPTH}:")
-            self.report(lines, "        ", "depth", f"exceeds maximum depth {MAX_INSTANCE_DEPTH}",
-                        loc + "/$ref")  # fmt: skip
+            self.report(
+                lines,
+                "        ",
+                "depth",
+                f"exceeds maximum depth {MAX_INSTANCE_DEPTH}",
+                loc + "/$ref",
+            )
             target = self.function(ref)
             if target != "_nothing":
                 lines.append("    else:")
@@ -257,22 +305,30 @@ class _Gen:
         lines.append("    if isinstance(x, str):")
         if min_length is not None:
             lines.append(f"        if len(x) < {self.const(min_length)}:")
-            self.report(lines, "            ", "minLength",
-                        f"must be at least {plural(min_length, 'character')}",
-                        loc + "/minLength")  # fmt: skip
+            self.report(
+                lines,
+                "            ",
+                "minLength",
+                f"must be at least {plural(min_length, 'character')}",
+                loc + "/minLength",
+            )
         if max_length is not None:
             lines.append(f"        if len(x) > {self.const(max_length)}:")
-            self.report(lines, "            ", "maxLength",
-                        f"must be at most {plural(max_length, 'character')}",
-                        loc + "/maxLength")  # fmt: skip
+            self.report(
+                lines,
+                "            ",
+                "maxLength",
+                f"must be at most {plural(max_length, 'character')}",
+                loc + "/maxLength",
+            )
         if pattern is not None:
             lines.append(f"        if {self.const(self.regex[nid])}(x) is None:")
-            self.report(lines, "            ", "pattern", f"must match pattern {pattern}",
-                        loc + "/pattern")  # fmt: skip
+            self.report(
+                lines, "            ", "pattern", f"must match pattern {pattern}", loc + "/pattern"
+            )
         if fmt is not None:
             lines.append(f"        if not {self.const(FORMATS[fmt])}(x):")
-            self.report(lines, "            ", "format", f"must be a valid {fmt}",
-                        loc + "/format")  # fmt: skip
+            self.report(lines, "            ", "format", f"must be a valid {fmt}", loc + "/format")
 
     def emit_number(self, spec: tuple[Any, ...], lines: list[str], loc: str) -> None:
         lines.append("    if (x.__class__ is int or x.__class__ is float or _is_number(x)):")
@@ -322,14 +378,22 @@ class _Gen:
                 at = self.const(loc + "/additionalProperties")
                 keyword = self.const("additionalProperties")
                 text = self.const("must not have additional property ")
-                groups.append([
-                    "    for k in x:", f"        if k not in {known}:",
-                    f"            out.append(_err(p, {keyword}, {text} + _show(k), {at}, x))",
-                ])  # fmt: skip
+                groups.append(
+                    [
+                        "    for k in x:",
+                        f"        if k not in {known}:",
+                        f"            out.append(_err(p, {keyword}, {text} + _show(k), {at}, x))",
+                    ]
+                )
             else:
                 fn = self.function(additional)
-                groups.append(["    for k, v in x.items():", f"        if k not in {known}:",
-                               f"            {fn}(v, (*p, k), d + 1, out)"])  # fmt: skip
+                groups.append(
+                    [
+                        "    for k, v in x.items():",
+                        f"        if k not in {known}:",
+                        f"            {fn}(v, (*p, k), d + 1, out)",
+                    ]
+                )
         lines.append("    if isinstance(x, dict):")
         if not groups:
             lines.append("        pass")
@@ -340,8 +404,9 @@ class _Gen:
                 self.counter += 1
                 part = f"_part{self.counter}"
                 body = [f"def {part}(x, p, d, out):"]
-                body.extend(line for group in groups[start : start + _GROUPS_PER_FUNCTION]
-                            for line in group)  # fmt: skip
+                body.extend(
+                    line for group in groups[start : start + _GROUPS_PER_FUNCTION] for line in group
+                )
                 self.finish(body)
                 lines.append(f"        {part}(x, p, d, out)")
 

@@ -36,7 +36,7 @@ from validator._table import (
     TYPES,
     Packed,
     Table,
-)  # fmt: skip
+)
 
 __all__ = ["MAX_INSTANCE_DEPTH", "Interpreter"]
 
@@ -121,8 +121,15 @@ class Interpreter:
         ref = node[REF]
         if ref is not None:
             if depth > MAX_INSTANCE_DEPTH:
-                out.append(error(path, "depth", f"exceeds maximum depth {MAX_INSTANCE_DEPTH}",
-                                 loc + "/$ref", x))  # fmt: skip
+                out.append(
+                    error(
+                        path,
+                        "depth",
+                        f"exceeds maximum depth {MAX_INSTANCE_DEPTH}",
+                        loc + "/$ref",
+                        x,
+                    )
+                )
             else:
                 self._check(ref, x, path, depth, out)
 
@@ -143,14 +150,26 @@ class Interpreter:
             out.append(error(path, "format", f"must be a valid {fmt}", loc + "/format", x))
 
     def _object(
-        self, spec: Packed, x: dict[str, Any], path: _Path, loc: str, depth: int,
+        self,
+        spec: Packed,
+        x: dict[str, Any],
+        path: _Path,
+        loc: str,
+        depth: int,
         out: list[ValidationError],
-    ) -> None:  # fmt: skip
+    ) -> None:
         properties, required, additional = spec
         for name in required:
             if name not in x:
-                out.append(error(path, "required", f"must have required property {show(name)}",
-                                 loc + "/required", x))  # fmt: skip
+                out.append(
+                    error(
+                        path,
+                        "required",
+                        f"must have required property {show(name)}",
+                        loc + "/required",
+                        x,
+                    )
+                )
         known: set[str] = set()
         for name, child in properties:
             known.add(name)
@@ -164,32 +183,60 @@ class Interpreter:
                 continue
             if closed:
                 out.append(
-                    error(path, "additionalProperties",
-                          f"must not have additional property {show(name)}",
-                          loc + "/additionalProperties", x)
-                )  # fmt: skip
+                    error(
+                        path,
+                        "additionalProperties",
+                        f"must not have additional property {show(name)}",
+                        loc + "/additionalProperties",
+                        x,
+                    )
+                )
             else:
                 self._check(additional, value, (*path, name), depth + 1, out)
 
     def _array(
-        self, spec: Packed, x: list[Any], path: _Path, loc: str, depth: int,
+        self,
+        spec: Packed,
+        x: list[Any],
+        path: _Path,
+        loc: str,
+        depth: int,
         out: list[ValidationError],
-    ) -> None:  # fmt: skip
+    ) -> None:
         min_items, max_items, items = spec
         if min_items is not None and len(x) < min_items:
-            out.append(error(path, "minItems", f"must have at least {plural(min_items, 'item')}",
-                             loc + "/minItems", x))  # fmt: skip
+            out.append(
+                error(
+                    path,
+                    "minItems",
+                    f"must have at least {plural(min_items, 'item')}",
+                    loc + "/minItems",
+                    x,
+                )
+            )
         if max_items is not None and len(x) > max_items:
-            out.append(error(path, "maxItems", f"must have at most {plural(max_items, 'item')}",
-                             loc + "/maxItems", x))  # fmt: skip
+            out.append(
+                error(
+                    path,
+                    "maxItems",
+                    f"must have at most {plural(max_items, 'item')}",
+                    loc + "/maxItems",
+                    x,
+                )
+            )
         if items is not None:
             for index, item in enumerate(x):
                 self._check(items, item, (*path, index), depth + 1, out)
 
     def _any_of(
-        self, branches: tuple[int, ...], x: Any, path: _Path, loc: str, depth: int,
+        self,
+        branches: tuple[int, ...],
+        x: Any,
+        path: _Path,
+        loc: str,
+        depth: int,
         out: list[ValidationError],
-    ) -> None:  # fmt: skip
+    ) -> None:
         results: list[list[ValidationError]] = []
         for branch in branches:
             found: list[ValidationError] = []
@@ -200,19 +247,26 @@ class Interpreter:
         # When exactly one branch accepts the instance's type, its errors are the useful ones.
         where = pointer(path)
         typed = [
-            r for r in results
+            r
+            for r in results
             if not any(e.pointer == where and e.keyword in ("type", "false") for e in r)
-        ]  # fmt: skip
+        ]
         if len(typed) == 1:
             out.extend(typed[0])
         else:
-            out.append(error(path, "anyOf", "must match at least one schema in anyOf",
-                             loc + "/anyOf", x))  # fmt: skip
+            out.append(
+                error(path, "anyOf", "must match at least one schema in anyOf", loc + "/anyOf", x)
+            )
 
     def _one_of(
-        self, branches: tuple[int, ...], x: Any, path: _Path, loc: str, depth: int,
+        self,
+        branches: tuple[int, ...],
+        x: Any,
+        path: _Path,
+        loc: str,
+        depth: int,
         out: list[ValidationError],
-    ) -> None:  # fmt: skip
+    ) -> None:
         results: list[list[ValidationError]] = []
         for branch in branches:
             found: list[ValidationError] = []
@@ -228,15 +282,18 @@ class Interpreter:
             return
         where = pointer(path)
         typed = [
-            r for r in results
-            if not any(e.pointer == where and e.keyword in ("type", "false", "const", "enum")
-                       for e in r)
-        ]  # fmt: skip
+            r
+            for r in results
+            if not any(
+                e.pointer == where and e.keyword in ("type", "false", "const", "enum") for e in r
+            )
+        ]
         if len(typed) == 1:
             out.extend(typed[0])
         else:
-            out.append(error(path, "oneOf", "must match exactly one schema in oneOf",
-                             loc + "/oneOf", x))  # fmt: skip
+            out.append(
+                error(path, "oneOf", "must match exactly one schema in oneOf", loc + "/oneOf", x)
+            )
 
 
 def _number(
@@ -248,11 +305,32 @@ def _number(
     if maximum is not None and x > maximum:
         out.append(error(path, "maximum", f"must be <= {show(maximum)}", loc + "/maximum", x))
     if exclusive_minimum is not None and x <= exclusive_minimum:
-        out.append(error(path, "exclusiveMinimum", f"must be > {show(exclusive_minimum)}",
-                         loc + "/exclusiveMinimum", x))  # fmt: skip
+        out.append(
+            error(
+                path,
+                "exclusiveMinimum",
+                f"must be > {show(exclusive_minimum)}",
+                loc + "/exclusiveMinimum",
+                x,
+            )
+        )
     if exclusive_maximum is not None and x >= exclusive_maximum:
-        out.append(error(path, "exclusiveMaximum", f"must be < {show(exclusive_maximum)}",
-                         loc + "/exclusiveMaximum", x))  # fmt: skip
+        out.append(
+            error(
+                path,
+                "exclusiveMaximum",
+                f"must be < {show(exclusive_maximum)}",
+                loc + "/exclusiveMaximum",
+                x,
+            )
+        )
     if multiple is not None and not multiple_of(x, multiple):
-        out.append(error(path, "multipleOf", f"must be a multiple of {show(multiple)}",
-                         loc + "/multipleOf", x))  # fmt: skip
+        out.append(
+            error(
+                path,
+                "multipleOf",
+                f"must be a multiple of {show(multiple)}",
+                loc + "/multipleOf",
+                x,
+            )
+        )

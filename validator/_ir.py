@@ -55,11 +55,30 @@ _IGNORED = frozenset(
     {"default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "discriminator"}
 )
 KEYWORDS = frozenset(
-    {"type", "properties", "required", "additionalProperties", "items", "anyOf", "allOf",
-     "oneOf", "enum", "const", "$defs", "definitions", "$ref", "pattern", "format",
-     "multipleOf", "$schema",
-     *_COUNTS, *_BOUNDS, *_ANNOTATIONS, *_IGNORED}
-)  # fmt: skip
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "anyOf",
+        "allOf",
+        "oneOf",
+        "enum",
+        "const",
+        "$defs",
+        "definitions",
+        "$ref",
+        "pattern",
+        "format",
+        "multipleOf",
+        "$schema",
+        *_COUNTS,
+        *_BOUNDS,
+        *_ANNOTATIONS,
+        *_IGNORED,
+    }
+)
 
 
 class BuildError(ValueError):
@@ -252,9 +271,13 @@ class _Builder:
         return type_set(names)
 
     def _object(
-        self, schema: dict[str, Any], loc: str, param: str, depth: int,
+        self,
+        schema: dict[str, Any],
+        loc: str,
+        param: str,
+        depth: int,
         fields: dict[str, Any],
-    ) -> None:  # fmt: skip
+    ) -> None:
         if "properties" in schema:
             props = schema["properties"]
             if not isinstance(props, dict):
@@ -273,9 +296,11 @@ class _Builder:
             fields["required"] = tuple(req)
         if "additionalProperties" in schema:
             fields["additional"] = self._child(
-                schema["additionalProperties"], _at(loc, "additionalProperties"),
-                join(param, "additionalProperties"), depth,
-            )  # fmt: skip
+                schema["additionalProperties"],
+                _at(loc, "additionalProperties"),
+                join(param, "additionalProperties"),
+                depth,
+            )
 
     def _scalars(self, schema: dict[str, Any], param: str, fields: dict[str, Any]) -> None:
         for key, name in zip(

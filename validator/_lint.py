@@ -64,11 +64,14 @@ DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 # servers send) differs from 2020-12 only in keywords the subset refuses or ignores.
 SCHEMA_URIS = frozenset(
     {
-        DRAFT_2020_12, DRAFT_2020_12 + "#",
-        "http://json-schema.org/draft-07/schema#", "http://json-schema.org/draft-07/schema",
-        "https://json-schema.org/draft-07/schema#", "https://json-schema.org/draft-07/schema",
+        DRAFT_2020_12,
+        DRAFT_2020_12 + "#",
+        "http://json-schema.org/draft-07/schema#",
+        "http://json-schema.org/draft-07/schema",
+        "https://json-schema.org/draft-07/schema#",
+        "https://json-schema.org/draft-07/schema",
     }
-)  # fmt: skip
+)
 ANNOTATIONS = frozenset({"description", "title"})
 # Annotations that never constrain a value: accepted anywhere (beside ``$ref`` too),
 # ignored by validation, and dropped from a provider's copy where its strict mode refuses
@@ -84,15 +87,37 @@ _NUMBER = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # Recognised JSON Schema keywords outside the subset get a more specific message.
 _KNOWN_UNSUPPORTED = frozenset(
     {
-        "not", "if", "then", "else", "patternProperties", "propertyNames",
-        "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
-        "unevaluatedItems", "prefixItems", "contains", "minContains", "maxContains",
-        "uniqueItems", "minProperties", "maxProperties", "$id",
-        "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
-        "$vocabulary", "contentMediaType", "contentEncoding",
-        "contentSchema", "additionalItems",
+        "not",
+        "if",
+        "then",
+        "else",
+        "patternProperties",
+        "propertyNames",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "prefixItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "uniqueItems",
+        "minProperties",
+        "maxProperties",
+        "$id",
+        "$anchor",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$recursiveRef",
+        "$recursiveAnchor",
+        "$vocabulary",
+        "contentMediaType",
+        "contentEncoding",
+        "contentSchema",
+        "additionalItems",
     }
-)  # fmt: skip
+)
 __all__ = [
     "LIMITS",
     "Dialect",
@@ -405,8 +430,9 @@ class _Walk:
         elif key == "const":
             self.string_chars += value_chars(value, self.limits.max_string_chars)
             if not _primitive(value):
-                self._anthropic_lacks(key, kpath, "a const that is not a string, number, "
-                                      "boolean or null")  # fmt: skip
+                self._anthropic_lacks(
+                    key, kpath, "a const that is not a string, number, boolean or null"
+                )
         elif key == "$defs" or (key == "definitions" and self._definitions(kpath)):
             self._defs(key, value, kpath, is_root, child)
         elif key == "definitions":
@@ -439,8 +465,9 @@ class _Walk:
             if not _is_non_negative_int(value):
                 self.bad(kpath, f'"{key}" must be a non-negative integer')
             elif key != "minItems" or value not in (0, 1):
-                self._anthropic_lacks(key, kpath, "minItems other than 0 or 1"
-                                      if key == "minItems" else None)  # fmt: skip
+                self._anthropic_lacks(
+                    key, kpath, "minItems other than 0 or 1" if key == "minItems" else None
+                )
         elif key in _NUMBER:
             if not _is_number(value):
                 self.bad(kpath, f'"{key}" must be a number')
@@ -480,8 +507,11 @@ class _Walk:
         if self.dialect == "anthropic" and (key == "allOf" or self.local):
             return True
         if self.dialect == "anthropic":
-            self.bad(kpath, '"oneOf" is not supported by Anthropic\'s strict mode '
-                     '(anthropic_copy sends it as "anyOf")')  # fmt: skip
+            self.bad(
+                kpath,
+                '"oneOf" is not supported by Anthropic\'s strict mode '
+                '(anthropic_copy sends it as "anyOf")',
+            )
         else:
             self.bad(kpath, f'"{key}" is not supported in strict mode')
         return False
@@ -557,8 +587,9 @@ class _Walk:
             self.bad(kpath, '"enum" must be a non-empty array')
             return
         if not all(_primitive(v) for v in value):
-            self._anthropic_lacks("enum", kpath, "an enum with values that are not strings, "
-                                  "numbers, booleans or null")  # fmt: skip
+            self._anthropic_lacks(
+                "enum", kpath, "an enum with values that are not strings, numbers, booleans or null"
+            )
         lim = self.limits
         self.enum_values += len(value)
         chars = [value_chars(v, lim.max_string_chars) for v in value]

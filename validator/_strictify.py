@@ -65,18 +65,40 @@ __all__ = ["StrictifyResult", "canonicalize", "strictify"]
 # ``required`` says; OpenAPI's ``discriminator`` names what the branches already decide).
 _DROP = frozenset(
     {
-        "default", "examples", "example", "$schema", "$comment", "deprecated", "readOnly",
-        "writeOnly", "contentMediaType", "contentEncoding", "contentSchema", "discriminator",
+        "default",
+        "examples",
+        "example",
+        "$schema",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "contentMediaType",
+        "contentEncoding",
+        "contentSchema",
+        "discriminator",
         "optional",
     }
-)  # fmt: skip
+)
 _KEEP = frozenset(
     {
-        "type", "enum", "const", "pattern", "minLength", "maxLength", "minimum", "maximum",
-        "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
-        "description", "title",
+        "type",
+        "enum",
+        "const",
+        "pattern",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+        "description",
+        "title",
     }
-)  # fmt: skip
+)
 _MAX_DEPTH = 64
 _NULL = {"type": "null"}
 
@@ -248,8 +270,11 @@ class _Projector:
         if len(self.refusals) > before:
             return None
         if not any(k in out for k in ("type", "enum", "const", "anyOf")):
-            self.refuse(path, 'a schema with no "type", "enum", "const", "anyOf" or "$ref" '
-                        "constrains nothing and cannot be expressed")  # fmt: skip
+            self.refuse(
+                path,
+                'a schema with no "type", "enum", "const", "anyOf" or "$ref" '
+                "constrains nothing and cannot be expressed",
+            )
             return None
         if _has_type(node, "array") and "items" not in node:
             self.refuse(path, 'an array without "items" cannot be expressed')

@@ -85,8 +85,13 @@ def pack(node: Node) -> Packed:
     has_object = bool(node.properties or node.required) or node.additional is not None
     has_array = node.items is not None or node.min_items is not None or node.max_items is not None
     strings = (node.min_length, node.max_length, node.pattern, node.format)
-    numbers = (node.minimum, node.maximum, node.exclusive_minimum, node.exclusive_maximum,
-               node.multiple_of)  # fmt: skip
+    numbers = (
+        node.minimum,
+        node.maximum,
+        node.exclusive_minimum,
+        node.exclusive_maximum,
+        node.multiple_of,
+    )
     return (
         node.false,
         types,
@@ -135,12 +140,29 @@ class Table:
             numbers if numbers is not None else (None,) * 5
         )
         return Node(
-            false=false, types=None if types is None else type_set(types), ref=ref,
-            properties=properties, required=required, additional=additional, items=items,
-            any_of=any_of, all_of=all_of, one_of=one_of, enum=enum, has_const=const is not None,
-            const=None if const is None else const[0], pattern=pattern,
-            regex=self.regex.get(nid), min_length=min_length, max_length=max_length,
-            format=fmt, minimum=minimum, maximum=maximum, exclusive_minimum=exclusive_minimum,
-            exclusive_maximum=exclusive_maximum, multiple_of=multiple, min_items=min_items,
+            false=false,
+            types=None if types is None else type_set(types),
+            ref=ref,
+            properties=properties,
+            required=required,
+            additional=additional,
+            items=items,
+            any_of=any_of,
+            all_of=all_of,
+            one_of=one_of,
+            enum=enum,
+            has_const=const is not None,
+            const=None if const is None else const[0],
+            pattern=pattern,
+            regex=self.regex.get(nid),
+            min_length=min_length,
+            max_length=max_length,
+            format=fmt,
+            minimum=minimum,
+            maximum=maximum,
+            exclusive_minimum=exclusive_minimum,
+            exclusive_maximum=exclusive_maximum,
+            multiple_of=multiple,
+            min_items=min_items,
             max_items=max_items,
-        )  # fmt: skip
+        )

@@ -33,15 +33,26 @@ def rows(n: int, now: float) -> Iterator[tuple[Any, ...]]:
         status = rnd.choice(statuses)
         corrected = rnd.random() < 0.1
         started = now - rnd.random() * 7 * 86400
-        yield record_params(UsageRecord(
-            request_id=f"req_{i}", key_id=f"key_{rnd.randrange(50)}",
-            model=f"m{rnd.randrange(5)}", endpoint="/v1/chat/completions", status=status,
-            error_code=None if status == 200 else f"code_{status}", streamed=False,
-            prompt_tokens=100, completion_tokens=20,
-            correction_prompt_tokens=50 if corrected else 0, correction_completion_tokens=0,
-            schema_retries=int(corrected), upstream_calls=1 + int(corrected), latency_ms=30.0,
-            started_at=started, finished_at=started + 0.03,
-        ))  # fmt: skip
+        yield record_params(
+            UsageRecord(
+                request_id=f"req_{i}",
+                key_id=f"key_{rnd.randrange(50)}",
+                model=f"m{rnd.randrange(5)}",
+                endpoint="/v1/chat/completions",
+                status=status,
+                error_code=None if status == 200 else f"code_{status}",
+                streamed=False,
+                prompt_tokens=100,
+                completion_tokens=20,
+                correction_prompt_tokens=50 if corrected else 0,
+                correction_completion_tokens=0,
+                schema_retries=int(corrected),
+                upstream_calls=1 + int(corrected),
+                latency_ms=30.0,
+                started_at=started,
+                finished_at=started + 0.03,
+            )
+        )
 
 
 async def run(url: str, n: int) -> None:

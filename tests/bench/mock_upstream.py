@@ -106,10 +106,13 @@ def _sse_text(n: int) -> bytes:
 
 def _response(body: bytes, content_type: bytes) -> bytes:
     return (
-        b"HTTP/1.1 200 OK\r\ncontent-type: " + content_type
-        + b"\r\ncontent-length: " + str(len(body)).encode()
-        + b"\r\nconnection: keep-alive\r\n\r\n" + body
-    )  # fmt: skip
+        b"HTTP/1.1 200 OK\r\ncontent-type: "
+        + content_type
+        + b"\r\ncontent-length: "
+        + str(len(body)).encode()
+        + b"\r\nconnection: keep-alive\r\n\r\n"
+        + body
+    )
 
 
 _JSON = b"application/json"

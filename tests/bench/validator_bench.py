@@ -181,13 +181,19 @@ def bench(name: str, schema: dict[str, Any], instance: Any, target_us: float) ->
 def large_schema(seed: int, width: int = 1000) -> dict[str, Any]:
     """The security test's schema near the limits (~240 KiB for width 1000)."""
     props = {
-        f"p{seed}_{i}": _closed({
-            "s": {"type": "string", "pattern": f"^[a-z]{{1,{i % 7 + 1}}}[0-9]*$", "maxLength": 64},
-            "n": {"type": ["integer", "null"], "minimum": i},
-            "e": {"enum": [f"v{i}", "w"]} if i % 10 == 0 else {"type": "boolean"},
-        })
+        f"p{seed}_{i}": _closed(
+            {
+                "s": {
+                    "type": "string",
+                    "pattern": f"^[a-z]{{1,{i % 7 + 1}}}[0-9]*$",
+                    "maxLength": 64,
+                },
+                "n": {"type": ["integer", "null"], "minimum": i},
+                "e": {"enum": [f"v{i}", "w"]} if i % 10 == 0 else {"type": "boolean"},
+            }
+        )
         for i in range(width)
-    }  # fmt: skip
+    }
     return _closed(props)
 
 

@@ -17,33 +17,67 @@ from validator import anthropic_copy
 @pytest.mark.parametrize(
     ("schema", "expected"),
     [
-        ({"type": "integer", "minimum": 1, "maximum": 9},
-         {"type": "integer", "description": "{minimum: 1, maximum: 9}"}),
-        ({"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.5, "description": "Pence"},
-         {"type": "number", "description": "Pence\n\n{exclusiveMinimum: 0, multipleOf: 0.5}"}),
-        ({"type": "string", "minLength": 1, "maxLength": 5, "pattern": "^a"},
-         {"type": "string", "description": "{minLength: 1, maxLength: 5, pattern: ^a}"}),
+        (
+            {"type": "integer", "minimum": 1, "maximum": 9},
+            {"type": "integer", "description": "{minimum: 1, maximum: 9}"},
+        ),
+        (
+            {"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.5, "description": "Pence"},
+            {"type": "number", "description": "Pence\n\n{exclusiveMinimum: 0, multipleOf: 0.5}"},
+        ),
+        (
+            {"type": "string", "minLength": 1, "maxLength": 5, "pattern": "^a"},
+            {"type": "string", "description": "{minLength: 1, maxLength: 5, pattern: ^a}"},
+        ),
         ({"type": "string", "format": "email"}, {"type": "string", "format": "email"}),
-        ({"type": "string", "format": "iso-week"},
-         {"type": "string", "description": "{format: iso-week}"}),
-        ({"type": "array", "items": {"type": "integer", "maximum": 3}, "minItems": 1},
-         {"type": "array", "items": {"type": "integer", "description": "{maximum: 3}"},
-          "minItems": 1}),
-        ({"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 4},
-         {"type": "array", "items": {"type": "string"},
-          "description": "{maxItems: 4, minItems: 2}"}),  # the SDK's order
-        ({"oneOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
-         {"anyOf": [{"type": "integer", "description": "{minimum: 0}"}, {"type": "null"}]}),
+        (
+            {"type": "string", "format": "iso-week"},
+            {"type": "string", "description": "{format: iso-week}"},
+        ),
+        (
+            {"type": "array", "items": {"type": "integer", "maximum": 3}, "minItems": 1},
+            {
+                "type": "array",
+                "items": {"type": "integer", "description": "{maximum: 3}"},
+                "minItems": 1,
+            },
+        ),
+        (
+            {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 4},
+            {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "{maxItems: 4, minItems: 2}",
+            },
+        ),  # the SDK's order
+        (
+            {"oneOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
+            {"anyOf": [{"type": "integer", "description": "{minimum: 0}"}, {"type": "null"}]},
+        ),
         ({"enum": ["a", "b"], "default": "a"}, {"enum": ["a", "b"], "description": "{default: a}"}),
-        ({"type": "string", "format": ["not", "a", "name"]},
-         {"type": "string", "description": "{format: ['not', 'a', 'name']}"}),
-        ({"type": "integer", "minItems": True},
-         {"type": "integer", "description": "{minItems: True}"}),
+        (
+            {"type": "string", "format": ["not", "a", "name"]},
+            {"type": "string", "description": "{format: ['not', 'a', 'name']}"},
+        ),
+        (
+            {"type": "integer", "minItems": True},
+            {"type": "integer", "description": "{minItems: True}"},
+        ),
     ],
-    ids=["int-bounds", "number-bounds-described", "string-lengths-pattern", "format-kept",
-         "format-moved", "items", "array-bounds", "oneof-as-anyof", "default", "format-not-str",
-         "bool-min-items"],
-)  # fmt: skip
+    ids=[
+        "int-bounds",
+        "number-bounds-described",
+        "string-lengths-pattern",
+        "format-kept",
+        "format-moved",
+        "items",
+        "array-bounds",
+        "oneof-as-anyof",
+        "default",
+        "format-not-str",
+        "bool-min-items",
+    ],
+)
 def test_a_node(schema: dict[str, Any], expected: dict[str, Any]) -> None:
     assert anthropic_copy(schema) == expected
 
@@ -85,10 +119,12 @@ def test_a_whole_tool_schema_nested_definitions_included() -> None:
 def test_a_schema_within_the_subset_is_unchanged() -> None:
     schema = {
         "type": "object",
-        "properties": {"when": {"type": "string", "format": "date"},
-                       "tags": {"type": "array", "items": {"enum": ["x", "y"]}, "minItems": 0}},
+        "properties": {
+            "when": {"type": "string", "format": "date"},
+            "tags": {"type": "array", "items": {"enum": ["x", "y"]}, "minItems": 0},
+        },
         "required": ["when", "tags"],
         "additionalProperties": False,
         "title": "T",
-    }  # fmt: skip
+    }
     assert anthropic_copy(schema) == schema

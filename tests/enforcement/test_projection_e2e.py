@@ -202,8 +202,11 @@ def test_bad_header_value_is_400(gw: GatewayProcess, upstream: ScriptedUpstream)
 
 # A format OpenAI's strict mode lacks: the projection keeps it (so "" is refused) and a
 # constrained OpenAI upstream gets it named in the description instead.
-OPEN_URL = {"type": "object", "properties": {"url": {"type": "string", "format": "uri"}},
-            "required": ["url"]}  # fmt: skip
+OPEN_URL = {
+    "type": "object",
+    "properties": {"url": {"type": "string", "format": "uri"}},
+    "required": ["url"],
+}
 
 
 def open_url(gw: GatewayProcess, model: str) -> tuple[Any, Any]:
@@ -256,25 +259,42 @@ def test_a_format_the_vendor_lacks_is_never_returned_broken(
 # default. A dog's null is data; a cat's null was injected by the projection.
 PET = {
     "$defs": {
-        "Cat": {"properties": {"kind": {"const": "cat", "type": "string"},
-                               "lives": {"default": 9, "type": "integer"}},
-                "required": ["kind"], "type": "object"},
-        "Dog": {"properties": {"kind": {"const": "dog", "type": "string"},
-                               "lives": {"anyOf": [{"type": "integer"}, {"type": "null"}]}},
-                "required": ["kind", "lives"], "type": "object"},
+        "Cat": {
+            "properties": {
+                "kind": {"const": "cat", "type": "string"},
+                "lives": {"default": 9, "type": "integer"},
+            },
+            "required": ["kind"],
+            "type": "object",
+        },
+        "Dog": {
+            "properties": {
+                "kind": {"const": "dog", "type": "string"},
+                "lives": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            },
+            "required": ["kind", "lives"],
+            "type": "object",
+        },
     },
     "properties": {"pet": {"anyOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}]}},
     "required": ["pet"],
     "type": "object",
-}  # fmt: skip
+}
 
 
 # pydantic's discriminated spelling of the same union (Field(discriminator="kind")).
-DISCRIMINATED = {**PET, "properties": {"pet": {
-    "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
-    "discriminator": {"propertyName": "kind",
-                      "mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"}},
-}}}  # fmt: skip
+DISCRIMINATED = {
+    **PET,
+    "properties": {
+        "pet": {
+            "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+            "discriminator": {
+                "propertyName": "kind",
+                "mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"},
+            },
+        }
+    },
+}
 
 
 @pytest.mark.parametrize("schema", [PET, DISCRIMINATED], ids=["anyOf", "discriminated oneOf"])
@@ -297,9 +317,11 @@ def test_a_union_answer_keeps_its_branch(
     tools: Any = [{"type": "function", "function": {"name": "adopt", "parameters": schema}}]
     with openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0) as c:
         raw = c.chat.completions.with_raw_response.create(
-            model="strict-model", messages=USER, tools=tools,
+            model="strict-model",
+            messages=USER,
+            tools=tools,
             extra_headers={"x-syntic-strictify": "1"},
-        )  # fmt: skip
+        )
     completion: Any = raw.parse()
     [call] = completion.choices[0].message.tool_calls
     assert json.loads(call.function.arguments) == expected

@@ -55,39 +55,119 @@ def check(gw: GatewayProcess, body: Any, key: str | None = "default") -> httpx.R
 # (request body, expected [(param of schema, ok, [(code, issue param)], strictify outcome)])
 Expected = list[tuple[str, bool, list[tuple[str, str]], str | None]]
 CASES: list[tuple[str, dict[str, Any], Expected]] = [
-    ("strict-ready", {"tools": [openai_tool(STRICT)]},
-     [("tools[0].function.parameters", True, [], None)]),
-    ("open object", {"tools": [openai_tool(OPEN)]},
-     [("tools[0].function.parameters", False,
-       [("schema_not_strict", "tools[0].function.parameters")], "projected")]),
-    ("optional property", {"tools": [openai_tool(OPTIONAL, strict=False)]},
-     [("tools[0].function.parameters", False,
-       [("schema_not_strict", "tools[0].function.parameters.required")], "projected")]),
-    ("unsupported keyword", {"tools": [openai_tool(UNSUPPORTED)]},
-     [("tools[0].function.parameters", False,
-       [("invalid_tool_schema", "tools[0].function.parameters.allOf")], "refused")]),
-    ("anthropic tool", {"tools": [{"name": "t", "input_schema": OPEN}]},
-     [("tools[0].input_schema", False,
-       [("schema_not_strict", "tools[0].input_schema")], "projected")]),
-    ("anthropic tool, optional property (Messages rules)",
-     {"tools": [{"name": "t", "strict": True, "input_schema": OPTIONAL}]},
-     [("tools[0].input_schema", True, [], None)]),
-    ("mixed, second bad", {"tools": [openai_tool(STRICT), openai_tool(OPEN, name="b")]},
-     [("tools[0].function.parameters", True, [], None),
-      ("tools[1].function.parameters", False,
-       [("schema_not_strict", "tools[1].function.parameters")], "projected")]),
-    ("response_format", {"response_format": {"type": "json_schema", "json_schema": {
-        "name": "out", "strict": True, "schema": OPEN}}},
-     [("response_format.json_schema.schema", False,
-       [("schema_not_strict", "response_format.json_schema.schema")], "projected")]),
-    ("output_config", {"output_config": {"format": {"type": "json_schema", "schema": STRICT}}},
-     [("output_config.format.schema", True, [], None)]),
-    ("tools and response_format", {"tools": [openai_tool(STRICT)], "response_format": {
-        "type": "json_schema", "json_schema": {"name": "o", "schema": UNSUPPORTED}}},
-     [("tools[0].function.parameters", True, [], None),
-      ("response_format.json_schema.schema", False,
-       [("invalid_tool_schema", "response_format.json_schema.schema.allOf")], "refused")]),
-]  # fmt: skip
+    (
+        "strict-ready",
+        {"tools": [openai_tool(STRICT)]},
+        [("tools[0].function.parameters", True, [], None)],
+    ),
+    (
+        "open object",
+        {"tools": [openai_tool(OPEN)]},
+        [
+            (
+                "tools[0].function.parameters",
+                False,
+                [("schema_not_strict", "tools[0].function.parameters")],
+                "projected",
+            )
+        ],
+    ),
+    (
+        "optional property",
+        {"tools": [openai_tool(OPTIONAL, strict=False)]},
+        [
+            (
+                "tools[0].function.parameters",
+                False,
+                [("schema_not_strict", "tools[0].function.parameters.required")],
+                "projected",
+            )
+        ],
+    ),
+    (
+        "unsupported keyword",
+        {"tools": [openai_tool(UNSUPPORTED)]},
+        [
+            (
+                "tools[0].function.parameters",
+                False,
+                [("invalid_tool_schema", "tools[0].function.parameters.allOf")],
+                "refused",
+            )
+        ],
+    ),
+    (
+        "anthropic tool",
+        {"tools": [{"name": "t", "input_schema": OPEN}]},
+        [
+            (
+                "tools[0].input_schema",
+                False,
+                [("schema_not_strict", "tools[0].input_schema")],
+                "projected",
+            )
+        ],
+    ),
+    (
+        "anthropic tool, optional property (Messages rules)",
+        {"tools": [{"name": "t", "strict": True, "input_schema": OPTIONAL}]},
+        [("tools[0].input_schema", True, [], None)],
+    ),
+    (
+        "mixed, second bad",
+        {"tools": [openai_tool(STRICT), openai_tool(OPEN, name="b")]},
+        [
+            ("tools[0].function.parameters", True, [], None),
+            (
+                "tools[1].function.parameters",
+                False,
+                [("schema_not_strict", "tools[1].function.parameters")],
+                "projected",
+            ),
+        ],
+    ),
+    (
+        "response_format",
+        {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "out", "strict": True, "schema": OPEN},
+            }
+        },
+        [
+            (
+                "response_format.json_schema.schema",
+                False,
+                [("schema_not_strict", "response_format.json_schema.schema")],
+                "projected",
+            )
+        ],
+    ),
+    (
+        "output_config",
+        {"output_config": {"format": {"type": "json_schema", "schema": STRICT}}},
+        [("output_config.format.schema", True, [], None)],
+    ),
+    (
+        "tools and response_format",
+        {
+            "tools": [openai_tool(STRICT)],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "o", "schema": UNSUPPORTED},
+            },
+        },
+        [
+            ("tools[0].function.parameters", True, [], None),
+            (
+                "response_format.json_schema.schema",
+                False,
+                [("invalid_tool_schema", "response_format.json_schema.schema.allOf")],
+                "refused",
+            ),
+        ],
+    ),
+]
 
 
 @pytest.mark.parametrize(("body", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])

@@ -20,11 +20,17 @@ from dataclasses import dataclass
 from typing import Any
 
 _FORMAT_SAMPLES = {
-    "date-time": "2026-11-30T10:30:00Z", "date": "2026-11-30", "time": "10:30:00Z",
-    "duration": "P1D", "email": "ann@example.com", "hostname": "example.com",
-    "ipv4": "192.0.2.1", "ipv6": "2001:db8::1", "uuid": "2eb8aa08-aa98-11ea-b4aa-73b441d16380",
+    "date-time": "2026-11-30T10:30:00Z",
+    "date": "2026-11-30",
+    "time": "10:30:00Z",
+    "duration": "P1D",
+    "email": "ann@example.com",
+    "hostname": "example.com",
+    "ipv4": "192.0.2.1",
+    "ipv6": "2001:db8::1",
+    "uuid": "2eb8aa08-aa98-11ea-b4aa-73b441d16380",
     "uri": "https://example.com/a",
-}  # fmt: skip
+}
 _MAX_DEPTH = 12
 
 

@@ -184,17 +184,27 @@ def test_anthropic_copy_is_transform_schema_at_its_corners(schema: dict[str, Any
 
 
 KEYWORDS: dict[str, st.SearchStrategy[Any]] = {
-    "minimum": st.integers(-3, 3), "maximum": st.floats(-1e3, 1e3), "exclusiveMinimum": st.just(0),
-    "multipleOf": st.sampled_from([2, 0.5]), "minLength": st.integers(0, 3),
-    "maxLength": st.integers(0, 9), "pattern": st.just("^a+$"),
+    "minimum": st.integers(-3, 3),
+    "maximum": st.floats(-1e3, 1e3),
+    "exclusiveMinimum": st.just(0),
+    "multipleOf": st.sampled_from([2, 0.5]),
+    "minLength": st.integers(0, 3),
+    "maxLength": st.integers(0, 9),
+    "pattern": st.just("^a+$"),
     "format": st.sampled_from(["uri", "date", "email", "int64", "", "uuid"]),
-    "minItems": st.sampled_from([0, 1, 2, True]), "maxItems": st.integers(0, 4),
-    "uniqueItems": st.booleans(), "default": st.sampled_from([None, 1, "x", [1]]),
-    "examples": st.just(["e"]), "title": st.text(max_size=3), "description": st.text(max_size=4),
+    "minItems": st.sampled_from([0, 1, 2, True]),
+    "maxItems": st.integers(0, 4),
+    "uniqueItems": st.booleans(),
+    "default": st.sampled_from([None, 1, "x", [1]]),
+    "examples": st.just(["e"]),
+    "title": st.text(max_size=3),
+    "description": st.text(max_size=4),
     "enum": st.sampled_from([["a", "b"], [1, None], [{"o": 1}], []]),
-    "const": st.sampled_from(["k", 3, None, {"o": 1}]), "deprecated": st.booleans(),
-    "additionalProperties": st.sampled_from([True, False]), "required": st.just(["a"]),
-}  # fmt: skip
+    "const": st.sampled_from(["k", 3, None, {"o": 1}]),
+    "deprecated": st.booleans(),
+    "additionalProperties": st.sampled_from([True, False]),
+    "required": st.just(["a"]),
+}
 TYPES = st.sampled_from(["string", "integer", "number", "boolean", "null", "array", "object"])
 
 
@@ -207,14 +217,17 @@ def generated() -> st.SearchStrategy[dict[str, Any]]:
             for key in draw(st.lists(st.sampled_from(sorted(KEYWORDS)), max_size=4, unique=True)):
                 out[key] = draw(KEYWORDS[key])
             if kind == "object":
-                out["properties"] = draw(st.dictionaries(st.sampled_from("abc"), children,
-                                                         max_size=3))  # fmt: skip
+                out["properties"] = draw(
+                    st.dictionaries(st.sampled_from("abc"), children, max_size=3)
+                )
             if kind == "array" and draw(st.booleans()):
                 out["items"] = draw(children)
             shape = draw(st.sampled_from(["plain", "anyOf", "oneOf", "allOf", "ref"]))
             if shape in ("anyOf", "oneOf", "allOf"):
-                return {shape: draw(st.lists(children, min_size=1, max_size=3)),
-                        **({"description": "u"} if draw(st.booleans()) else {})}  # fmt: skip
+                return {
+                    shape: draw(st.lists(children, min_size=1, max_size=3)),
+                    **({"description": "u"} if draw(st.booleans()) else {}),
+                }
             if shape == "ref":
                 return {"$ref": "#/$defs/D", "description": "beside $ref"}
             return out
@@ -237,9 +250,12 @@ def test_anthropic_copy_is_transform_schema_over_generated_schemas(schema: Any) 
 
 
 def test_definitions_are_kept_where_the_sdk_breaks_them() -> None:
-    schema = {"type": "object", "properties": {"r": {"$ref": "#/definitions/A"}},
-              "required": ["r"],
-              "definitions": {"A": {"type": "string", "maxLength": 3}}}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"r": {"$ref": "#/definitions/A"}},
+        "required": ["r"],
+        "definitions": {"A": {"type": "string", "maxLength": 3}},
+    }
     sdk = transform_schema(copy.deepcopy(schema))
     assert "definitions" not in sdk and "definitions:" in sdk["description"]  # ref dangles
     ours = anthropic_copy(schema)
@@ -251,16 +267,24 @@ def test_definitions_are_kept_where_the_sdk_breaks_them() -> None:
 def test_a_list_of_types_keeps_what_each_type_keeps() -> None:
     node = {"type": ["string", "null"], "format": "uri", "maxLength": 9}
     assert _sdk(node) is None  # the SDK raises an AssertionError
-    assert anthropic_copy(node) == {"type": ["string", "null"], "format": "uri",
-                                    "description": "{maxLength: 9}"}  # fmt: skip
+    assert anthropic_copy(node) == {
+        "type": ["string", "null"],
+        "format": "uri",
+        "description": "{maxLength: 9}",
+    }
 
 
 # -- the lint, keyword by keyword ---------------------------------------------------------
 
 
 def _tool(sub: dict[str, Any], **root: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": {"x": sub}, "required": ["x"],
-            "additionalProperties": False, **root}  # fmt: skip
+    return {
+        "type": "object",
+        "properties": {"x": sub},
+        "required": ["x"],
+        "additionalProperties": False,
+        **root,
+    }
 
 
 MOVED = [
@@ -279,8 +303,9 @@ MOVED = [
 ]
 
 
-@pytest.mark.parametrize("sub", MOVED, ids=lambda s: next(k for k in s if k not in
-                                                         ("type", "items")))  # fmt: skip
+@pytest.mark.parametrize(
+    "sub", MOVED, ids=lambda s: next(k for k in s if k not in ("type", "items"))
+)
 def test_what_transform_schema_moves_is_an_anthropic_issue(sub: dict[str, Any]) -> None:
     schema = _tool(sub)
     keyword = next(k for k in sub if k not in ("type", "items"))
@@ -318,8 +343,9 @@ def test_all_of_and_definitions_are_enforced() -> None:
     compiled = validator.compile(_tool({"allOf": [{"type": "string"}, {"enum": ["a", "b"]}]}))
     assert compiled.validate({"x": "a"}) == []
     assert [e.keyword for e in compiled.validate({"x": "c"})] == ["enum"]
-    refs = validator.compile(_tool({"$ref": "#/definitions/A"},
-                                   definitions={"A": {"type": "integer"}}))  # fmt: skip
+    refs = validator.compile(
+        _tool({"$ref": "#/definitions/A"}, definitions={"A": {"type": "integer"}})
+    )
     assert refs.validate({"x": 1}) == [] and refs.validate({"x": "1"})
 
 

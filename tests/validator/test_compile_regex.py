@@ -78,10 +78,11 @@ QUANTIFIERS = ["", "", "*", "+", "?", "{2}", "{1,3}", "{2,}"]
 patterns = st.builds(
     lambda start, parts, end: start + "".join(parts) + end,
     st.sampled_from(["", "^"]),
-    st.lists(st.tuples(st.sampled_from(ATOMS), st.sampled_from(QUANTIFIERS)).map("".join),
-             max_size=4),
+    st.lists(
+        st.tuples(st.sampled_from(ATOMS), st.sampled_from(QUANTIFIERS)).map("".join), max_size=4
+    ),
     st.sampled_from(["", "$"]),
-)  # fmt: skip
+)
 texts = st.text(alphabet="ab-@.1\né_", max_size=8)
 
 

@@ -141,8 +141,10 @@ def recursive_schema(draw: st.DrawFn) -> dict[str, Any]:
     }
     if via_root:
         return node
-    return {"$defs": {"node": node, "unused": {"type": "string"}},
-            "anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}  # fmt: skip
+    return {
+        "$defs": {"node": node, "unused": {"type": "string"}},
+        "anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}],
+    }
 
 
 @st.composite

@@ -45,13 +45,28 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel, built from a copy of the two directories it reads (so the build's own
     ``build/`` and ``*.egg-info`` never land in the checkout)."""
     tree = tmp_path_factory.mktemp("tree")
-    shutil.copytree(ROOT / "validator", tree / "validator",
-                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    shutil.copytree(PACKAGE, tree / "packages" / "validator",
-                    ignore=shutil.ignore_patterns("build", "*.egg-info"))  # fmt: skip
+    shutil.copytree(
+        ROOT / "validator", tree / "validator", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copytree(
+        PACKAGE,
+        tree / "packages" / "validator",
+        ignore=shutil.ignore_patterns("build", "*.egg-info"),
+    )
     out = tmp_path_factory.mktemp("wheel")
-    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check",
-         "-q", "-w", out, tree / "packages" / "validator", cwd=tree)  # fmt: skip
+    _run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "-q",
+        "-w",
+        out,
+        tree / "packages" / "validator",
+        cwd=tree,
+    )
     [built] = out.glob("syntic_validator-*.whl")
     return built
 
@@ -60,8 +75,18 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = tmp_path_factory.mktemp("env")
     _run(sys.executable, "-m", "venv", env, cwd=env)
-    _run(env / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
-         "-c", ROOT / "constraints.txt", wheel, cwd=env)  # fmt: skip
+    _run(
+        env / "bin" / "python",
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+        "-c",
+        ROOT / "constraints.txt",
+        wheel,
+        cwd=env,
+    )
     return env
 
 
@@ -75,8 +100,15 @@ def test_the_wheel_holds_the_validator_and_nothing_else(wheel: Path) -> None:
 
 
 def test_only_its_three_dependencies_are_installed(venv: Path) -> None:
-    listed = _run(venv / "bin" / "python", "-m", "pip", "list", "--format=freeze",
-                  "--disable-pip-version-check", cwd=venv).stdout  # fmt: skip
+    listed = _run(
+        venv / "bin" / "python",
+        "-m",
+        "pip",
+        "list",
+        "--format=freeze",
+        "--disable-pip-version-check",
+        cwd=venv,
+    ).stdout
     installed = {canonicalize_name(line.split("==")[0]) for line in listed.split()}
     assert installed - BASELINE == {"syntic-validator", *DEPENDENCIES}
 

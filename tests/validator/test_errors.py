@@ -16,45 +16,109 @@ SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "note": {"type": "string", "minLength": 1, "maxLength": 3},
-        "lines": {"type": "array", "items": {"$ref": "#/$defs/Line"}, "minItems": 1,
-                  "maxItems": 1},
+        "lines": {"type": "array", "items": {"$ref": "#/$defs/Line"}, "minItems": 1, "maxItems": 1},
         "kind": {"enum": ["a", "b"]},
         "pet": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
     },
     "required": ["note"],
     "additionalProperties": False,
-    "$defs": {"Line": {"type": "object", "properties": {"qty": {"type": "integer",
-                                                                "minimum": 1}}}},
-}  # fmt: skip
+    "$defs": {"Line": {"type": "object", "properties": {"qty": {"type": "integer", "minimum": 1}}}},
+}
 
 
 @pytest.mark.parametrize(
     ("instance", "expected"),
     [
-        ({"note": ""}, ("/note", "minLength", "/note must be at least 1 character",
-                        "/properties/note/minLength", '""')),
-        ({"note": "abcd"}, ("/note", "maxLength", "/note must be at most 3 characters",
-                            "/properties/note/maxLength", '"abcd"')),
-        ({"note": "a", "lines": []}, ("/lines", "minItems", "/lines must have at least 1 item",
-                                      "/properties/lines/minItems", "[]")),
-        ({"note": "a", "lines": [{}, {}]},
-         ("/lines", "maxItems", "/lines must have at most 1 item", "/properties/lines/maxItems",
-          "[{}, {}]")),
-        ({"note": "a", "lines": [{"qty": 0}]},
-         ("/lines/0/qty", "minimum", "/lines/0/qty must be >= 1", "/$defs/Line/properties/qty"
-          "/minimum", "0")),
-        ({"note": "a", "kind": "c"}, ("/kind", "enum", '/kind must be one of ["a", "b"]',
-                                      "/properties/kind/enum", '"c"')),
-        ({"note": "a", "pet": [1]}, ("/pet", "anyOf", "/pet must match at least one schema in "
-                                     "anyOf", "/properties/pet/anyOf", "[1]")),
+        (
+            {"note": ""},
+            (
+                "/note",
+                "minLength",
+                "/note must be at least 1 character",
+                "/properties/note/minLength",
+                '""',
+            ),
+        ),
+        (
+            {"note": "abcd"},
+            (
+                "/note",
+                "maxLength",
+                "/note must be at most 3 characters",
+                "/properties/note/maxLength",
+                '"abcd"',
+            ),
+        ),
+        (
+            {"note": "a", "lines": []},
+            (
+                "/lines",
+                "minItems",
+                "/lines must have at least 1 item",
+                "/properties/lines/minItems",
+                "[]",
+            ),
+        ),
+        (
+            {"note": "a", "lines": [{}, {}]},
+            (
+                "/lines",
+                "maxItems",
+                "/lines must have at most 1 item",
+                "/properties/lines/maxItems",
+                "[{}, {}]",
+            ),
+        ),
+        (
+            {"note": "a", "lines": [{"qty": 0}]},
+            (
+                "/lines/0/qty",
+                "minimum",
+                "/lines/0/qty must be >= 1",
+                "/$defs/Line/properties/qty/minimum",
+                "0",
+            ),
+        ),
+        (
+            {"note": "a", "kind": "c"},
+            ("/kind", "enum", '/kind must be one of ["a", "b"]', "/properties/kind/enum", '"c"'),
+        ),
+        (
+            {"note": "a", "pet": [1]},
+            (
+                "/pet",
+                "anyOf",
+                "/pet must match at least one schema in anyOf",
+                "/properties/pet/anyOf",
+                "[1]",
+            ),
+        ),
         ({}, ("", "required", '/ must have required property "note"', "/required", "{}")),
-        ({"note": "a", "x": 1}, ("", "additionalProperties", '/ must not have additional '
-                                 'property "x"', "/additionalProperties", '{"note": "a", "x": 1}')),
+        (
+            {"note": "a", "x": 1},
+            (
+                "",
+                "additionalProperties",
+                '/ must not have additional property "x"',
+                "/additionalProperties",
+                '{"note": "a", "x": 1}',
+            ),
+        ),
         ([], ("", "type", "/ must be object", "/type", "[]")),
     ],
-    ids=["minLength 1", "maxLength", "minItems 1", "maxItems 1", "through a $ref", "enum",
-         "anyOf", "required", "additionalProperties", "type"],
-)  # fmt: skip
+    ids=[
+        "minLength 1",
+        "maxLength",
+        "minItems 1",
+        "maxItems 1",
+        "through a $ref",
+        "enum",
+        "anyOf",
+        "required",
+        "additionalProperties",
+        "type",
+    ],
+)
 def test_each_error_names_its_schema_path_and_value(
     instance: Any, expected: tuple[str, str, str, str, str]
 ) -> None:
@@ -86,11 +150,14 @@ def test_the_value_is_cut_short() -> None:
 @pytest.mark.parametrize(
     ("raw", "message", "value"),
     [
-        (b'{\n  "note": "a",\n  "kind": x\n}', "unexpected character, expected a JSON value "
-         "at line 3 column 11", '...te": "a",\n  "kind": x\n}'),
+        (
+            b'{\n  "note": "a",\n  "kind": x\n}',
+            "unexpected character, expected a JSON value at line 3 column 11",
+            '...te": "a",\n  "kind": x\n}',
+        ),
         (b'{"note": "a"', "unexpected end of data at line 1 column 13", '{"note": "a"'),
     ],
-)  # fmt: skip
+)
 def test_json_that_does_not_parse_says_where(raw: bytes, message: str, value: str) -> None:
     [e] = validator.compile(SCHEMA).validate_json(raw)
     assert (e.pointer, e.keyword, e.message, e.schema_path, e.instance) == (

@@ -293,9 +293,25 @@ def test_validate_never_mutates_schema_or_instance() -> None:
     assert schema == schema_before
 
 
-KEYWORDS = ["type", "properties", "required", "additionalProperties", "items", "anyOf", "enum",
-            "const", "$defs", "$ref", "pattern", "format", "minimum", "maxLength", "multipleOf",
-            "not", "x"]  # fmt: skip
+KEYWORDS = [
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "anyOf",
+    "enum",
+    "const",
+    "$defs",
+    "$ref",
+    "pattern",
+    "format",
+    "minimum",
+    "maxLength",
+    "multipleOf",
+    "not",
+    "x",
+]
 
 
 # A named function: Hypothesis reads an ``extend`` lambda's source to check it recurses,
@@ -307,11 +323,15 @@ def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 _values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(max_size=5)
     | st.sampled_from(["string", "object", "#", "#/$defs/a", "^a+$", "date", "(", "integer"]),
     _containers,
     max_leaves=12,
-)  # fmt: skip
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -42,19 +42,23 @@ def _closed(props: dict[str, Any], required: list[str] | None = None) -> dict[st
 
 
 def _leaf_object(i: int) -> dict[str, Any]:
-    return _closed({
-        "s": {"type": "string", "pattern": f"^[a-z]{{1,{i % 7 + 1}}}[0-9]*$", "maxLength": 64},
-        "n": {"type": ["integer", "null"], "minimum": i},
-        "e": {"enum": [f"v{i}", "w"]} if i % 10 == 0 else {"type": "boolean"},
-    })  # fmt: skip
+    return _closed(
+        {
+            "s": {"type": "string", "pattern": f"^[a-z]{{1,{i % 7 + 1}}}[0-9]*$", "maxLength": 64},
+            "n": {"type": ["integer", "null"], "minimum": i},
+            "e": {"enum": [f"v{i}", "w"]} if i % 10 == 0 else {"type": "boolean"},
+        }
+    )
 
 
 def _wide(width: int, tag: str = "") -> dict[str, Any]:
     """Every place a long property list can sit: the root (every other property optional),
     array items, a ``$ref`` target, and beside an open object's additionalProperties."""
     props: dict[str, Any] = {f"p{i}": _leaf_object(i) for i in range(width)}
-    props["rows"] = {"type": "array", "items": _closed({f"r{i}": {"type": "integer"}
-                                                         for i in range(300)})}  # fmt: skip
+    props["rows"] = {
+        "type": "array",
+        "items": _closed({f"r{i}": {"type": "integer"} for i in range(300)}),
+    }
     props["link"] = {"$ref": "#/$defs/wide"}
     props["map"] = {
         "type": "object",
@@ -69,10 +73,13 @@ def _wide(width: int, tag: str = "") -> dict[str, Any]:
 
 def _instance(width: int) -> dict[str, Any]:
     value: dict[str, Any] = {
-        f"p{i}": {"s": "a1" if i % 2 else "b", "n": None if i % 3 else i,
-                  "e": f"v{i}" if i % 10 == 0 else True}
+        f"p{i}": {
+            "s": "a1" if i % 2 else "b",
+            "n": None if i % 3 else i,
+            "e": f"v{i}" if i % 10 == 0 else True,
+        }
         for i in range(width)
-    }  # fmt: skip
+    }
     value["rows"] = [{f"r{i}": i for i in range(300)} for _ in range(2)]
     value["link"] = {f"d{i}": "x" for i in range(400)}
     value["map"] = {"m0": "a", "m199": "b", "extra": 7}
@@ -110,7 +117,7 @@ CASES = [
     ("ref target, late field", _set(("link", "d399"), 3), ["/link/d399 must be string"]),
     ("open object, extra value", _set(("map", "extra"), "7"), ["/map/extra must be integer"]),
     ("open object, late field", _set(("map", "m199"), 1), ["/map/m199 must be string"]),
-]  # fmt: skip
+]
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +153,10 @@ def test_generation_is_split_into_small_compile_calls(monkeypatch: pytest.Monkey
     functions = text.split("\ndef ")
     longest_function = max(f.count("\n") for f in functions)
     longest_batch = max(s.count("\n") for s in sources)
-    print(f"{len(text)} chars, {len(functions)} functions (longest {longest_function} lines), "
-          f"{len(sources)} compile() calls (longest {longest_batch} lines)")  # fmt: skip
+    print(
+        f"{len(text)} chars, {len(functions)} functions (longest {longest_function} lines), "
+        f"{len(sources)} compile() calls (longest {longest_batch} lines)"
+    )
     assert len(sources) > 50
     # The budget, plus one call line per "part" function of a long property list.
     assert longest_function <= 2 * _codegen._FUNCTION_LINES
@@ -179,8 +188,10 @@ def test_a_cached_large_schema_adds_few_gc_tracked_objects() -> None:
     before = _tracked()
     compiled = validator.compile(schema)
     added = _tracked() - before
-    print(f"GC-tracked objects added by one cached {len(compiled.schema['properties'])}-property "
-          f"schema: {added}")  # fmt: skip
+    print(
+        f"GC-tracked objects added by one cached {len(compiled.schema['properties'])}-property "
+        f"schema: {added}"
+    )
     # One Node, one frozenset, closure cells... per subschema came to ~12,600 for the
     # security test's 240 KiB schema; now: the generated functions and a few constants.
     assert added < 1_500
@@ -234,8 +245,11 @@ def test_memory_stays_bounded_over_thousands_of_evictions() -> None:
             # Recursive (so the generated code is a cycle), every third with a new pattern
             # (1,000 in all, past the shared searcher cache's bound).
             code = {"type": "string", "pattern": f"^x{i}[a-f]+$" if i % 3 == 0 else "^x"}
-            schema = {**RECURSIVE, "title": f"{run}-{i}",
-                      "properties": {**RECURSIVE["properties"], "code": code}}  # fmt: skip
+            schema = {
+                **RECURSIVE,
+                "title": f"{run}-{i}",
+                "properties": {**RECURSIVE["properties"], "code": code},
+            }
             assert validator.compile(schema).is_valid({"code": f"x{i}ab", "kids": [{}]})
 
     for j in range(_regex._SEARCHERS_MAX):  # fill the bounded caches first

@@ -35,9 +35,14 @@ SCHEMA: dict[str, Any] = {  # strict (lint-clean), so both async paths accept it
     "additionalProperties": False,
 }
 OK: dict[str, Any] = {
-    "id": "123456", "reason": "late", "amount": None, "note": None, "tags": [], "kids": [],
+    "id": "123456",
+    "reason": "late",
+    "amount": None,
+    "note": None,
+    "tags": [],
+    "kids": [],
     "pick": 1,
-}  # fmt: skip
+}
 
 INSTANCES: list[Any] = [
     OK,

@@ -307,11 +307,31 @@ ROWS: list[tuple[str, Any, str, list[tuple[str, str]]]] = [
 ]
 
 UNSUPPORTED = [
-    "allOf", "oneOf", "not", "if", "then", "else", "patternProperties", "propertyNames",
-    "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
-    "prefixItems", "contains", "minContains", "maxContains", "uniqueItems", "minProperties",
-    "maxProperties", "$id", "$anchor", "$dynamicRef", "definitions", "additionalItems",
-]  # fmt: skip
+    "allOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "patternProperties",
+    "propertyNames",
+    "dependentRequired",
+    "dependentSchemas",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "prefixItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "$id",
+    "$anchor",
+    "$dynamicRef",
+    "definitions",
+    "additionalItems",
+]
 
 
 def _pairs(issues: list[Issue]) -> list[tuple[str, str]]:

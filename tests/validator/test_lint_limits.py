@@ -196,10 +196,30 @@ def test_cyclic_python_structure_terminates() -> None:
 
 
 KEYS = st.sampled_from(
-    ["type", "properties", "required", "additionalProperties", "items", "anyOf", "enum",
-     "const", "$defs", "$ref", "pattern", "format", "minLength", "multipleOf", "allOf",
-     "description", "$schema", "oneOf", "default", "a.b", ""]
-)  # fmt: skip
+    [
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "anyOf",
+        "enum",
+        "const",
+        "$defs",
+        "$ref",
+        "pattern",
+        "format",
+        "minLength",
+        "multipleOf",
+        "allOf",
+        "description",
+        "$schema",
+        "oneOf",
+        "default",
+        "a.b",
+        "",
+    ]
+)
 SCALARS = st.one_of(
     st.none(),
     st.booleans(),

@@ -78,10 +78,16 @@ def test_a_const_discriminator_picks_the_branch(
 
 def test_validation_picks_the_branch_when_types_decide() -> None:
     # Same keys in both branches, no discriminator: only the value's types tell them apart.
-    a = {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
-         "required": ["x"]}  # fmt: skip
-    b = {"type": "object", "properties": {"x": {"type": "string"},
-         "y": {"type": ["integer", "null"]}}, "required": ["x", "y"]}  # fmt: skip
+    a = {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+        "required": ["x"],
+    }
+    b = {
+        "type": "object",
+        "properties": {"x": {"type": "string"}, "y": {"type": ["integer", "null"]}},
+        "required": ["x", "y"],
+    }
     schema = {"type": "object", "properties": {"v": {"anyOf": [a, b]}}, "required": ["v"]}
     assert canonicalize({"v": {"x": "s", "y": None}}, schema) == {"v": {"x": "s", "y": None}}
     assert canonicalize({"v": {"x": 1, "y": None}}, schema) == {"v": {"x": 1}}
@@ -91,16 +97,23 @@ def test_an_answer_the_original_accepts_is_never_made_invalid() -> None:
     # Both branches fit the keys; the first would drop the null the second needs, and the
     # engine cannot build this original (``not``), so the final check keeps the answer.
     first = {"type": "object", "properties": {"n": {"type": "integer"}}}
-    second = {"type": "object", "properties": {"n": {"type": "null"}}, "required": ["n"],
-              "not": {"required": ["m"]}}  # fmt: skip
+    second = {
+        "type": "object",
+        "properties": {"n": {"type": "null"}},
+        "required": ["n"],
+        "not": {"required": ["m"]},
+    }
     schema = {"type": "object", "properties": {"v": {"anyOf": [first, second]}}}
     sent = {"v": {"n": None}}
     assert original_accepts(schema, sent)
     assert original_accepts(schema, canonicalize(sent, schema))
 
 
-URL = {"type": "object", "properties": {"url": {"type": "string", "format": "uri"}},
-       "required": ["url"]}  # fmt: skip
+URL = {
+    "type": "object",
+    "properties": {"url": {"type": "string", "format": "uri"}},
+    "required": ["url"],
+}
 
 
 def test_strictify_keeps_a_format_the_engine_checks() -> None:
@@ -120,14 +133,21 @@ def test_strictify_keeps_a_format_the_engine_checks() -> None:
 
 
 def test_openai_copy_is_the_same_object_when_nothing_moves() -> None:
-    schema = {"type": "object", "properties": {"d": {"type": "string", "format": "date"}},
-              "required": ["d"], "additionalProperties": False}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"d": {"type": "string", "format": "date"}},
+        "required": ["d"],
+        "additionalProperties": False,
+    }
     assert openai_copy(schema) is schema
 
 
 def test_an_unknown_format_asserts_nothing_and_is_named() -> None:
-    schema = {"type": "object", "properties": {"n": {"type": "string", "format": "int64",
-              "description": "An id"}}, "required": ["n"]}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "string", "format": "int64", "description": "An id"}},
+        "required": ["n"],
+    }
     result = strictify(schema)
     assert result.schema is not None, result.refusals
     assert result.schema["properties"]["n"] == {
@@ -149,8 +169,24 @@ LEAVES: list[dict[str, Any]] = [
     {"type": "boolean"},
     {"enum": ["a", "b"]},
 ]
-POOL: list[Any] = [None, "", "x", "abcd", "https://example.org/p", "a@example.org",
-                   "2024-02-29", "a", "b", 0, -1, 7, 2.5, True, [], {}]  # fmt: skip
+POOL: list[Any] = [
+    None,
+    "",
+    "x",
+    "abcd",
+    "https://example.org/p",
+    "a@example.org",
+    "2024-02-29",
+    "a",
+    "b",
+    0,
+    -1,
+    7,
+    2.5,
+    True,
+    [],
+    {},
+]
 NAMES = ["kind", "n", "m", "url"]
 
 
@@ -179,10 +215,8 @@ def schemas(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):  # through $defs, as pydantic writes it
         defs = {f"B{i}": b for i, b in enumerate(branches)}
         union = {key: [{"$ref": f"#/$defs/B{i}"} for i in range(count)]}
-        return {"type": "object", "properties": {"pet": union}, "required": ["pet"],
-                "$defs": defs}  # fmt: skip
-    return {"type": "object", "properties": {"pet": union, "note": LEAVES[3]},
-            "required": ["pet"]}  # fmt: skip
+        return {"type": "object", "properties": {"pet": union}, "required": ["pet"], "$defs": defs}
+    return {"type": "object", "properties": {"pet": union, "note": LEAVES[3]}, "required": ["pet"]}
 
 
 @st.composite

@@ -433,9 +433,24 @@ def test_deep_payload_does_not_crash() -> None:
 
 
 _KEYS = st.sampled_from(
-    ["type", "properties", "required", "items", "anyOf", "oneOf", "allOf", "enum", "const",
-     "$ref", "$defs", "definitions", "a", "b", "x"]
-)  # fmt: skip
+    [
+        "type",
+        "properties",
+        "required",
+        "items",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "enum",
+        "const",
+        "$ref",
+        "$defs",
+        "definitions",
+        "a",
+        "b",
+        "x",
+    ]
+)
 _SCALARS = st.one_of(
     st.none(),
     st.booleans(),
