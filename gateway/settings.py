@@ -60,7 +60,8 @@ class ConfigError(ValueError):
 class Key:
     """A field read from the config: what its annotation does not say."""
 
-    # The environment variable that overrides the file: True for SYNTIC_<NAME>.
+    # The environment variable that overrides the file; True: SYNTIC_<NAME>, the rule for
+    # the numeric settings (deploy/syntic.env.example states the rule, not each name).
     env: bool | str = False
     # Bounds of a number (inclusive); every number is at least 0 unless declared otherwise.
     low: float = 0
@@ -174,8 +175,8 @@ class ModelConfig:
 @dataclass(frozen=True, slots=True)
 class Settings:
     models: tuple[ModelConfig, ...] = field(metadata=_UNREAD)  # the [[models]] tables
-    database_url: str = key("sqlite:///var/syntic.db", env=True)
-    redis_url: str | None = key(None, env=True)
+    database_url: str = key("sqlite:///var/syntic.db", env="SYNTIC_DATABASE_URL")
+    redis_url: str | None = key(None, env="SYNTIC_REDIS_URL")
     host: str = key("127.0.0.1")
     port: int = key(8080, high=65535)
     max_body_bytes: int = key(4 * 1024 * 1024, low=1, high=1 << 40)
@@ -190,7 +191,7 @@ class Settings:
     body_offload_bytes: int = key(256 * 1024, env=True, low=1024, high=1 << 40)
     body_offload_workers: int = key(2, env=True, low=1, high=64)
     key_hash_secret: str = key("syntic-dev-pepper", env="SYNTIC_KEY_SECRET")
-    key_cache_ttl_s: float = key(2.0, env=True)
+    key_cache_ttl_s: float = key(2.0, env="SYNTIC_KEY_CACHE_TTL_S")
     request_timeout_s: float = key(120.0, env=True)
     stream_keepalive_s: float = key(15.0)  # SSE ": keep-alive" after this much silence
     # Edge limits.
@@ -233,7 +234,7 @@ class Settings:
     schema_cache_max_bytes: int = key(validator.DEFAULT_CACHE_MAX_BYTES, env=True, low=1)
     # Local files (the ledger spool); None: SYNTIC_DATA_DIR, else next to the SQLite file,
     # else ./var (gateway.storage.data_dir_for).
-    data_dir: str | None = key(None, env=True)
+    data_dir: str | None = key(None, env="SYNTIC_DATA_DIR")
     # The ledger writes to the database this often (rows are in the local spool before
     # each response completes; the spool is fsynced at the same pace).
     ledger_flush_interval_s: float = key(0.2, env=True, low=0.01, high=10.0)
@@ -351,7 +352,7 @@ def _show(bound: float) -> str:
 
 def _value(spec: _Spec, raw: Any, where: str, text: bool) -> Any:
     """``raw`` checked against its declaration; ``text``: it came from the environment, so
-    a number or choice is parsed from a string."""
+    a number is parsed from its text (the file's values must have their TOML type)."""
     if spec.choices:
         if raw not in spec.choices:
             raise ConfigError(f"{where} must be one of {list(spec.choices)}")
