@@ -246,12 +246,14 @@ def _chat_engine(body: Body, model: ModelConfig) -> None:
         body["messages"] = _string_content(messages)
     if "tool_choice" in body:
         tools = body.get("tools")
+        choice = body["tool_choice"]
+        # The names are read only to name the one tool of a "required" choice.
         names = (
             [str((t.get("function") or {}).get("name")) for t in tools if isinstance(t, dict)]
-            if isinstance(tools, list)
+            if isinstance(tools, list) and profile.required_as_named and choice == "required"
             else []
         )
-        choice, keep = engine_tool_choice(body["tool_choice"], profile, names)
+        choice, keep = engine_tool_choice(choice, profile, names)
         if choice is None:
             del body["tool_choice"]
         else:
