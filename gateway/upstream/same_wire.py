@@ -103,8 +103,13 @@ def _patched(tool: Mapping[str, Any], changes: Mapping[str, Any]) -> Mapping[str
     """``tool`` with ``changes`` (a ``None`` value removes the key), or ``tool`` itself."""
     if all(tool.get(k) is v or (v is not None and tool.get(k) == v) for k, v in changes.items()):
         return tool
-    out = {k: v for k, v in tool.items() if k not in changes}
-    out.update({k: v for k, v in changes.items() if v is not None})
+    # The changed keys go last, in ``changes``' order: popped from a copy, then set.
+    out = dict(tool)
+    for k in changes:
+        out.pop(k, None)
+    for k, v in changes.items():
+        if v is not None:
+            out[k] = v
     return out
 
 
