@@ -26,8 +26,10 @@ def upstream_view(request: ChatRequest, model: ModelConfig, plan: StrictPlan) ->
     strict_rf = isinstance(rf, JsonSchemaFormat) and rf.strict
     if not strict_tools and not strict_rf and not plan.projected:
         return request
-    projected = plan.projected
-    tools = tuple([_plain_tool(t, plan) if t.strict or projected else t for t in request.tools])
+    if plan.projected:
+        tools = tuple([_plain_tool(t, plan) for t in request.tools])
+    else:  # ``_plain_tool`` without a projection: only the strict tools change
+        tools = tuple([_replaced(t, strict=False) if t.strict else t for t in request.tools])
     if strict_rf:
         assert isinstance(rf, JsonSchemaFormat)
         rf = _replaced(rf, strict=False)
