@@ -207,8 +207,12 @@ class LintCache:
         self, schema: Any, path: str, dialect: validator.Dialect, local: bool = False
     ) -> _Verdict:
         key = (validator.canonical_json(schema), path, f"{dialect}+local" if local else dialect)
-        found = self._get(key)
-        if found is None:
+        entry = self._entries.get(key)
+        if entry is not None:  # ``_get``, inline: every strict schema of every request
+            self.hits += 1
+            self._entries.move_to_end(key)
+            found = entry[0]
+        else:
             self.misses += 1
             # Off the event loop, one lint walk for both the verdict and the compile: a
             # large new schema takes long enough to stall every request; misses are rare.
