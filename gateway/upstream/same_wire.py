@@ -184,14 +184,15 @@ def _chat_tool(specs: Mapping[str, ToolSpec]) -> Callable[[Mapping[str, Any]], M
         if spec is None:
             return tool
         strict = fn.get("strict")
-        if fn.get("parameters") is spec.parameters and strict is (
-            True if spec.strict else False if strict is False else None
+        sent = fn.get("parameters")
+        if sent is spec.parameters and (
+            strict is True if spec.strict else (strict is None or strict is False)
         ):
             return tool  # the common case, per tool: the client's schema and flag stand
         changes: dict[str, Any] = {"strict": True if spec.strict else None}
-        if _takes_parameters(fn.get("parameters"), spec):
+        if _takes_parameters(sent, spec):
             changes["parameters"] = spec.parameters
-        if fn.get("strict") is False and not spec.strict:
+        if strict is False and not spec.strict:
             changes["strict"] = False
         new_fn = _patched(fn, changes)
         return tool if new_fn is fn else {**tool, "function": new_fn}
