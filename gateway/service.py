@@ -21,11 +21,9 @@ layer fills the ``RequestContext`` the HTTP layer turns into headers and the led
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import math
-import operator
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote
 
 import validator
@@ -33,9 +31,7 @@ from gateway.bounds import name_list
 from gateway.canonical import (
     ChatRequest,
     ChatResponse,
-    JsonSchemaFormat,
     Screen,
-    ToolSpec,
     Usage,
 )
 from gateway.canonical.dropped import answer_drops
@@ -49,6 +45,7 @@ from gateway.enforcement import (
     StrictPlan,
     check_request,
     enforce_response,
+    upstream_view,
 )
 from gateway.enforcement.choices import first_failure_or_results
 from gateway.errors import GatewayError, InvalidRequest, NotFound, RateLimited, UpstreamError
@@ -77,104 +74,6 @@ class Prepared:
         return EnforceContext(
             self.upstream, self.model, self.plan, tally, tool_errors=on_invalid == "tool_error"
         )
-
-
-def upstream_view(request: ChatRequest, model: ModelConfig, plan: StrictPlan) -> ChatRequest:
-    """What the upstream sees. To a constrained engine the ``strict`` flags pass through,
-    each strict schema as its provider copy from the plan (annotations the provider refuses
-    dropped; a schema its strict mode refuses goes non-strict, or as its projection). A
-    tool made strict by the projection is sent as the projection, ``strict`` only to a
-    constrained engine. Otherwise the gateway enforces and the upstream gets plain tools."""
-    if model.constrained:
-        return _constrained_view(request, plan)
-    strict_tools = any(t.strict for t in request.tools)
-    rf = request.response_format
-    strict_rf = isinstance(rf, JsonSchemaFormat) and rf.strict
-    if not strict_tools and not strict_rf and not plan.projected:
-        return request
-    projected = plan.projected
-    tools = tuple([_plain_tool(t, plan) if t.strict or projected else t for t in request.tools])
-    if strict_rf:
-        assert isinstance(rf, JsonSchemaFormat)
-        rf = _replaced(rf, strict=False)
-    return _replaced(request, tools=tools, response_format=rf)
-
-
-def _plain_tool(tool: ToolSpec, plan: StrictPlan) -> ToolSpec:
-    projection = plan.projected.get(tool.name) if plan.projected else None
-    if projection is not None:
-        return _replaced(tool, parameters=projection.schema, strict=False)
-    return _replaced(tool, strict=False) if tool.strict else tool
-
-
-def _constrained_view(request: ChatRequest, plan: StrictPlan) -> ChatRequest:
-    copies = plan.upstream_tools
-    rf = request.response_format
-    output_changed = (
-        isinstance(rf, JsonSchemaFormat)
-        and rf.strict
-        and plan.output is not None
-        and plan.upstream_output is not rf.schema
-    )
-    if not copies and not output_changed and not plan.projected:
-        return request  # the common case: every schema goes as the client sent it
-    tools = tuple(_provider_tool(t, copies, plan) for t in request.tools)
-    if output_changed:
-        assert isinstance(rf, JsonSchemaFormat)
-        copy = plan.upstream_output
-        rf = _replaced(rf, strict=False) if copy is None else _replaced(rf, schema=copy)
-    return _replaced(request, tools=tools, response_format=rf)
-
-
-def _provider_tool(
-    tool: ToolSpec, copies: Mapping[str, dict[str, Any] | None], plan: StrictPlan
-) -> ToolSpec:
-    if not tool.strict:
-        projection = plan.projected.get(tool.name) if plan.projected else None
-        if projection is None:
-            return tool
-        # The projection's vendor copy when it has one (a format the vendor lacks described).
-        schema = copies.get(tool.name) or projection.schema
-        return _replaced(tool, parameters=schema, strict=True)
-    if tool.name not in copies:
-        return tool
-    copy = copies[tool.name]
-    return _replaced(tool, strict=False) if copy is None else _replaced(tool, parameters=copy)
-
-
-_T = TypeVar("_T")
-
-
-def _replaced(obj: _T, **changes: Any) -> _T:
-    """``dataclasses.replace`` for the canonical slotted ``@record`` dataclasses, at a
-    fraction of its cost (it runs per request): every field read in one C call
-    (``operator.attrgetter``), the changed ones substituted, and the class's own
-    constructor called positionally (cheap since ``@record`` is not ``frozen=True`` at run
-    time). A class with a ``__post_init__`` or a field outside ``__init__`` (none of them
-    has one) goes through ``dataclasses.replace``."""
-    cls = type(obj)
-    access = _ACCESS.get(cls)
-    if access is None:
-        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-        plain = not hasattr(cls, "__post_init__") and all(f.init for f in fields)
-        names = tuple(f.name for f in fields)
-        access = _ACCESS[cls] = (
-            (operator.attrgetter(*names), {n: i for i, n in enumerate(names)}, len(names))
-            if plain
-            else None
-        )
-    if access is None:
-        return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
-    getter, index, count = access
-    values = list(getter(obj)) if count > 1 else [getter(obj)]
-    for name, value in changes.items():
-        values[index[name]] = value
-    return cls(*values)
-
-
-# class -> (reader of all its fields, field name -> position, field count), or None when
-# ``dataclasses.replace`` must be used
-_ACCESS: dict[type, tuple[Any, dict[str, int], int] | None] = {}
 
 
 def screen_fields(screen: Screen, ctx: RequestContext | None) -> None:

@@ -319,6 +319,11 @@ class Usage:
     kept: Members | None = None
 
     def __add__(self, other: Usage) -> Usage:
+        # Immutable, so a zero side (a tally's start) leaves the other as it is.
+        if _zero(other):
+            return self
+        if _zero(self):
+            return other
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
@@ -338,6 +343,19 @@ class Usage:
         """Input tokens neither read from nor written to the cache (Anthropic's
         ``input_tokens``)."""
         return max(0, self.prompt_tokens - self.cache_read_tokens - self.cache_creation_tokens)
+
+
+def _zero(u: Usage) -> bool:
+    """``u`` adds nothing to a sum: no tokens, not estimated, no members kept."""
+    return not (
+        u.prompt_tokens
+        or u.completion_tokens
+        or u.cache_read_tokens
+        or u.cache_creation_tokens
+        or u.reasoning_tokens
+        or u.estimated
+        or u.kept is not None
+    )
 
 
 def _add_kept(a: Members | None, b: Members | None) -> Members | None:

@@ -1,5 +1,6 @@
 """The strict guarantee, without HTTP or storage: request-side checks (``check``) and the
-response-side validate / correct-once / refuse loop (``correct``)."""
+response-side validate / correct-once / refuse loop (``correct``), and what the upstream is
+sent given the strict plan (``upstream_view``)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from gateway.enforcement.correct import (
     enforce_output,
     enforce_response,
 )
+from gateway.enforcement.upstream_view import upstream_view
 
 __all__ = [
     "EMPTY_PLAN",
@@ -47,4 +49,5 @@ __all__ = [
     "enforce_output",
     "enforce_response",
     "strict_requested",
+    "upstream_view",
 ]

@@ -177,6 +177,20 @@ class LintCache:
         assert found.compiled is not None
         return found.compiled
 
+    def compiled(
+        self, schema: Any, path: str, dialect: validator.Dialect = "openai"
+    ) -> validator.CompiledSchema | None:
+        """``resolve``'s answer when the cache holds a clean verdict for it, else None (then
+        ``resolve`` lints and compiles, or raises): the usual hit costs no coroutine."""
+        local = client_enforced_locally(dialect)
+        key = (validator.canonical_json(schema), path, f"{dialect}+local" if local else dialect)
+        entry = self._entries.get(key)
+        if entry is None or entry[0].issues or entry[0].compiled is None:
+            return None
+        self.hits += 1
+        self._entries.move_to_end(key)
+        return entry[0].compiled
+
     async def resolve_for(
         self, schema: Any, path: str, dialect: validator.Dialect, upstream: validator.Dialect
     ) -> tuple[validator.CompiledSchema, dict[str, Any] | None]:
@@ -207,8 +221,12 @@ class LintCache:
         self, schema: Any, path: str, dialect: validator.Dialect, local: bool = False
     ) -> _Verdict:
         key = (validator.canonical_json(schema), path, f"{dialect}+local" if local else dialect)
-        found = self._get(key)
-        if found is None:
+        entry = self._entries.get(key)
+        if entry is not None:  # ``_get``, inline: every strict schema of every request
+            self.hits += 1
+            self._entries.move_to_end(key)
+            found = entry[0]
+        else:
             self.misses += 1
             # Off the event loop, one lint walk for both the verdict and the compile: a
             # large new schema takes long enough to stall every request; misses are rare.
@@ -362,7 +380,10 @@ async def check_request(
             continue
         path = at(i, paths.tool(i))  # spelled out only for a schema checked here
         if upstream is None:
-            compiled[tool.name] = await lint_cache.resolve(tool.parameters, path, dialect)
+            found_compiled = lint_cache.compiled(tool.parameters, path, dialect)
+            if found_compiled is None:
+                found_compiled = await lint_cache.resolve(tool.parameters, path, dialect)
+            compiled[tool.name] = found_compiled
             continue
         compiled[tool.name], copy = await lint_cache.resolve_for(
             tool.parameters, path, dialect, upstream
@@ -385,7 +406,9 @@ async def check_request(
     if strict_output:
         assert isinstance(rf, JsonSchemaFormat)
         if upstream is None:
-            output = await lint_cache.resolve(rf.schema, paths.response_schema, dialect)
+            output = lint_cache.compiled(rf.schema, paths.response_schema, dialect)
+            if output is None:
+                output = await lint_cache.resolve(rf.schema, paths.response_schema, dialect)
             output_copy = rf.schema  # goes as sent
         else:
             output, output_copy = await lint_cache.resolve_for(

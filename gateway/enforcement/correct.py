@@ -548,7 +548,7 @@ async def enforce_response(
     if dropped or missing is not None:
         texts = [dropped[i] for i in sorted(dropped)] if missing is None else [missing]
         return answer_with_errors(response, calls, dropped, texts, total)
-    if calls is response.tool_calls and total == response.usage:
+    if calls is response.tool_calls and (total is response.usage or total == response.usage):
         return response  # nothing corrected (the common case): no copy per request
     return dataclasses.replace(response, tool_calls=calls, usage=total)
 

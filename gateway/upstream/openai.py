@@ -80,6 +80,8 @@ _FINISH: dict[str, FinishReason] = {
 
 def _detail(raw: Mapping[str, Any], group: str, key: str) -> int:
     details = raw.get(group)
+    if details is None:  # the usual absent group, without the Mapping check
+        return 0
     return int(details.get(key) or 0) if isinstance(details, Mapping) else 0
 
 
@@ -94,7 +96,7 @@ def decode_usage(raw: Any) -> Usage | None:
         cache_read_tokens=_detail(raw, "prompt_tokens_details", "cached_tokens"),
         cache_creation_tokens=_detail(raw, "prompt_tokens_details", "cache_write_tokens"),
         reasoning_tokens=_detail(raw, "completion_tokens_details", "reasoning_tokens"),
-        kept=usage_kept("openai", raw, _USAGE_KNOWN),
+        kept=None if raw.keys() <= _USAGE_COUNTS else usage_kept("openai", raw, _USAGE_KNOWN),
     )
 
 
@@ -106,6 +108,8 @@ _USAGE_KNOWN: Mapping[str, Any] = {
     "prompt_tokens_details": frozenset({"cached_tokens", "cache_write_tokens"}),
     "completion_tokens_details": frozenset({"reasoning_tokens"}),
 }
+# The members read whole: a usage object of only these keeps nothing (``usage_kept``).
+_USAGE_COUNTS = frozenset(k for k, v in _USAGE_KNOWN.items() if v is True)
 
 
 # What the gateway reads of a message (or a stream's delta); the rest rides along.
@@ -132,8 +136,17 @@ _RESPONSE_OWN = frozenset({"id", "object", "created", "model", "choices", "usage
 
 
 def _passthrough(data: Mapping[str, Any], message: Mapping[str, Any]) -> Passthrough | None:
-    top = {k: v for k, v in data.items() if k not in _RESPONSE_OWN and v is not None}
-    extra = {k: v for k, v in message.items() if k not in _MESSAGE_KNOWN and v is not None}
+    # A member-by-member look only where there is a member the gateway does not own.
+    top = (
+        {}
+        if data.keys() <= _RESPONSE_OWN
+        else {k: v for k, v in data.items() if k not in _RESPONSE_OWN and v is not None}
+    )
+    extra = (
+        {}
+        if message.keys() <= _MESSAGE_KNOWN
+        else {k: v for k, v in message.items() if k not in _MESSAGE_KNOWN and v is not None}
+    )
     return Passthrough("openai", top, extra) if top or extra else None
 
 
@@ -181,7 +194,8 @@ def _tool_calls(
                 raw_arguments=str(c["function"].get("arguments") or ""),
             )
         )
-    return tuple(calls), tuple(items), answer_layout(layout, items)
+    # Without items the parts are the content, then the calls: the default order.
+    return tuple(calls), tuple(items), answer_layout(layout, items) if items else ()
 
 
 def decode_response(

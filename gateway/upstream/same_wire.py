@@ -103,8 +103,13 @@ def _patched(tool: Mapping[str, Any], changes: Mapping[str, Any]) -> Mapping[str
     """``tool`` with ``changes`` (a ``None`` value removes the key), or ``tool`` itself."""
     if all(tool.get(k) is v or (v is not None and tool.get(k) == v) for k, v in changes.items()):
         return tool
-    out = {k: v for k, v in tool.items() if k not in changes}
-    out.update({k: v for k, v in changes.items() if v is not None})
+    # The changed keys go last, in ``changes``' order: popped from a copy, then set.
+    out = dict(tool)
+    for k in changes:
+        out.pop(k, None)
+    for k, v in changes.items():
+        if v is not None:
+            out[k] = v
     return out
 
 
@@ -179,14 +184,15 @@ def _chat_tool(specs: Mapping[str, ToolSpec]) -> Callable[[Mapping[str, Any]], M
         if spec is None:
             return tool
         strict = fn.get("strict")
-        if fn.get("parameters") is spec.parameters and strict is (
-            True if spec.strict else False if strict is False else None
+        sent = fn.get("parameters")
+        if sent is spec.parameters and (
+            strict is True if spec.strict else (strict is None or strict is False)
         ):
             return tool  # the common case, per tool: the client's schema and flag stand
         changes: dict[str, Any] = {"strict": True if spec.strict else None}
-        if _takes_parameters(fn.get("parameters"), spec):
+        if _takes_parameters(sent, spec):
             changes["parameters"] = spec.parameters
-        if fn.get("strict") is False and not spec.strict:
+        if strict is False and not spec.strict:
             changes["strict"] = False
         new_fn = _patched(fn, changes)
         return tool if new_fn is fn else {**tool, "function": new_fn}
@@ -246,12 +252,14 @@ def _chat_engine(body: Body, model: ModelConfig) -> None:
         body["messages"] = _string_content(messages)
     if "tool_choice" in body:
         tools = body.get("tools")
+        choice = body["tool_choice"]
+        # The names are read only to name the one tool of a "required" choice.
         names = (
             [str((t.get("function") or {}).get("name")) for t in tools if isinstance(t, dict)]
-            if isinstance(tools, list)
+            if isinstance(tools, list) and profile.required_as_named and choice == "required"
             else []
         )
-        choice, keep = engine_tool_choice(body["tool_choice"], profile, names)
+        choice, keep = engine_tool_choice(choice, profile, names)
         if choice is None:
             del body["tool_choice"]
         else:

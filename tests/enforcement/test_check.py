@@ -152,6 +152,22 @@ async def test_lint_cache_hits_on_same_schema_in_any_key_order() -> None:
     assert (cache.misses, cache.hits) == (1, 2)
 
 
+async def test_lint_cache_compiled_is_resolve_on_a_clean_hit_else_none() -> None:
+    cache = LintCache()
+    path = "tools[0].function.parameters"
+    assert cache.compiled(REFUND_SCHEMA, path) is None  # a miss: resolve does the work
+    assert (cache.misses, cache.hits) == (0, 0)
+    resolved = await cache.resolve(REFUND_SCHEMA, path)
+    assert cache.compiled(REFUND_SCHEMA, path) is resolved
+    assert (cache.misses, cache.hits) == (1, 1)
+    with pytest.raises(SchemaRejected):
+        await cache.resolve(OPEN, path)
+    assert cache.compiled(OPEN, path) is None  # a rejected schema: resolve raises again
+    with pytest.raises(SchemaRejected):
+        await cache.resolve(OPEN, path)
+    assert (cache.misses, cache.hits) == (2, 2)
+
+
 def test_lint_cache_is_bounded() -> None:
     cache = LintCache(maxsize=2)
     for i in range(4):

@@ -293,3 +293,27 @@ def test_a_correction_appends_its_turns_to_the_clients_body(
     assert fix["tool_choice"] == {"type": "tool", "name": "get_weather"}
     assert fix["thinking"] == {"type": "disabled"}
     assert upstream.requests[1].headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+
+
+def test_a_replaced_tool_keeps_the_clients_key_order_its_changed_keys_last(
+    oai: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    """The fields the gateway owns go after the client's own, in a fixed order; the
+    rest keep the client's order."""
+    upstream.queue(Reply(content="ok"))
+    strict_tool: Any = {
+        "function": {
+            "parameters": TOOL_SCHEMA,
+            "strict": True,
+            "name": "get_weather",
+            "description": "Weather.",
+        },
+        "type": "function",
+    }
+    oai.chat.completions.create(
+        model="chat-up", messages=[{"role": "user", "content": "hi"}], tools=[strict_tool]
+    )
+    [got] = upstream.requests
+    [tool] = got.body["tools"]
+    assert list(tool) == ["function", "type"]
+    assert list(tool["function"]) == ["name", "description", "parameters"]
