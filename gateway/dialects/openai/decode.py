@@ -62,6 +62,23 @@ _ROLES: Mapping[str, Role] = {
     "tool": "tool",
 }
 _EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+# The fields past messages and tools that decode_chat_request reads.
+_SETTINGS = frozenset(
+    {
+        "n",
+        "max_completion_tokens",
+        "max_tokens",
+        "stream_options",
+        "tool_choice",
+        "response_format",
+        "temperature",
+        "top_p",
+        "stop",
+        "stream",
+        "parallel_tool_calls",
+        "user",
+    }
+)
 
 
 def _content(value: Any, at: At, notes: Notes) -> tuple[ContentPart, ...]:
@@ -267,6 +284,10 @@ def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequ
         tools = tuple(filter(None, specs))
         if len(tools) != len(specs):  # another kind of tool between them
             tool_paths = tuple(f"tools[{i}]" for i, t in enumerate(specs) if t is not None)
+    if _SETTINGS.isdisjoint(body):  # the common body: every setting at its default
+        return ChatRequest(
+            model, messages, tools, origin=_origin(body, headers, len(messages), tool_paths, notes)
+        )
     n = int_field(body.get("n"), "n", 1) or 1
     if n > MAX_CHOICES:
         raise invalid(f"n must be at most {MAX_CHOICES}.", "n")
@@ -291,12 +312,17 @@ def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequ
         user=optional_string(body.get("user"), "user"),
         metadata=metadata,
         n=n,
-        origin=Origin(
-            "chat",
-            body,
-            headers,
-            messages=len(messages),
-            tool_paths=tool_paths,
-            screens=notes.screens(),
-        ),
+        origin=_origin(body, headers, len(messages), tool_paths, notes),
+    )
+
+
+def _origin(
+    body: Mapping[str, Any],
+    headers: tuple[Header, ...],
+    messages: int,
+    tool_paths: tuple[str, ...],
+    notes: Notes,
+) -> Origin:
+    return Origin(
+        "chat", body, headers, messages=messages, tool_paths=tool_paths, screens=notes.screens()
     )
