@@ -14,6 +14,7 @@ import re
 import threading
 from collections import deque
 from collections.abc import Mapping
+from itertools import chain, repeat
 from typing import Any
 
 import orjson
@@ -120,6 +121,36 @@ def items_over(data: Mapping[str, Any], keys: tuple[str, ...], limit: int) -> st
     >>> items_over({"messages": [{"content": [{}, {}]}]}, ("messages",), 2)
     'messages[0].content[1]'
     """
+    lists = [value for key in keys if type(value := data.get(key)) is list]
+    if _at_most(lists, limit):
+        return None  # the common case: no path to find
+    return _item_over(data, keys, limit)
+
+
+# ``isinstance(x, dict)`` and ``isinstance(x, list)`` as C callables for ``filter``.
+_is_dict = dict.__instancecheck__
+_is_list = list.__instancecheck__
+
+
+def _at_most(lists: list[Any], limit: int) -> bool:
+    """Whether the items of ``lists`` and those nested in them number at most ``limit``,
+    counted level by level in C loops without the paths. It takes any dict and any list
+    where ``_item_over`` takes exact types only: it may count more, never fewer."""
+    count = 0
+    while lists:
+        count += sum(map(len, lists))
+        if count > limit:
+            return False
+        dicts = list(filter(_is_dict, chain.from_iterable(lists)))
+        lists = [
+            inner
+            for name in _NESTED_ITEMS
+            for inner in filter(_is_list, map(dict.get, dicts, repeat(name)))
+        ]
+    return True
+
+
+def _item_over(data: Mapping[str, Any], keys: tuple[str, ...], limit: int) -> str | None:
     count = 0
     queue: deque[tuple[str, list[Any]]] = deque(
         (key, value) for key in keys if type(value := data.get(key)) is list

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -90,6 +91,16 @@ def content_length(scope: Scope) -> int | None:
             except ValueError:
                 return None
     return None
+
+
+_NAME = itemgetter(0)  # a raw header's name
+
+
+def has_header(scope: Scope, name: bytes) -> bool:
+    """Whether the request carries a header ``name`` (lower-case, as ASGI gives names):
+    one C pass over the raw names, where ``Request.headers.get`` loops in Python. For a
+    header most requests lack, looked for before reading it."""
+    return name in map(_NAME, scope["headers"])
 
 
 async def read_body(receive: Receive) -> bytes:

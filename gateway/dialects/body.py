@@ -13,9 +13,9 @@ parse and decode in a worker thread), inline below it. A refusal after the admis
 
 Example::
 
-    body = await admitted_body(request, service)
-    chat = await decoded_body(service, body, ("messages",), decode_chat_request)
-    chat = sized(service, chat, service.offload.cost(body))  # re-encoded off the loop too
+    body, size = await admitted_body(request, service)  # size: the body's Offload.cost
+    chat = await decoded_body(service, body, size, ("messages",), decode_chat_request)
+    chat = sized(service, chat, size)  # re-encoded off the loop too
 """
 
 from __future__ import annotations
@@ -36,32 +36,40 @@ from gateway.web import content_length, parse_json_body, read_body, request_cont
 _T = TypeVar("_T")
 
 
-async def admitted_body(request: Request, service: ChatService, *, tokens: bool = True) -> bytes:
-    """The whole body; a large one (``body_offload_bytes`` or more) once the key is
-    admitted for it: one request and (``tokens``) its bytes / 4 tokens, charged before
-    anything looks inside it, before it is even read when its ``Content-Length`` says so.
-    A smaller one costs less to parse than the limiter's round trip: it is admitted after
-    decoding, with its ``n``, as ``ChatService.admitted`` says. The idempotency layer may
-    have admitted it already."""
+async def admitted_body(
+    request: Request, service: ChatService, *, tokens: bool = True
+) -> tuple[bytes, int]:
+    """The whole body and its ``Offload.cost`` (a pass over the bytes: taken once, for the
+    admission, the decode and the encode alike); a large body (``body_offload_bytes`` or
+    more) once the key is admitted for it: one request and (``tokens``) its bytes / 4
+    tokens, charged before anything looks inside it, before it is even read when its
+    ``Content-Length`` says so. A smaller one costs less to parse than the limiter's
+    round trip: it is admitted after decoding, with its ``n``, as ``ChatService.admitted``
+    says. The idempotency layer may have admitted it already."""
     ctx = request_context(request.scope)
     declared = content_length(request.scope)
     if ctx.charged is None and declared is not None and service.offload.off_loop(declared):
         # Before reading it: a key over its limit costs not even the upload.
         await service.admit_body(ctx, declared // 4 if tokens else 0)
     body = await read_body(request.receive)
-    if ctx.charged is None and service.offload.off_loop(service.offload.cost(body)):
+    size = service.offload.cost(body)
+    if ctx.charged is None and service.offload.off_loop(size):
         await service.admit_body(ctx, len(body) // 4 if tokens else 0)
-    return body
+    return body, size
 
 
 async def decoded_body(
-    service: ChatService, body: bytes, items: tuple[str, ...], decode: Callable[[Any], _T]
+    service: ChatService,
+    body: bytes,
+    size: int,
+    items: tuple[str, ...],
+    decode: Callable[[Any], _T],
 ) -> _T:
     """``decode`` of the parsed body, after the depth and the item count were checked
-    (``items``: the lists that hold the request's items); off the loop when large."""
+    (``size``: the body's ``Offload.cost``; ``items``: the lists that hold the request's
+    items); off the loop when large."""
     settings = service.settings
     offload = service.offload
-    size = offload.cost(body)
     if offload.off_loop(size):
         # Bounds first, in another process: a body past them is never parsed here.
         verdict = await offload.inspect(
@@ -103,7 +111,9 @@ def _parse_and_decode(
                 too_many_items_message(max_items), code="too_many_input_items", param=over
             )
 
-    data = parse_json_body(body, max_depth, check=count)
+    # Each item counted takes two bytes of the body at least (its first, then a comma or
+    # a closing bracket): a body of at most twice the limit cannot carry too many.
+    data = parse_json_body(body, max_depth, check=count if len(body) > 2 * max_items else None)
     try:
         return decode(data)
     except GatewayError as exc:

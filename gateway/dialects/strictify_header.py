@@ -8,14 +8,18 @@ from starlette.requests import Request
 
 from gateway.canonical import ChatRequest
 from gateway.errors import InvalidRequest
+from gateway.web import has_header
 
 HEADER = "x-syntic-strictify"
+_NAME = HEADER.encode()
 _VALUES = {"1": True, "true": True, "0": False, "false": False}
 
 
 def with_strictify_header(request: Request, chat: ChatRequest) -> ChatRequest:
     """``chat`` with ``strictify`` set when the header asks for the strict projection
     (``1``/``true``; ``0``/``false`` or no header leave the model's setting)."""
+    if not has_header(request.scope, _NAME):
+        return chat
     raw = request.headers.get(HEADER)
     if raw is None:
         return chat

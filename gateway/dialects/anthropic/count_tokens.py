@@ -33,14 +33,16 @@ HEADER = b"x-syntic-token-count"
 async def count_tokens(request: Request) -> Response:
     ctx = request_context(request.scope)
     service: ChatService = request.app.state.service
-    body = await admitted_body(request, service, tokens=False)  # no model runs: no tokens
+    body, size = await admitted_body(request, service, tokens=False)  # no model runs: no tokens
     headers = vendor_headers(request.scope["headers"])
     try:
-        data, decoded = await decoded_body(service, body, ITEMS, lambda d: _decode(d, headers))
+        data, decoded = await decoded_body(
+            service, body, size, ITEMS, lambda d: _decode(d, headers)
+        )
     except GatewayError:
         await service.refused_early(ctx)
         raise
-    chat = sized(service, decoded.request, service.offload.cost(body))
+    chat = sized(service, decoded.request, size)
     ctx.model = chat.model
     counted = await service.count_tokens(chat, data, ctx, body_bytes=len(body))
     ctx.add_raw_headers([(HEADER, counted.source.encode())])

@@ -46,14 +46,14 @@ def anthropic_paths(decoded: DecodedRequest) -> ParamPaths:
 async def messages(request: Request) -> Response:
     ctx = request_context(request.scope)
     service: ChatService = request.app.state.service
-    body = await admitted_body(request, service)
+    body, size = await admitted_body(request, service)
     headers = vendor_headers(request.scope["headers"])
     try:
         decoded = await decoded_body(
-            service, body, ITEMS, lambda data: decode_request(data, headers)
+            service, body, size, ITEMS, lambda data: decode_request(data, headers)
         )
         strict = with_strictify_header(request, decoded.request)
-        chat = sized(service, with_on_invalid_header(request, strict), service.offload.cost(body))
+        chat = sized(service, with_on_invalid_header(request, strict), size)
     except GatewayError:
         await service.refused_early(ctx)
         raise

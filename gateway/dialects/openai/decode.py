@@ -11,8 +11,10 @@ in ``metadata["openai.stream_options"]`` for the gateway's own stream.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import count, repeat
 from typing import Any
 
+from gateway.bounds import valid_tool_name
 from gateway.canonical import (
     ChatRequest,
     ContentPart,
@@ -60,6 +62,23 @@ _ROLES: Mapping[str, Role] = {
     "tool": "tool",
 }
 _EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+# The fields past messages and tools that decode_chat_request reads.
+_SETTINGS = frozenset(
+    {
+        "n",
+        "max_completion_tokens",
+        "max_tokens",
+        "stream_options",
+        "tool_choice",
+        "response_format",
+        "temperature",
+        "top_p",
+        "stop",
+        "stream",
+        "parallel_tool_calls",
+        "user",
+    }
+)
 
 
 def _content(value: Any, at: At, notes: Notes) -> tuple[ContentPart, ...]:
@@ -116,6 +135,8 @@ def _message(raw: Any, i: int, notes: Notes) -> Message:
     raw_content = msg.get("content")
     if type(raw_content) is str:
         content: tuple[ContentPart, ...] = (TextPart(raw_content),)
+    elif raw_content is None:  # an assistant's turn of tool calls only
+        content = ()
     else:
         content = _content(raw_content, (at, "content"), notes)
     name = msg.get("name")
@@ -137,6 +158,25 @@ def _message(raw: Any, i: int, notes: Notes) -> Message:
 
 def _tool(raw: Any, i: int, notes: Notes) -> ToolSpec | None:
     """A function tool; ``None`` for another kind (the policy rules on it)."""
+    # The common tool (a function with a valid name, an object of parameters and no other
+    # keys) is taken here at once; any other, valid or not, by the checks one by one.
+    fn = raw.get("function") if type(raw) is dict else None
+    if type(fn) is dict and raw.get("type", "function") == "function":
+        name, parameters = fn.get("name"), fn.get("parameters")
+        description, strict = fn.get("description"), fn.get("strict")
+        if (
+            type(name) is str
+            and valid_tool_name(name)
+            and type(parameters) is dict
+            and (description is None or type(description) is str)
+            and (strict is None or type(strict) is bool)
+            and _FUNCTION_KEYS.issuperset(fn)
+        ):
+            return ToolSpec(name, parameters, description, strict is True)
+    return _checked_tool(raw, i, notes)
+
+
+def _checked_tool(raw: Any, i: int, notes: Notes) -> ToolSpec | None:
     at = ("tools", i)
     tool = raw if type(raw) is dict else obj(raw, at)
     kind = tool.get("type", "function")
@@ -233,21 +273,21 @@ def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequ
     raw_messages = body.get("messages")
     if raw_messages is None:
         raise invalid("messages is required.", "messages")
-    messages = tuple([_message(m, i, notes) for i, m in enumerate(array(raw_messages, "messages"))])
+    messages = tuple(map(_message, array(raw_messages, "messages"), count(), repeat(notes)))
     if not messages:
         raise invalid("messages must not be empty.", "messages")
     raw_tools = body.get("tools")
     tools: tuple[ToolSpec, ...] = ()
     tool_paths: tuple[str, ...] = ()
     if raw_tools is not None:
-        found = [
-            (i, t)
-            for i, raw in enumerate(array(raw_tools, "tools"))
-            if (t := _tool(raw, i, notes)) is not None
-        ]
-        tools = tuple(t for _, t in found)
-        if len(tools) != len(raw_tools):  # another kind of tool between them
-            tool_paths = tuple(f"tools[{i}]" for i, _ in found)
+        specs = list(map(_tool, array(raw_tools, "tools"), count(), repeat(notes)))
+        tools = tuple(filter(None, specs))
+        if len(tools) != len(specs):  # another kind of tool between them
+            tool_paths = tuple(f"tools[{i}]" for i, t in enumerate(specs) if t is not None)
+    if _SETTINGS.isdisjoint(body):  # the common body: every setting at its default
+        return ChatRequest(
+            model, messages, tools, origin=_origin(body, headers, len(messages), tool_paths, notes)
+        )
     n = int_field(body.get("n"), "n", 1) or 1
     if n > MAX_CHOICES:
         raise invalid(f"n must be at most {MAX_CHOICES}.", "n")
@@ -272,12 +312,17 @@ def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequ
         user=optional_string(body.get("user"), "user"),
         metadata=metadata,
         n=n,
-        origin=Origin(
-            "chat",
-            body,
-            headers,
-            messages=len(messages),
-            tool_paths=tool_paths,
-            screens=notes.screens(),
-        ),
+        origin=_origin(body, headers, len(messages), tool_paths, notes),
+    )
+
+
+def _origin(
+    body: Mapping[str, Any],
+    headers: tuple[Header, ...],
+    messages: int,
+    tool_paths: tuple[str, ...],
+    notes: Notes,
+) -> Origin:
+    return Origin(
+        "chat", body, headers, messages=messages, tool_paths=tool_paths, screens=notes.screens()
     )

@@ -24,16 +24,16 @@ _ITEMS = ("messages",)  # where max_input_items counts
 async def chat_completions(request: Request) -> Response:
     ctx = request_context(request.scope)
     service: ChatService = request.app.state.service
-    body = await admitted_body(request, service)
+    body, size = await admitted_body(request, service)
     headers = vendor_headers(request.scope["headers"])
     try:
         decoded = await decoded_body(
-            service, body, _ITEMS, lambda data: decode_chat_request(data, headers)
+            service, body, size, _ITEMS, lambda data: decode_chat_request(data, headers)
         )
         chat = sized(
             service,
             with_on_invalid_header(request, with_strictify_header(request, decoded)),
-            service.offload.cost(body),
+            size,
         )
     except GatewayError:
         await service.refused_early(ctx)

@@ -56,11 +56,11 @@ async def create_response(request: Request) -> Response:
     service: ChatService = request.app.state.service
     settings = service.settings
     store = _store(request)
-    body = await admitted_body(request, service)
+    body, size = await admitted_body(request, service)
     headers = vendor_headers(request.scope["headers"])
     try:
         decoded = await decoded_body(
-            service, body, _ITEMS, lambda data: decode_request(data, headers)
+            service, body, size, _ITEMS, lambda data: decode_request(data, headers)
         )
         ctx.model = decoded.model
         if decoded.store:
@@ -69,7 +69,7 @@ async def create_response(request: Request) -> Response:
             store, decoded, ctx, settings.responses_max_history_bytes, service.offload
         )
         # The conversation in canonical form: as costly as decoding it, so sized alike.
-        cost = service.offload.cost(body) + past_bytes
+        cost = size + past_bytes
         whole = await service.offload.run(cost, decoded.chat, past)
         strict = with_on_invalid_header(request, with_strictify_header(request, whole))
         chat = sized(service, strict, cost)
