@@ -154,16 +154,16 @@ class EdgeProtocol(HttpToolsProtocol):
     def on_url(self, url: bytes) -> None:
         if self.reframing:
             return
-        self.head_bytes += len(url)
-        if self._over_header_cap(self.head_bytes):
+        size = self.head_bytes = self.head_bytes + len(url)
+        if size > self.header_cap and self._over_header_cap(size):
             raise _Refused
         super().on_url(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self.reframing:
             return
-        self.head_bytes += len(name) + len(value) + 4
-        if self._over_header_cap(self.head_bytes):
+        size = self.head_bytes = self.head_bytes + len(name) + len(value) + 4
+        if size > self.header_cap and self._over_header_cap(size):
             raise _Refused
         super().on_header(name, value)
 
