@@ -49,7 +49,8 @@ class Tally:
         self.tool_errors: list[tuple[str, str]] | None = None
 
     def add_first(self, usage: Usage) -> None:
-        self.first_usage = self.first_usage + usage
+        # Nothing before it (nearly always): the sum is ``usage`` itself.
+        self.first_usage = usage if self.first_usage is _NO_USAGE else self.first_usage + usage
         self.upstream_calls += 1
 
     def add_correction(self, usage: Usage) -> None:
@@ -85,6 +86,8 @@ class Tally:
 
     @property
     def total(self) -> Usage:
+        if self.correction_usage is _NO_USAGE:  # no correction: the sum is the first attempt's
+            return self.first_usage
         return self.first_usage + self.correction_usage
 
 
