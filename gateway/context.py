@@ -20,6 +20,9 @@ from gateway.keys.base import Principal
 from gateway.ratelimit.base import RateDecision
 from gateway.usage.base import Ledger, UsageRecord
 
+# The totals of a request before any call: one shared immutable value, not two per request.
+_NO_USAGE = Usage()
+
 
 class Tally:
     """Running totals over every upstream call of one request (first attempt + corrections).
@@ -34,8 +37,8 @@ class Tally:
     )  # fmt: skip
 
     def __init__(self) -> None:
-        self.first_usage = Usage()
-        self.correction_usage = Usage()
+        self.first_usage = _NO_USAGE
+        self.correction_usage = _NO_USAGE
         self.retries = 0
         self.upstream_calls = 0  # calls that finished (answered, failed or retried)
         self.started = 0  # calls announced just before they were sent
@@ -46,7 +49,8 @@ class Tally:
         self.tool_errors: list[tuple[str, str]] | None = None
 
     def add_first(self, usage: Usage) -> None:
-        self.first_usage = self.first_usage + usage
+        # Nothing before it (nearly always): the sum is ``usage`` itself.
+        self.first_usage = usage if self.first_usage is _NO_USAGE else self.first_usage + usage
         self.upstream_calls += 1
 
     def add_correction(self, usage: Usage) -> None:
@@ -82,6 +86,8 @@ class Tally:
 
     @property
     def total(self) -> Usage:
+        if self.correction_usage is _NO_USAGE:  # no correction: the sum is the first attempt's
+            return self.first_usage
         return self.first_usage + self.correction_usage
 
 
@@ -231,7 +237,9 @@ class RequestContext:
             time.time(),
             True,
             _masked(self.strict_refused),
-            *_details(first + fix),
+            first.cache_read_tokens + fix.cache_read_tokens,
+            first.cache_creation_tokens + fix.cache_creation_tokens,
+            first.reasoning_tokens + fix.reasoning_tokens,
         )
 
     def usage_record(self) -> UsageRecord:
@@ -240,7 +248,6 @@ class RequestContext:
         tally = self.tally or Tally()
         first = tally.first_usage
         fix = tally.correction_usage
-        total = first + fix
         return UsageRecord(
             self.request_id,
             self.principal.key_id if self.principal else None,
@@ -258,9 +265,11 @@ class RequestContext:
             (time.perf_counter() - self.started_mono) * 1000.0,
             self.started_at,
             time.time(),
-            self.estimated or total.estimated,
+            self.estimated or first.estimated or fix.estimated,
             _masked(self.strict_refused),
-            *_details(total),
+            first.cache_read_tokens + fix.cache_read_tokens,
+            first.cache_creation_tokens + fix.cache_creation_tokens,
+            first.reasoning_tokens + fix.reasoning_tokens,
         )
 
 
@@ -273,12 +282,6 @@ def _tool_errors_header(errors: list[tuple[str, str]]) -> bytes:
         if names:
             parts.append(f"{kind}={name_list(names)}")
     return "; ".join(parts).encode()
-
-
-def _details(usage: Usage) -> tuple[int, int, int]:
-    """The ledger's cache and reasoning columns: over every call of the request (parts of
-    its prompt and completion columns, first attempt and corrections together)."""
-    return usage.cache_read_tokens, usage.cache_creation_tokens, usage.reasoning_tokens
 
 
 def _masked(text: str | None) -> str | None:

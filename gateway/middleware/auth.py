@@ -24,8 +24,9 @@ def presented_key(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     for name, value in headers:
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
+            token = token.strip()
+            if token and scheme.lower() == "bearer":
+                return token
         elif name == b"x-api-key" and value.strip():
             api_key = value.decode("latin-1").strip()
     return api_key

@@ -93,31 +93,34 @@ class RequestObserver:
         self.inflight -= 1
         path = ctx.endpoint
         route = path if path in self.routes else "other"  # bounded label cardinality
-        self.path.count_request(route, ctx.status, ctx.error_code)
+        series = self.path
+        code = ctx.error_code
+        series.count_request(route, ctx.status, code)
         tally = ctx.tally
         retries = tally.retries if tally is not None else 0
         if tally is not None and (calls := tally.calls):
             retried = tally.retried_attempts
-            self.path.count_upstream_calls(
+            series.count_upstream_calls(
                 ctx.model or "",
                 calls - retries - (sum(retried.values()) if retried else 0),
                 retries,
                 retried,
             )
-        if ctx.error_code == "overloaded":  # only the in-flight gate uses this code
-            self.path.count_inflight_refused()
+        if code == "overloaded":  # only the in-flight gate uses this code
+            series.count_inflight_refused()
         if path in QUIET_PATHS:
             return
+        principal = ctx.principal
         log_request(
-            RequestLog(
-                request_id=ctx.request_id,
-                route=route,
-                status=ctx.status,
-                latency_ms=(time.perf_counter() - ctx.started_mono) * 1000.0,
-                key_id=ctx.principal.key_id if ctx.principal else None,
-                model=ctx.model,
-                code=ctx.error_code,
-                schema_retries=retries,
-                streamed=ctx.streamed,
+            RequestLog(  # positional, in field order (one per request)
+                ctx.request_id,
+                route,
+                ctx.status,
+                (time.perf_counter() - ctx.started_mono) * 1000.0,
+                principal.key_id if principal else None,
+                ctx.model,
+                code,
+                retries,
+                ctx.streamed,
             )
         )

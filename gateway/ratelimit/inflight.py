@@ -125,7 +125,9 @@ class InflightGate:
     def hold(self, ctx: RequestContext, n: int, principal: Principal | None = None) -> None:
         """Make the request hold ``n`` slots, one per upstream call it runs at once, and
         ``n`` of its key's (429 past the key's bound, 503 past the process's)."""
-        key_limit = self.limit_for(principal)
+        key_limit = self.key_limit  # limit_for(principal), inline: once per request
+        if principal is not None and principal.max_concurrent is not None:
+            key_limit = principal.max_concurrent
         key_extra = 0
         if key_limit and principal is not None:
             key_extra = n - ctx.key_slots

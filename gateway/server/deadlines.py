@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+from heapq import heappush
 from typing import Any
 
 from starlette.types import Message, Receive
@@ -105,15 +106,16 @@ class Deadlines:
         """Cancel ``task`` at loop time ``when`` unless disarmed first."""
         deadline = TaskDeadline(task, when, self)
         heap = self._heap
-        self._seq += 1
-        self.live += 1
-        if len(heap) > 2 * self.live + 64:  # mostly disarmed: drop them
+        seq = self._seq = self._seq + 1
+        live = self.live = self.live + 1
+        if len(heap) > 2 * live + 64:  # mostly disarmed: drop them
             heap[:] = [entry for entry in heap if entry[2].live]
             heapq.heapify(heap)
-        heapq.heappush(heap, (when, self._seq, deadline))
-        if self._timer is None or when < self._timer_when:
-            if self._timer is not None:
-                self._timer.cancel()
+        heappush(heap, (when, seq, deadline))
+        timer = self._timer
+        if timer is None or when < self._timer_when:
+            if timer is not None:
+                timer.cancel()
             self._timer = self.loop.call_at(when, self._fire)
             self._timer_when = when
         return deadline

@@ -140,12 +140,13 @@ class EdgeProtocol(HttpToolsProtocol):
         finally:
             self.reframing = False
 
-    # httptools callbacks
+    # httptools callbacks, several per request: each calls uvicorn's own by name, not
+    # through super(), which builds a proxy object on every call
 
     def on_message_begin(self) -> None:
         if self.reframing:
             return
-        super().on_message_begin()
+        HttpToolsProtocol.on_message_begin(self)
         self.head_open = True
         self.heads += 1
         self.head_bytes = 0
@@ -154,25 +155,25 @@ class EdgeProtocol(HttpToolsProtocol):
     def on_url(self, url: bytes) -> None:
         if self.reframing:
             return
-        self.head_bytes += len(url)
-        if self._over_header_cap(self.head_bytes):
+        size = self.head_bytes = self.head_bytes + len(url)
+        if size > self.header_cap and self._over_header_cap(size):
             raise _Refused
-        super().on_url(url)
+        HttpToolsProtocol.on_url(self, url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self.reframing:
             return
-        self.head_bytes += len(name) + len(value) + 4
-        if self._over_header_cap(self.head_bytes):
+        size = self.head_bytes = self.head_bytes + len(name) + len(value) + 4
+        if size > self.header_cap and self._over_header_cap(size):
             raise _Refused
-        super().on_header(name, value)
+        HttpToolsProtocol.on_header(self, name, value)
 
     def on_headers_complete(self) -> None:
         if self.reframing:
             return
         self.head_open = False
         self._disarm_header_deadline()
-        super().on_headers_complete()
+        HttpToolsProtocol.on_headers_complete(self)
 
     def _should_upgrade(self) -> bool:
         return False  # no WebSocket routes: every upgrade is refused and served as HTTP
@@ -180,7 +181,7 @@ class EdgeProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         if self.parser.should_upgrade() and not self.reframing:
             return  # a refused upgrade completes once _reframe has read its body
-        super().on_message_complete()
+        HttpToolsProtocol.on_message_complete(self)
 
     # the guards
 

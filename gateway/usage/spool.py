@@ -72,10 +72,13 @@ class Segment:
         write is truncated away; if even that fails the next line starts on a new one)."""
         if self.torn:
             data = b"\n" + data
-        view = memoryview(data)
+        view: bytes | memoryview = data  # what is still to be written
         try:
-            while view:  # a short write (a full disk, a signal): write the rest
-                view = view[os.write(self.fd, view) :]
+            written = os.write(self.fd, data)  # nearly always whole: no view then
+            if written < len(data):
+                view = memoryview(data)[written:]
+                while view:  # a short write (a full disk, a signal): write the rest
+                    view = view[os.write(self.fd, view) :]
         except OSError:
             if len(view) < len(data):
                 try:
