@@ -190,6 +190,17 @@ RAW_CASES = [
         "invalid_request",
         "messages[2].role",
     ),
+    # An unhashable role (a list, an object) is a client's mistake like any other value.
+    (
+        b'{"model": "strict-model", "messages": [{"role": [], "content": "a"}]}',
+        "invalid_request",
+        "messages[0].role",
+    ),
+    (
+        b'{"model": "strict-model", "messages": [{"role": {"a": 1}, "content": "a"}]}',
+        "invalid_request",
+        "messages[0].role",
+    ),
     (
         b'{"model": "strict-model", "messages": [{"role": "tool", "content": "x"}]}',
         "invalid_request",

@@ -194,6 +194,7 @@ def test_strict_json_output_still_invalid_is_422(
             "unsupported_parameter",
         ),
         ({"input": [{"role": "robot", "content": "x"}]}, "input[0].role", "invalid_request"),
+        ({"input": [{"role": ["user"], "content": "x"}]}, "input[0].role", "invalid_request"),
         (
             {"text": {"format": {"type": "json_schema", "name": "x", "schema": 3}}},
             "text.format.schema",

@@ -129,7 +129,8 @@ def _tool_calls(value: Any, at: At) -> tuple[ToolCall, ...]:
 def _message(raw: Any, i: int, notes: Notes) -> Message:
     at = ("messages", i)
     msg = raw if type(raw) is dict else obj(raw, at)
-    role = _ROLES.get(msg.get("role"))  # type: ignore[arg-type]
+    role = msg.get("role")
+    role = _ROLES.get(role) if type(role) is str else None  # a list or object: no role
     if role is None:
         raise invalid("Role must be one of system, developer, user, assistant, tool.", at, "role")
     raw_content = msg.get("content")

@@ -184,7 +184,8 @@ def _parts(value: Any, at: At, *, assistant: bool, notes: Notes | None) -> tuple
 
 
 def _message_item(item: Mapping[str, Any], at: At, notes: Notes | None) -> Message:
-    role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
+    role = item.get("role")
+    role = _ROLES.get(role) if type(role) is str else None  # a list or object: no role
     if role is None:
         raise invalid("role must be one of user, assistant, system, developer.", at, "role")
     if "content" not in item:
