@@ -112,6 +112,7 @@ def _replaced(body: dict[str, Any], path: tuple[str | int, ...], new: Any) -> di
     return out
 
 
+SHAPES: tuple[Any, ...] = ([], {"a": 1})
 CASES = [
     (endpoint, body, path, shape)
     for endpoint, body in (
@@ -122,7 +123,7 @@ CASES = [
         ("/v1/messages", {**MESSAGES, "model": "oa"}),
     )
     for path in _scalar_paths(body)
-    for shape in ([], {"a": 1})
+    for shape in SHAPES
 ]
 
 
