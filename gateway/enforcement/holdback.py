@@ -64,7 +64,6 @@ from gateway.canonical import (
     Finish,
     FinishReason,
     Logprobs,
-    Members,
     Reasoning,
     RefusalDelta,
     StreamEvent,
@@ -90,6 +89,7 @@ from gateway.enforcement.correct import (
     tool_error_text,
 )
 from gateway.enforcement.held import Choice, FinalUsage, HeldEvent, shows_output, until_output
+from gateway.enforcement.holdback_slot import MISSING, TEXT, HeldSlot
 from gateway.errors import GatewayError, UpstreamError
 
 CallEnforcer = Callable[[ToolCall, "FinishReason | None"], Awaitable[ToolCall]]
@@ -110,55 +110,6 @@ OutputEnforcer = Callable[
 logprobs): return the valid content (or the correction's refusal) or raise."""
 
 
-class _Held:
-    """One held strict call (or the held text of a strict ``response_format``)."""
-
-    __slots__ = (
-        "call_id", "done", "early", "index", "members", "name", "namespace", "open", "out",
-        "parts", "tokens",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        index: int,
-        call_id: str,
-        name: str,
-        namespace: str | None = None,
-        members: Members | None = None,
-    ) -> None:
-        self.index = index
-        self.call_id = call_id
-        self.name = name
-        self.namespace = namespace
-        self.members = members
-        self.parts: list[str] = []
-        self.tokens: list[TokenLogprob] = []  # held text's logprobs, when the upstream sent them
-        self.open = True
-        self.early = False  # released on a complete object, before the call formally closed
-        self.done = False
-        self.out: list[StreamEvent] = []
-
-    def call(self) -> ToolCall:
-        return ToolCall(
-            id=self.call_id,
-            name=self.name,
-            raw_arguments="".join(self.parts),
-            namespace=self.namespace,
-            members=self.members,
-        )
-
-    def release(self, call: ToolCall, plan: StrictPlan) -> None:
-        call = finished_call(call, plan)
-        self.out = [
-            ToolCallStart(self.index, self.call_id, call.name, self.namespace, call.members)
-        ]
-        if call.raw_arguments:
-            self.out.append(ToolCallDelta(self.index, call.raw_arguments))
-        self.done = True
-
-
-_TEXT = -1  # index of the held-text pseudo call
-_MISSING = -2  # the place of a call tool_choice requires, while it is corrected
 _END = object()
 
 
@@ -204,16 +155,16 @@ class HoldBack:
         self._dropped = 0  # calls dropped and explained (tool_error)
         self._texted = False  # text went out (a dropped call's words then start a paragraph)
         self._client_call = False
-        self._queue: deque[StreamEvent | _Held] = deque()
-        self._calls: dict[int, _Held | None] = {}  # index -> held slot, None = pass-through
-        self._open: list[_Held] = []
-        self._text: _Held | None = None
+        self._queue: deque[StreamEvent | HeldSlot] = deque()
+        self._calls: dict[int, HeldSlot | None] = {}  # index -> held slot, None = pass-through
+        self._open: list[HeldSlot] = []
+        self._text: HeldSlot | None = None
         self._saw_call = False
         self._refused = False  # the upstream refused: held text is not validated
         # The answer's reasoning so far, for the corrections (``holdback_for``).
         self.reasoning: tuple[Reasoning, ...] = ()
         self._refusal_deltas = False
-        self._tasks: dict[asyncio.Task[None], _Held] = {}
+        self._tasks: dict[asyncio.Task[None], HeldSlot] = {}
         self._finished = False
         self.finish_reason: FinishReason | None = None
         self.usage_reported = False
@@ -326,7 +277,7 @@ class HoldBack:
                     self._said.append(event.text)
             if self._hold_text:
                 if self._text is None:
-                    self._text = _Held(_TEXT, "", "")
+                    self._text = HeldSlot(TEXT, "", "")
                     self._queue.append(self._text)
                 self._text.parts.append(event.text)
                 if event.logprobs:
@@ -385,7 +336,7 @@ class HoldBack:
             or (self._guard_unknown and name not in self._plan.tool_names)
             or (forced is not None and name != forced)
         ):
-            slot = _Held(event.index, event.id, name, event.namespace, event.members)
+            slot = HeldSlot(event.index, event.id, name, event.namespace, event.members)
             self._calls[event.index] = slot
             self._open.append(slot)
             self._queue.append(slot)
@@ -412,7 +363,7 @@ class HoldBack:
             )
         # else: text after a complete, valid, released object (whitespace) is dropped.
 
-    def _try_complete(self, slot: _Held) -> None:
+    def _try_complete(self, slot: HeldSlot) -> None:
         """Release a call as soon as its arguments are a complete, valid JSON object, without
         waiting for the next call or the finish chunk (one model step later upstream). A
         strict root is an object, so nothing valid can follow its closing brace."""
@@ -441,7 +392,7 @@ class HoldBack:
             self._await_call(event)
             return
         if self._hold_text and self._text is None and not self._saw_call:
-            self._text = _Held(_TEXT, "", "")  # no text at all: no JSON value either
+            self._text = HeldSlot(TEXT, "", "")  # no text at all: no JSON value either
             self._queue.append(self._text)
         if self._text is not None:
             self._close_text(event.reason)
@@ -449,7 +400,7 @@ class HoldBack:
 
     # -- checks and corrections -----------------------------------------------------
 
-    def _close(self, slot: _Held, cut: FinishReason | None) -> None:
+    def _close(self, slot: HeldSlot, cut: FinishReason | None) -> None:
         slot.open = False
         call = slot.call()
         if len(call.raw_arguments) <= INLINE_ARGUMENT_BYTES and not call_violations(
@@ -461,7 +412,7 @@ class HoldBack:
         # the event loop) and corrects it once if it has to; the stream keeps flowing.
         self._spawn(slot, self._correct_call(slot, call, cut))
 
-    async def _correct_call(self, slot: _Held, call: ToolCall, cut: FinishReason | None) -> None:
+    async def _correct_call(self, slot: HeldSlot, call: ToolCall, cut: FinishReason | None) -> None:
         try:
             fixed = await self._enforce_call(call, cut)
         except GatewayError as exc:
@@ -503,11 +454,13 @@ class HoldBack:
             if text.parts:
                 held.append(TextDelta("".join(text.parts), tuple(text.tokens) or None))
             text.done = True
-        slot = _Held(_MISSING, "", "")
+        slot = HeldSlot(MISSING, "", "")
         self._queue.append(slot)
         self._spawn(slot, self._correct_missing(slot, finish, held))
 
-    async def _correct_missing(self, slot: _Held, finish: Finish, held: list[StreamEvent]) -> None:
+    async def _correct_missing(
+        self, slot: HeldSlot, finish: Finish, held: list[StreamEvent]
+    ) -> None:
         assert self._enforce_missing is not None
         try:
             fixed = await self._enforce_missing("".join(self._said), finish.reason)
@@ -549,25 +502,25 @@ class HoldBack:
             return
         self._spawn(slot, self._correct_text(slot, text, reason))
 
-    async def _correct_text(self, slot: _Held, text: str, reason: FinishReason) -> None:
+    async def _correct_text(self, slot: HeldSlot, text: str, reason: FinishReason) -> None:
         assert self._enforce_output is not None
         fixed = await self._enforce_output(text, reason, tuple(slot.tokens) or None)
         slot.out = [fixed] if fixed.text else []
         slot.done = True
 
     @staticmethod
-    def _release_text(slot: _Held, text: str) -> None:
+    def _release_text(slot: HeldSlot, text: str) -> None:
         slot.out = [TextDelta(text, tuple(slot.tokens) or None)] if text else []
         slot.done = True
 
-    def _spawn(self, slot: _Held, work: Awaitable[None]) -> None:
+    def _spawn(self, slot: HeldSlot, work: Awaitable[None]) -> None:
         self._tasks[asyncio.ensure_future(work)] = slot
 
     def _flush(self, out: list[HeldEvent]) -> None:
         queue = self._queue
         while queue:
             head = queue[0]
-            if isinstance(head, _Held):
+            if isinstance(head, HeldSlot):
                 if not head.done:
                     return
                 out.extend(head.out)
