@@ -79,9 +79,7 @@ from gateway.canonical import (
 from gateway.context import Tally
 from gateway.enforcement.check import StrictPlan
 from gateway.enforcement.correct import (
-    INLINE_ARGUMENT_BYTES,
     EnforceContext,
-    call_violations,
     correct_missing,
     enforce_call,
     enforce_output,
@@ -89,11 +87,9 @@ from gateway.enforcement.correct import (
     tool_error_text,
 )
 from gateway.enforcement.held import Choice, FinalUsage, HeldEvent, shows_output, until_output
-from gateway.enforcement.holdback_slot import MISSING, TEXT, HeldSlot
+from gateway.enforcement.holdback_calls import CallEnforcer, CallHold
+from gateway.enforcement.holdback_slot import MISSING, TEXT, HeldSlot, emit
 from gateway.errors import GatewayError, UpstreamError
-
-CallEnforcer = Callable[[ToolCall, "FinishReason | None"], Awaitable[ToolCall]]
-"""Validate + correct ONE call: return the valid call (original ``id``) or raise 422."""
 
 MissingEnforcer = Callable[[str, FinishReason], Awaitable[ChatResponse]]
 """Correct an answer (its text, how it ended) that makes no call although ``tool_choice``
@@ -143,28 +139,24 @@ class HoldBack:
         self._events = events
         self._plan = plan
         self._strict = plan.tools
-        self._guard_unknown = bool(plan.tools)
         self._hold_text = plan.output is not None
         self.tally = tally
-        self._enforce_call = enforce_call
         self._enforce_output = enforce_output
         # A call tool_choice requires: the answer's text is kept for its correction.
         self._enforce_missing = enforce_missing if plan.call_required else None
         self._said: list[str] = []
         self._tool_error_text = tool_error_text
-        self._dropped = 0  # calls dropped and explained (tool_error)
         self._texted = False  # text went out (a dropped call's words then start a paragraph)
-        self._client_call = False
         self._queue: deque[StreamEvent | HeldSlot] = deque()
-        self._calls: dict[int, HeldSlot | None] = {}  # index -> held slot, None = pass-through
-        self._open: list[HeldSlot] = []
+        self._tasks: dict[asyncio.Task[None], HeldSlot] = {}
+        self._calls = CallHold(
+            plan, self._queue, enforce_call=enforce_call, spawn=self._spawn, explain=self._explain
+        )
         self._text: HeldSlot | None = None
-        self._saw_call = False
         self._refused = False  # the upstream refused: held text is not validated
         # The answer's reasoning so far, for the corrections (``holdback_for``).
         self.reasoning: tuple[Reasoning, ...] = ()
         self._refusal_deltas = False
-        self._tasks: dict[asyncio.Task[None], HeldSlot] = {}
         self._finished = False
         self.finish_reason: FinishReason | None = None
         self.usage_reported = False
@@ -283,24 +275,24 @@ class HoldBack:
                 if event.logprobs:
                     self._text.tokens.extend(event.logprobs)
             else:
-                self._emit(event, out)
+                emit(self._queue, event, out)
         elif isinstance(event, ToolCallDelta):
             self._chars += len(event.arguments)
-            self._on_delta(event, out)
+            self._calls.delta(event, out)
         elif isinstance(event, RefusalDelta):
             self._chars += len(event.text)
             if not self._finished:
                 self._refused = self._refusal_deltas = True
-                self._emit(event, out)
+                emit(self._queue, event, out)
         elif isinstance(event, WireEvent):
             if event.reasoning is not None:
                 self.reasoning = (*self.reasoning, event.reasoning)
             if event.client_call:  # a custom tool's call: a tool turn, as a function call
-                self._saw_call = self._client_call = True
+                self._calls.saw_call = self._calls.client_call = True
             if not self._finished:
-                self._emit(event, out)
+                emit(self._queue, event, out)
         elif isinstance(event, ToolCallStart):
-            self._on_start(event, out)
+            self._calls.start(event, out)
         elif isinstance(event, Finish):
             self._on_finish(event)
         elif isinstance(event, UsageReport):
@@ -315,69 +307,6 @@ class HoldBack:
             return True
         return False
 
-    def _emit(self, event: StreamEvent, out: list[HeldEvent]) -> None:
-        if self._queue:
-            self._queue.append(event)
-        else:
-            out.append(event)
-
-    def _on_start(self, event: ToolCallStart, out: list[HeldEvent]) -> None:
-        self._saw_call = True
-        for slot in self._open:
-            if slot.index != event.index:
-                self._close(slot, None)
-        self._open = [s for s in self._open if s.open]
-        if event.index in self._calls:
-            raise UpstreamError(f"The upstream started tool call {event.index} twice.")
-        name = event.name
-        forced = self._plan.forced
-        if (
-            name in self._strict
-            or (self._guard_unknown and name not in self._plan.tool_names)
-            or (forced is not None and name != forced)
-        ):
-            slot = HeldSlot(event.index, event.id, name, event.namespace, event.members)
-            self._calls[event.index] = slot
-            self._open.append(slot)
-            self._queue.append(slot)
-        else:
-            self._calls[event.index] = None
-            self._emit(event, out)
-
-    def _on_delta(self, event: ToolCallDelta, out: list[HeldEvent]) -> None:
-        try:
-            slot = self._calls[event.index]
-        except KeyError:
-            raise UpstreamError(
-                f"The upstream sent arguments for tool call {event.index} before starting it."
-            ) from None
-        if slot is None:
-            self._emit(event, out)
-        elif slot.open:
-            slot.parts.append(event.arguments)
-            if event.arguments.rstrip().endswith("}"):
-                self._try_complete(slot)
-        elif not slot.early:
-            raise UpstreamError(
-                f"The upstream sent arguments for tool call {event.index} after it ended."
-            )
-        # else: text after a complete, valid, released object (whitespace) is dropped.
-
-    def _try_complete(self, slot: HeldSlot) -> None:
-        """Release a call as soon as its arguments are a complete, valid JSON object, without
-        waiting for the next call or the finish chunk (one model step later upstream). A
-        strict root is an object, so nothing valid can follow its closing brace."""
-        call = slot.call()
-        if (
-            call.name in self._strict
-            and len(call.raw_arguments) <= INLINE_ARGUMENT_BYTES  # larger: checked at close
-            and not call_violations(call, self._plan)
-        ):
-            slot.open = False
-            slot.early = True
-            slot.release(call, self._plan)
-            self._open.remove(slot)
-
     def _on_finish(self, event: Finish) -> None:
         if self._finished:
             return
@@ -385,13 +314,11 @@ class HoldBack:
         self.finish_reason = event.reason
         self._refused = self._refused or event.refused
         cut: FinishReason | None = "length" if event.reason == "length" else None
-        for slot in self._open:
-            self._close(slot, cut)
-        self._open = []
-        if self._enforce_missing is not None and not self._saw_call and not self._refused:
+        self._calls.close_open(cut)
+        if self._enforce_missing is not None and not self._calls.saw_call and not self._refused:
             self._await_call(event)
             return
-        if self._hold_text and self._text is None and not self._saw_call:
+        if self._hold_text and self._text is None and not self._calls.saw_call:
             self._text = HeldSlot(TEXT, "", "")  # no text at all: no JSON value either
             self._queue.append(self._text)
         if self._text is not None:
@@ -399,40 +326,6 @@ class HoldBack:
         self._queue.append(event)
 
     # -- checks and corrections -----------------------------------------------------
-
-    def _close(self, slot: HeldSlot, cut: FinishReason | None) -> None:
-        slot.open = False
-        call = slot.call()
-        if len(call.raw_arguments) <= INLINE_ARGUMENT_BYTES and not call_violations(
-            call, self._plan
-        ):
-            slot.release(call, self._plan)
-            return
-        # Invalid, or large: the enforcer validates (a large call in a worker thread, not on
-        # the event loop) and corrects it once if it has to; the stream keeps flowing.
-        self._spawn(slot, self._correct_call(slot, call, cut))
-
-    async def _correct_call(self, slot: HeldSlot, call: ToolCall, cut: FinishReason | None) -> None:
-        try:
-            fixed = await self._enforce_call(call, cut)
-        except GatewayError as exc:
-            said = self._explain(exc, call.name)
-            if said is None:
-                raise
-            slot.out = [TextDelta(said)]  # in the dropped call's place
-            slot.done = True
-            self._dropped += 1
-            return
-        slot.release(
-            ToolCall(
-                id=slot.call_id,
-                name=fixed.name,
-                raw_arguments=fixed.raw_arguments,
-                namespace=slot.namespace,
-                members=fixed.members,
-            ),
-            self._plan,
-        )
 
     def _explain(self, exc: GatewayError, tool: str | None) -> str | None:
         """``tool_error``'s words for ``exc`` (a paragraph of its own after text), or None."""
@@ -496,7 +389,7 @@ class HoldBack:
             slot.out = [RefusalDelta(text, tuple(slot.tokens) or None)] if text else []
             slot.done = True
             return
-        if self._saw_call or self._refused or self._enforce_output is None:
+        if self._calls.saw_call or self._refused or self._enforce_output is None:
             # As non-streaming: a reply that calls tools is not held to response_format.
             self._release_text(slot, text)
             return
@@ -524,15 +417,12 @@ class HoldBack:
                 if not head.done:
                     return
                 out.extend(head.out)
-            elif isinstance(head, Finish) and self._dropped and self._all_dropped():
+            elif isinstance(head, Finish) and self._calls.dropped and self._calls.all_dropped():
                 # every call was dropped (tool_error): a text turn now
                 out.append(Finish("stop", head.stop_sequence, head.refused))
             else:
                 out.append(head)
             queue.popleft()
-
-    def _all_dropped(self) -> bool:
-        return self._dropped == len(self._calls) and not self._client_call
 
 
 def holdback_for(

@@ -3,6 +3,9 @@ checked, then what it releases in its place."""
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Awaitable, Callable
+
 from gateway.canonical import (
     Members,
     StreamEvent,
@@ -13,6 +16,8 @@ from gateway.canonical import (
 )
 from gateway.enforcement.check import StrictPlan
 from gateway.enforcement.correct import finished_call
+from gateway.enforcement.held import HeldEvent
+from gateway.errors import GatewayError
 
 TEXT = -1  # index of the held-text pseudo call
 MISSING = -2  # the place of a call tool_choice requires, while it is corrected
@@ -63,3 +68,19 @@ class HeldSlot:
         if call.raw_arguments:
             self.out.append(ToolCallDelta(self.index, call.raw_arguments))
         self.done = True
+
+
+Spawn = Callable[[HeldSlot, Awaitable[None]], None]
+"""Run a slot's correction as a task the hold-back waits on while the stream flows."""
+
+Explain = Callable[[GatewayError, "str | None"], "str | None"]
+"""``tool_error``'s words for a failed correction (its tool; None: a required call), or None
+when the error is to be raised."""
+
+
+def emit(queue: deque[StreamEvent | HeldSlot], event: StreamEvent, out: list[HeldEvent]) -> None:
+    """Pass an event on: out now, or behind the held slot ahead of it (upstream order)."""
+    if queue:
+        queue.append(event)
+    else:
+        out.append(event)
