@@ -47,7 +47,9 @@ Usage goes to the request's ``Tally`` (first call + corrections); the last batch
 ``FinalUsage`` carrying the total and ``schema_retries``.
 
 What a hold-back yields (``HeldEvent``) and the preamble hold (``until_output``) are in
-``gateway.enforcement.held``.
+``gateway.enforcement.held``; the stages ``HoldBack`` routes the events to are in
+``holdback_calls`` (the per-call hold), ``holdback_finish`` (the checks at the finish) and
+``holdback_slot`` (a held slot).
 """
 
 from __future__ import annotations
@@ -58,7 +60,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from gateway.canonical import (
-    DEFAULT_REFUSAL,
     ChatRequest,
     ChatResponse,
     Finish,
@@ -83,28 +84,17 @@ from gateway.enforcement.correct import (
     correct_missing,
     enforce_call,
     enforce_output,
-    finished_call,
     tool_error_text,
 )
 from gateway.enforcement.held import Choice, FinalUsage, HeldEvent, shows_output, until_output
 from gateway.enforcement.holdback_calls import CallEnforcer, CallHold
-from gateway.enforcement.holdback_slot import MISSING, TEXT, HeldSlot, emit
+from gateway.enforcement.holdback_finish import FinishChecks, MissingEnforcer, OutputEnforcer
+from gateway.enforcement.holdback_slot import TEXT, HeldSlot, emit
 from gateway.errors import GatewayError, UpstreamError
-
-MissingEnforcer = Callable[[str, FinishReason], Awaitable[ChatResponse]]
-"""Correct an answer (its text, how it ended) that makes no call although ``tool_choice``
-requires one: return the correction's answer (its valid calls, or its refusal) or raise."""
 
 ToolErrorText = Callable[[BaseException, "str | None"], "str | None"]
 """``on_invalid = "tool_error"``: the words for a call dropped (its tool; None: a required
 call missing), or None when the error is to be raised."""
-
-OutputEnforcer = Callable[
-    [str, FinishReason, "tuple[TokenLogprob, ...] | None"], Awaitable["TextDelta | RefusalDelta"]
-]
-"""Validate + correct a strict ``response_format`` reply (its text, how it ended, its
-logprobs): return the valid content (or the correction's refusal) or raise."""
-
 
 _END = object()
 
@@ -141,9 +131,9 @@ class HoldBack:
         self._strict = plan.tools
         self._hold_text = plan.output is not None
         self.tally = tally
-        self._enforce_output = enforce_output
         # A call tool_choice requires: the answer's text is kept for its correction.
-        self._enforce_missing = enforce_missing if plan.call_required else None
+        enforce_missing = enforce_missing if plan.call_required else None
+        self._requires_call = enforce_missing is not None
         self._said: list[str] = []
         self._tool_error_text = tool_error_text
         self._texted = False  # text went out (a dropped call's words then start a paragraph)
@@ -151,6 +141,15 @@ class HoldBack:
         self._tasks: dict[asyncio.Task[None], HeldSlot] = {}
         self._calls = CallHold(
             plan, self._queue, enforce_call=enforce_call, spawn=self._spawn, explain=self._explain
+        )
+        self._finish = FinishChecks(
+            plan,
+            self._queue,
+            self._said,
+            enforce_output=enforce_output,
+            enforce_missing=enforce_missing,
+            spawn=self._spawn,
+            explain=self._explain,
         )
         self._text: HeldSlot | None = None
         self._refused = False  # the upstream refused: held text is not validated
@@ -265,7 +264,7 @@ class HoldBack:
                 return False
             if event.text:
                 self._texted = True
-                if self._enforce_missing is not None:
+                if self._requires_call:
                     self._said.append(event.text)
             if self._hold_text:
                 if self._text is None:
@@ -315,17 +314,23 @@ class HoldBack:
         self._refused = self._refused or event.refused
         cut: FinishReason | None = "length" if event.reason == "length" else None
         self._calls.close_open(cut)
-        if self._enforce_missing is not None and not self._calls.saw_call and not self._refused:
-            self._await_call(event)
+        if self._requires_call and not self._calls.saw_call and not self._refused:
+            self._finish.await_call(self._text, event)
             return
         if self._hold_text and self._text is None and not self._calls.saw_call:
             self._text = HeldSlot(TEXT, "", "")  # no text at all: no JSON value either
             self._queue.append(self._text)
         if self._text is not None:
-            self._close_text(event.reason)
+            self._finish.close_text(
+                self._text,
+                event.reason,
+                refused=self._refused,
+                refusal_deltas=self._refusal_deltas,
+                saw_call=self._calls.saw_call,
+            )
         self._queue.append(event)
 
-    # -- checks and corrections -----------------------------------------------------
+    # -- what the stages share: their corrections' tasks, tool_error's words, the queue --
 
     def _explain(self, exc: GatewayError, tool: str | None) -> str | None:
         """``tool_error``'s words for ``exc`` (a paragraph of its own after text), or None."""
@@ -335,76 +340,6 @@ class HoldBack:
         if said is None:
             return None
         return f"\n\n{said}" if self._texted else said
-
-    def _await_call(self, finish: Finish) -> None:
-        """No call, though ``tool_choice`` requires one: the finish waits behind the one
-        correction, which releases its calls (or the failure) in the finish's place. A
-        strict output's held text goes out with them: it is a tool turn then."""
-        held: list[StreamEvent] = []
-        text = self._text
-        if text is not None:
-            text.open = False
-            if text.parts:
-                held.append(TextDelta("".join(text.parts), tuple(text.tokens) or None))
-            text.done = True
-        slot = HeldSlot(MISSING, "", "")
-        self._queue.append(slot)
-        self._spawn(slot, self._correct_missing(slot, finish, held))
-
-    async def _correct_missing(
-        self, slot: HeldSlot, finish: Finish, held: list[StreamEvent]
-    ) -> None:
-        assert self._enforce_missing is not None
-        try:
-            fixed = await self._enforce_missing("".join(self._said), finish.reason)
-        except GatewayError as exc:
-            said = self._explain(exc, None)
-            if said is None:
-                raise
-            slot.out = [*held, TextDelta(said), Finish("stop", finish.stop_sequence)]
-            slot.done = True
-            return
-        out = held
-        if fixed.refusal is not None:  # the correction's refusal is the answer
-            out.append(RefusalDelta(fixed.refusal or DEFAULT_REFUSAL))
-            slot.out = [*out, Finish("stop", refused=True)]
-            slot.done = True
-            return
-        for i, found in enumerate(fixed.tool_calls):
-            call = finished_call(found, self._plan)
-            out.append(ToolCallStart(i, call.id, call.name, call.namespace))
-            if call.raw_arguments:
-                out.append(ToolCallDelta(i, call.raw_arguments))
-        out.append(Finish("tool_calls"))
-        slot.out = out
-        slot.done = True
-
-    def _close_text(self, reason: FinishReason) -> None:
-        slot = self._text
-        assert slot is not None
-        slot.open = False
-        text = "".join(slot.parts)
-        if self._refused and not self._refusal_deltas:
-            # Refused without refusal deltas (Anthropic): the held text is the refusal.
-            slot.out = [RefusalDelta(text, tuple(slot.tokens) or None)] if text else []
-            slot.done = True
-            return
-        if self._calls.saw_call or self._refused or self._enforce_output is None:
-            # As non-streaming: a reply that calls tools is not held to response_format.
-            self._release_text(slot, text)
-            return
-        self._spawn(slot, self._correct_text(slot, text, reason))
-
-    async def _correct_text(self, slot: HeldSlot, text: str, reason: FinishReason) -> None:
-        assert self._enforce_output is not None
-        fixed = await self._enforce_output(text, reason, tuple(slot.tokens) or None)
-        slot.out = [fixed] if fixed.text else []
-        slot.done = True
-
-    @staticmethod
-    def _release_text(slot: HeldSlot, text: str) -> None:
-        slot.out = [TextDelta(text, tuple(slot.tokens) or None)] if text else []
-        slot.done = True
 
     def _spawn(self, slot: HeldSlot, work: Awaitable[None]) -> None:
         self._tasks[asyncio.ensure_future(work)] = slot
