@@ -127,7 +127,6 @@ class HoldBack:
     ) -> None:
         self.prompt_tokens_estimate = prompt_tokens_estimate
         self._events = events
-        self._plan = plan
         self._strict = plan.tools
         self._hold_text = plan.output is not None
         self.tally = tally
