@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from gateway.canonical import (
@@ -89,12 +89,8 @@ from gateway.enforcement.correct import (
 from gateway.enforcement.held import Choice, FinalUsage, HeldEvent, shows_output, until_output
 from gateway.enforcement.holdback_calls import CallEnforcer, CallHold
 from gateway.enforcement.holdback_finish import FinishChecks, MissingEnforcer, OutputEnforcer
-from gateway.enforcement.holdback_slot import TEXT, HeldSlot, emit
-from gateway.errors import GatewayError, UpstreamError
-
-ToolErrorText = Callable[[BaseException, "str | None"], "str | None"]
-"""``on_invalid = "tool_error"``: the words for a call dropped (its tool; None: a required
-call missing), or None when the error is to be raised."""
+from gateway.enforcement.holdback_slot import TEXT, Corrections, HeldSlot, ToolErrorText, emit
+from gateway.errors import UpstreamError
 
 _END = object()
 
@@ -134,21 +130,17 @@ class HoldBack:
         enforce_missing = enforce_missing if plan.call_required else None
         self._requires_call = enforce_missing is not None
         self._said: list[str] = []
-        self._tool_error_text = tool_error_text
-        self._texted = False  # text went out (a dropped call's words then start a paragraph)
         self._queue: deque[StreamEvent | HeldSlot] = deque()
-        self._tasks: dict[asyncio.Task[None], HeldSlot] = {}
-        self._calls = CallHold(
-            plan, self._queue, enforce_call=enforce_call, spawn=self._spawn, explain=self._explain
-        )
+        self._fixes = fixes = Corrections(tool_error_text)
+        self._tasks = fixes.tasks
+        self._calls = CallHold(plan, self._queue, fixes, enforce_call=enforce_call)
         self._finish = FinishChecks(
             plan,
             self._queue,
             self._said,
+            fixes,
             enforce_output=enforce_output,
             enforce_missing=enforce_missing,
-            spawn=self._spawn,
-            explain=self._explain,
         )
         self._text: HeldSlot | None = None
         self._refused = False  # the upstream refused: held text is not validated
@@ -262,7 +254,7 @@ class HoldBack:
             if self._finished:
                 return False
             if event.text:
-                self._texted = True
+                self._fixes.texted = True
                 if self._requires_call:
                     self._said.append(event.text)
             if self._hold_text:
@@ -329,19 +321,7 @@ class HoldBack:
             )
         self._queue.append(event)
 
-    # -- what the stages share: their corrections' tasks, tool_error's words, the queue --
-
-    def _explain(self, exc: GatewayError, tool: str | None) -> str | None:
-        """``tool_error``'s words for ``exc`` (a paragraph of its own after text), or None."""
-        if self._tool_error_text is None:
-            return None
-        said = self._tool_error_text(exc, tool)
-        if said is None:
-            return None
-        return f"\n\n{said}" if self._texted else said
-
-    def _spawn(self, slot: HeldSlot, work: Awaitable[None]) -> None:
-        self._tasks[asyncio.ensure_future(work)] = slot
+    # -- releasing in upstream order -----------------------------------------------
 
     def _flush(self, out: list[HeldEvent]) -> None:
         queue = self._queue

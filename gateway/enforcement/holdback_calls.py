@@ -17,7 +17,7 @@ from gateway.canonical import (
 from gateway.enforcement.check import StrictPlan
 from gateway.enforcement.correct import INLINE_ARGUMENT_BYTES, call_violations
 from gateway.enforcement.held import HeldEvent
-from gateway.enforcement.holdback_slot import Explain, HeldSlot, Spawn, emit
+from gateway.enforcement.holdback_slot import Corrections, HeldSlot, emit
 from gateway.errors import GatewayError, UpstreamError
 
 CallEnforcer = Callable[[ToolCall, "FinishReason | None"], Awaitable[ToolCall]]
@@ -29,11 +29,10 @@ class CallHold:
 
     __slots__ = (
         "_enforce_call",
-        "_explain",
+        "_fixes",
         "_guard_unknown",
         "_plan",
         "_queue",
-        "_spawn",
         "_strict",
         "calls",
         "client_call",
@@ -46,18 +45,16 @@ class CallHold:
         self,
         plan: StrictPlan,
         queue: deque[StreamEvent | HeldSlot],
+        fixes: Corrections,
         *,
         enforce_call: CallEnforcer,
-        spawn: Spawn,
-        explain: Explain,
     ) -> None:
         self._plan = plan
         self._strict = plan.tools
         self._guard_unknown = bool(plan.tools)
         self._queue = queue
+        self._fixes = fixes
         self._enforce_call = enforce_call
-        self._spawn = spawn
-        self._explain = explain
         self.calls: dict[int, HeldSlot | None] = {}  # index -> held slot, None = pass-through
         self.open: list[HeldSlot] = []
         self.saw_call = False
@@ -140,13 +137,13 @@ class CallHold:
             return
         # Invalid, or large: the enforcer validates (a large call in a worker thread, not on
         # the event loop) and corrects it once if it has to; the stream keeps flowing.
-        self._spawn(slot, self._correct(slot, call, cut))
+        self._fixes.spawn(slot, self._correct(slot, call, cut))
 
     async def _correct(self, slot: HeldSlot, call: ToolCall, cut: FinishReason | None) -> None:
         try:
             fixed = await self._enforce_call(call, cut)
         except GatewayError as exc:
-            said = self._explain(exc, call.name)
+            said = self._fixes.explain(exc, call.name)
             if said is None:
                 raise
             slot.out = [TextDelta(said)]  # in the dropped call's place

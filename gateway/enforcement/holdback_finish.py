@@ -20,7 +20,7 @@ from gateway.canonical import (
 )
 from gateway.enforcement.check import StrictPlan
 from gateway.enforcement.correct import finished_call
-from gateway.enforcement.holdback_slot import MISSING, Explain, HeldSlot, Spawn
+from gateway.enforcement.holdback_slot import MISSING, Corrections, HeldSlot
 from gateway.errors import GatewayError
 
 MissingEnforcer = Callable[[str, FinishReason], Awaitable[ChatResponse]]
@@ -38,7 +38,7 @@ class FinishChecks:
     """What the finish of one stream checks; each correction runs as a task in its slot."""
 
     __slots__ = (
-        "_enforce_missing", "_enforce_output", "_explain", "_plan", "_queue", "_said", "_spawn",
+        "_enforce_missing", "_enforce_output", "_fixes", "_plan", "_queue", "_said",
     )  # fmt: skip
 
     def __init__(
@@ -46,19 +46,17 @@ class FinishChecks:
         plan: StrictPlan,
         queue: deque[StreamEvent | HeldSlot],
         said: list[str],
+        fixes: Corrections,
         *,
         enforce_output: OutputEnforcer | None,
         enforce_missing: MissingEnforcer | None,
-        spawn: Spawn,
-        explain: Explain,
     ) -> None:
         self._plan = plan
         self._queue = queue
         self._said = said  # the answer's text, for the missing call's correction
+        self._fixes = fixes
         self._enforce_output = enforce_output
         self._enforce_missing = enforce_missing
-        self._spawn = spawn
-        self._explain = explain
 
     def await_call(self, text: HeldSlot | None, finish: Finish) -> None:
         """No call, though ``tool_choice`` requires one: the finish waits behind the one
@@ -72,7 +70,7 @@ class FinishChecks:
             text.done = True
         slot = HeldSlot(MISSING, "", "")
         self._queue.append(slot)
-        self._spawn(slot, self._correct_missing(slot, finish, held))
+        self._fixes.spawn(slot, self._correct_missing(slot, finish, held))
 
     def close_text(
         self,
@@ -94,7 +92,7 @@ class FinishChecks:
             # As non-streaming: a reply that calls tools is not held to response_format.
             self._release_text(slot, text)
             return
-        self._spawn(slot, self._correct_text(slot, text, reason))
+        self._fixes.spawn(slot, self._correct_text(slot, text, reason))
 
     async def _correct_missing(
         self, slot: HeldSlot, finish: Finish, held: list[StreamEvent]
@@ -103,7 +101,7 @@ class FinishChecks:
         try:
             fixed = await self._enforce_missing("".join(self._said), finish.reason)
         except GatewayError as exc:
-            said = self._explain(exc, None)
+            said = self._fixes.explain(exc, None)
             if said is None:
                 raise
             slot.out = [*held, TextDelta(said), Finish("stop", finish.stop_sequence)]

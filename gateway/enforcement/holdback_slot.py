@@ -1,8 +1,9 @@
 """A hold-back's held slot: a strict call (or held text) kept back in upstream order until
-checked, then what it releases in its place."""
+checked, then what it releases in its place; the corrections that fill slots as tasks."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -70,12 +71,33 @@ class HeldSlot:
         self.done = True
 
 
-Spawn = Callable[[HeldSlot, Awaitable[None]], None]
-"""Run a slot's correction as a task the hold-back waits on while the stream flows."""
+ToolErrorText = Callable[[BaseException, "str | None"], "str | None"]
+"""``on_invalid = "tool_error"``: the words for a call dropped (its tool; None: a required
+call missing), or None when the error is to be raised."""
 
-Explain = Callable[[GatewayError, "str | None"], "str | None"]
-"""``tool_error``'s words for a failed correction (its tool; None: a required call), or None
-when the error is to be raised."""
+
+class Corrections:
+    """The corrections a hold-back waits on while the stream flows, each filling its slot,
+    and ``tool_error``'s words for one that failed."""
+
+    __slots__ = ("_tool_error_text", "tasks", "texted")
+
+    def __init__(self, tool_error_text: ToolErrorText | None) -> None:
+        self.tasks: dict[asyncio.Task[None], HeldSlot] = {}
+        self.texted = False  # text went out (a dropped call's words then start a paragraph)
+        self._tool_error_text = tool_error_text
+
+    def spawn(self, slot: HeldSlot, work: Awaitable[None]) -> None:
+        self.tasks[asyncio.ensure_future(work)] = slot
+
+    def explain(self, exc: GatewayError, tool: str | None) -> str | None:
+        """``tool_error``'s words for ``exc`` (a paragraph of its own after text), or None."""
+        if self._tool_error_text is None:
+            return None
+        said = self._tool_error_text(exc, tool)
+        if said is None:
+            return None
+        return f"\n\n{said}" if self.texted else said
 
 
 def emit(queue: deque[StreamEvent | HeldSlot], event: StreamEvent, out: list[HeldEvent]) -> None:
