@@ -47,24 +47,24 @@ Usage goes to the request's ``Tally`` (first call + corrections); the last batch
 ``FinalUsage`` carrying the total and ``schema_retries``.
 
 What a hold-back yields (``HeldEvent``) and the preamble hold (``until_output``) are in
-``gateway.enforcement.held``.
+``gateway.enforcement.held``; the stages ``HoldBack`` routes the events to are in
+``holdback_calls`` (the per-call hold), ``holdback_finish`` (the checks at the finish) and
+``holdback_slot`` (a held slot).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from gateway.canonical import (
-    DEFAULT_REFUSAL,
     ChatRequest,
     ChatResponse,
     Finish,
     FinishReason,
     Logprobs,
-    Members,
     Reasoning,
     RefusalDelta,
     StreamEvent,
@@ -80,85 +80,18 @@ from gateway.canonical import (
 from gateway.context import Tally
 from gateway.enforcement.check import StrictPlan
 from gateway.enforcement.correct import (
-    INLINE_ARGUMENT_BYTES,
     EnforceContext,
-    call_violations,
     correct_missing,
     enforce_call,
     enforce_output,
-    finished_call,
     tool_error_text,
 )
 from gateway.enforcement.held import Choice, FinalUsage, HeldEvent, shows_output, until_output
-from gateway.errors import GatewayError, UpstreamError
+from gateway.enforcement.holdback_calls import CallEnforcer, CallHold
+from gateway.enforcement.holdback_finish import FinishChecks, MissingEnforcer, OutputEnforcer
+from gateway.enforcement.holdback_slot import TEXT, Corrections, HeldSlot, ToolErrorText, emit
+from gateway.errors import UpstreamError
 
-CallEnforcer = Callable[[ToolCall, "FinishReason | None"], Awaitable[ToolCall]]
-"""Validate + correct ONE call: return the valid call (original ``id``) or raise 422."""
-
-MissingEnforcer = Callable[[str, FinishReason], Awaitable[ChatResponse]]
-"""Correct an answer (its text, how it ended) that makes no call although ``tool_choice``
-requires one: return the correction's answer (its valid calls, or its refusal) or raise."""
-
-ToolErrorText = Callable[[BaseException, "str | None"], "str | None"]
-"""``on_invalid = "tool_error"``: the words for a call dropped (its tool; None: a required
-call missing), or None when the error is to be raised."""
-
-OutputEnforcer = Callable[
-    [str, FinishReason, "tuple[TokenLogprob, ...] | None"], Awaitable["TextDelta | RefusalDelta"]
-]
-"""Validate + correct a strict ``response_format`` reply (its text, how it ended, its
-logprobs): return the valid content (or the correction's refusal) or raise."""
-
-
-class _Held:
-    """One held strict call (or the held text of a strict ``response_format``)."""
-
-    __slots__ = (
-        "call_id", "done", "early", "index", "members", "name", "namespace", "open", "out",
-        "parts", "tokens",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        index: int,
-        call_id: str,
-        name: str,
-        namespace: str | None = None,
-        members: Members | None = None,
-    ) -> None:
-        self.index = index
-        self.call_id = call_id
-        self.name = name
-        self.namespace = namespace
-        self.members = members
-        self.parts: list[str] = []
-        self.tokens: list[TokenLogprob] = []  # held text's logprobs, when the upstream sent them
-        self.open = True
-        self.early = False  # released on a complete object, before the call formally closed
-        self.done = False
-        self.out: list[StreamEvent] = []
-
-    def call(self) -> ToolCall:
-        return ToolCall(
-            id=self.call_id,
-            name=self.name,
-            raw_arguments="".join(self.parts),
-            namespace=self.namespace,
-            members=self.members,
-        )
-
-    def release(self, call: ToolCall, plan: StrictPlan) -> None:
-        call = finished_call(call, plan)
-        self.out = [
-            ToolCallStart(self.index, self.call_id, call.name, self.namespace, call.members)
-        ]
-        if call.raw_arguments:
-            self.out.append(ToolCallDelta(self.index, call.raw_arguments))
-        self.done = True
-
-
-_TEXT = -1  # index of the held-text pseudo call
-_MISSING = -2  # the place of a call tool_choice requires, while it is corrected
 _END = object()
 
 
@@ -190,30 +123,30 @@ class HoldBack:
     ) -> None:
         self.prompt_tokens_estimate = prompt_tokens_estimate
         self._events = events
-        self._plan = plan
         self._strict = plan.tools
-        self._guard_unknown = bool(plan.tools)
         self._hold_text = plan.output is not None
         self.tally = tally
-        self._enforce_call = enforce_call
-        self._enforce_output = enforce_output
         # A call tool_choice requires: the answer's text is kept for its correction.
-        self._enforce_missing = enforce_missing if plan.call_required else None
+        enforce_missing = enforce_missing if plan.call_required else None
+        self._requires_call = enforce_missing is not None
         self._said: list[str] = []
-        self._tool_error_text = tool_error_text
-        self._dropped = 0  # calls dropped and explained (tool_error)
-        self._texted = False  # text went out (a dropped call's words then start a paragraph)
-        self._client_call = False
-        self._queue: deque[StreamEvent | _Held] = deque()
-        self._calls: dict[int, _Held | None] = {}  # index -> held slot, None = pass-through
-        self._open: list[_Held] = []
-        self._text: _Held | None = None
-        self._saw_call = False
+        self._queue: deque[StreamEvent | HeldSlot] = deque()
+        self._fixes = fixes = Corrections(tool_error_text)
+        self._tasks = fixes.tasks
+        self._calls = CallHold(plan, self._queue, fixes, enforce_call=enforce_call)
+        self._finish = FinishChecks(
+            plan,
+            self._queue,
+            self._said,
+            fixes,
+            enforce_output=enforce_output,
+            enforce_missing=enforce_missing,
+        )
+        self._text: HeldSlot | None = None
         self._refused = False  # the upstream refused: held text is not validated
         # The answer's reasoning so far, for the corrections (``holdback_for``).
         self.reasoning: tuple[Reasoning, ...] = ()
         self._refusal_deltas = False
-        self._tasks: dict[asyncio.Task[None], _Held] = {}
         self._finished = False
         self.finish_reason: FinishReason | None = None
         self.usage_reported = False
@@ -321,35 +254,35 @@ class HoldBack:
             if self._finished:
                 return False
             if event.text:
-                self._texted = True
-                if self._enforce_missing is not None:
+                self._fixes.texted = True
+                if self._requires_call:
                     self._said.append(event.text)
             if self._hold_text:
                 if self._text is None:
-                    self._text = _Held(_TEXT, "", "")
+                    self._text = HeldSlot(TEXT, "", "")
                     self._queue.append(self._text)
                 self._text.parts.append(event.text)
                 if event.logprobs:
                     self._text.tokens.extend(event.logprobs)
             else:
-                self._emit(event, out)
+                emit(self._queue, event, out)
         elif isinstance(event, ToolCallDelta):
             self._chars += len(event.arguments)
-            self._on_delta(event, out)
+            self._calls.delta(event, out)
         elif isinstance(event, RefusalDelta):
             self._chars += len(event.text)
             if not self._finished:
                 self._refused = self._refusal_deltas = True
-                self._emit(event, out)
+                emit(self._queue, event, out)
         elif isinstance(event, WireEvent):
             if event.reasoning is not None:
                 self.reasoning = (*self.reasoning, event.reasoning)
             if event.client_call:  # a custom tool's call: a tool turn, as a function call
-                self._saw_call = self._client_call = True
+                self._calls.saw_call = self._calls.client_call = True
             if not self._finished:
-                self._emit(event, out)
+                emit(self._queue, event, out)
         elif isinstance(event, ToolCallStart):
-            self._on_start(event, out)
+            self._calls.start(event, out)
         elif isinstance(event, Finish):
             self._on_finish(event)
         elif isinstance(event, UsageReport):
@@ -364,69 +297,6 @@ class HoldBack:
             return True
         return False
 
-    def _emit(self, event: StreamEvent, out: list[HeldEvent]) -> None:
-        if self._queue:
-            self._queue.append(event)
-        else:
-            out.append(event)
-
-    def _on_start(self, event: ToolCallStart, out: list[HeldEvent]) -> None:
-        self._saw_call = True
-        for slot in self._open:
-            if slot.index != event.index:
-                self._close(slot, None)
-        self._open = [s for s in self._open if s.open]
-        if event.index in self._calls:
-            raise UpstreamError(f"The upstream started tool call {event.index} twice.")
-        name = event.name
-        forced = self._plan.forced
-        if (
-            name in self._strict
-            or (self._guard_unknown and name not in self._plan.tool_names)
-            or (forced is not None and name != forced)
-        ):
-            slot = _Held(event.index, event.id, name, event.namespace, event.members)
-            self._calls[event.index] = slot
-            self._open.append(slot)
-            self._queue.append(slot)
-        else:
-            self._calls[event.index] = None
-            self._emit(event, out)
-
-    def _on_delta(self, event: ToolCallDelta, out: list[HeldEvent]) -> None:
-        try:
-            slot = self._calls[event.index]
-        except KeyError:
-            raise UpstreamError(
-                f"The upstream sent arguments for tool call {event.index} before starting it."
-            ) from None
-        if slot is None:
-            self._emit(event, out)
-        elif slot.open:
-            slot.parts.append(event.arguments)
-            if event.arguments.rstrip().endswith("}"):
-                self._try_complete(slot)
-        elif not slot.early:
-            raise UpstreamError(
-                f"The upstream sent arguments for tool call {event.index} after it ended."
-            )
-        # else: text after a complete, valid, released object (whitespace) is dropped.
-
-    def _try_complete(self, slot: _Held) -> None:
-        """Release a call as soon as its arguments are a complete, valid JSON object, without
-        waiting for the next call or the finish chunk (one model step later upstream). A
-        strict root is an object, so nothing valid can follow its closing brace."""
-        call = slot.call()
-        if (
-            call.name in self._strict
-            and len(call.raw_arguments) <= INLINE_ARGUMENT_BYTES  # larger: checked at close
-            and not call_violations(call, self._plan)
-        ):
-            slot.open = False
-            slot.early = True
-            slot.release(call, self._plan)
-            self._open.remove(slot)
-
     def _on_finish(self, event: Finish) -> None:
         if self._finished:
             return
@@ -434,152 +304,39 @@ class HoldBack:
         self.finish_reason = event.reason
         self._refused = self._refused or event.refused
         cut: FinishReason | None = "length" if event.reason == "length" else None
-        for slot in self._open:
-            self._close(slot, cut)
-        self._open = []
-        if self._enforce_missing is not None and not self._saw_call and not self._refused:
-            self._await_call(event)
+        self._calls.close_open(cut)
+        if self._requires_call and not self._calls.saw_call and not self._refused:
+            self._finish.await_call(self._text, event)
             return
-        if self._hold_text and self._text is None and not self._saw_call:
-            self._text = _Held(_TEXT, "", "")  # no text at all: no JSON value either
+        if self._hold_text and self._text is None and not self._calls.saw_call:
+            self._text = HeldSlot(TEXT, "", "")  # no text at all: no JSON value either
             self._queue.append(self._text)
         if self._text is not None:
-            self._close_text(event.reason)
+            self._finish.close_text(
+                self._text,
+                event.reason,
+                refused=self._refused,
+                refusal_deltas=self._refusal_deltas,
+                saw_call=self._calls.saw_call,
+            )
         self._queue.append(event)
 
-    # -- checks and corrections -----------------------------------------------------
-
-    def _close(self, slot: _Held, cut: FinishReason | None) -> None:
-        slot.open = False
-        call = slot.call()
-        if len(call.raw_arguments) <= INLINE_ARGUMENT_BYTES and not call_violations(
-            call, self._plan
-        ):
-            slot.release(call, self._plan)
-            return
-        # Invalid, or large: the enforcer validates (a large call in a worker thread, not on
-        # the event loop) and corrects it once if it has to; the stream keeps flowing.
-        self._spawn(slot, self._correct_call(slot, call, cut))
-
-    async def _correct_call(self, slot: _Held, call: ToolCall, cut: FinishReason | None) -> None:
-        try:
-            fixed = await self._enforce_call(call, cut)
-        except GatewayError as exc:
-            said = self._explain(exc, call.name)
-            if said is None:
-                raise
-            slot.out = [TextDelta(said)]  # in the dropped call's place
-            slot.done = True
-            self._dropped += 1
-            return
-        slot.release(
-            ToolCall(
-                id=slot.call_id,
-                name=fixed.name,
-                raw_arguments=fixed.raw_arguments,
-                namespace=slot.namespace,
-                members=fixed.members,
-            ),
-            self._plan,
-        )
-
-    def _explain(self, exc: GatewayError, tool: str | None) -> str | None:
-        """``tool_error``'s words for ``exc`` (a paragraph of its own after text), or None."""
-        if self._tool_error_text is None:
-            return None
-        said = self._tool_error_text(exc, tool)
-        if said is None:
-            return None
-        return f"\n\n{said}" if self._texted else said
-
-    def _await_call(self, finish: Finish) -> None:
-        """No call, though ``tool_choice`` requires one: the finish waits behind the one
-        correction, which releases its calls (or the failure) in the finish's place. A
-        strict output's held text goes out with them: it is a tool turn then."""
-        held: list[StreamEvent] = []
-        text = self._text
-        if text is not None:
-            text.open = False
-            if text.parts:
-                held.append(TextDelta("".join(text.parts), tuple(text.tokens) or None))
-            text.done = True
-        slot = _Held(_MISSING, "", "")
-        self._queue.append(slot)
-        self._spawn(slot, self._correct_missing(slot, finish, held))
-
-    async def _correct_missing(self, slot: _Held, finish: Finish, held: list[StreamEvent]) -> None:
-        assert self._enforce_missing is not None
-        try:
-            fixed = await self._enforce_missing("".join(self._said), finish.reason)
-        except GatewayError as exc:
-            said = self._explain(exc, None)
-            if said is None:
-                raise
-            slot.out = [*held, TextDelta(said), Finish("stop", finish.stop_sequence)]
-            slot.done = True
-            return
-        out = held
-        if fixed.refusal is not None:  # the correction's refusal is the answer
-            out.append(RefusalDelta(fixed.refusal or DEFAULT_REFUSAL))
-            slot.out = [*out, Finish("stop", refused=True)]
-            slot.done = True
-            return
-        for i, found in enumerate(fixed.tool_calls):
-            call = finished_call(found, self._plan)
-            out.append(ToolCallStart(i, call.id, call.name, call.namespace))
-            if call.raw_arguments:
-                out.append(ToolCallDelta(i, call.raw_arguments))
-        out.append(Finish("tool_calls"))
-        slot.out = out
-        slot.done = True
-
-    def _close_text(self, reason: FinishReason) -> None:
-        slot = self._text
-        assert slot is not None
-        slot.open = False
-        text = "".join(slot.parts)
-        if self._refused and not self._refusal_deltas:
-            # Refused without refusal deltas (Anthropic): the held text is the refusal.
-            slot.out = [RefusalDelta(text, tuple(slot.tokens) or None)] if text else []
-            slot.done = True
-            return
-        if self._saw_call or self._refused or self._enforce_output is None:
-            # As non-streaming: a reply that calls tools is not held to response_format.
-            self._release_text(slot, text)
-            return
-        self._spawn(slot, self._correct_text(slot, text, reason))
-
-    async def _correct_text(self, slot: _Held, text: str, reason: FinishReason) -> None:
-        assert self._enforce_output is not None
-        fixed = await self._enforce_output(text, reason, tuple(slot.tokens) or None)
-        slot.out = [fixed] if fixed.text else []
-        slot.done = True
-
-    @staticmethod
-    def _release_text(slot: _Held, text: str) -> None:
-        slot.out = [TextDelta(text, tuple(slot.tokens) or None)] if text else []
-        slot.done = True
-
-    def _spawn(self, slot: _Held, work: Awaitable[None]) -> None:
-        self._tasks[asyncio.ensure_future(work)] = slot
+    # -- releasing in upstream order -----------------------------------------------
 
     def _flush(self, out: list[HeldEvent]) -> None:
         queue = self._queue
         while queue:
             head = queue[0]
-            if isinstance(head, _Held):
+            if isinstance(head, HeldSlot):
                 if not head.done:
                     return
                 out.extend(head.out)
-            elif isinstance(head, Finish) and self._dropped and self._all_dropped():
+            elif isinstance(head, Finish) and self._calls.dropped and self._calls.all_dropped():
                 # every call was dropped (tool_error): a text turn now
                 out.append(Finish("stop", head.stop_sequence, head.refused))
             else:
                 out.append(head)
             queue.popleft()
-
-    def _all_dropped(self) -> bool:
-        return self._dropped == len(self._calls) and not self._client_call
 
 
 def holdback_for(
