@@ -221,7 +221,7 @@ class RequestContext:
         return UsageRecord(
             self.request_id,
             self.principal.key_id if self.principal else None,
-            _masked(self.model),
+            None if self.model is None else redact(self.model),  # masked, as in the log
             self.endpoint,
             502,
             "gateway_interrupted",
@@ -236,7 +236,7 @@ class RequestContext:
             self.started_at,
             time.time(),
             True,
-            _masked(self.strict_refused),
+            None if self.strict_refused is None else redact(self.strict_refused),
             first.cache_read_tokens + fix.cache_read_tokens,
             first.cache_creation_tokens + fix.cache_creation_tokens,
             first.reasoning_tokens + fix.reasoning_tokens,
@@ -251,7 +251,7 @@ class RequestContext:
         return UsageRecord(
             self.request_id,
             self.principal.key_id if self.principal else None,
-            _masked(self.model),
+            None if self.model is None else redact(self.model),  # masked, as in the log
             self.endpoint,
             self.status,
             self.error_code,
@@ -266,7 +266,7 @@ class RequestContext:
             self.started_at,
             time.time(),
             self.estimated or first.estimated or fix.estimated,
-            _masked(self.strict_refused),
+            None if self.strict_refused is None else redact(self.strict_refused),
             first.cache_read_tokens + fix.cache_read_tokens,
             first.cache_creation_tokens + fix.cache_creation_tokens,
             first.reasoning_tokens + fix.reasoning_tokens,
@@ -282,8 +282,3 @@ def _tool_errors_header(errors: list[tuple[str, str]]) -> bytes:
         if names:
             parts.append(f"{kind}={name_list(names)}")
     return "; ".join(parts).encode()
-
-
-def _masked(text: str | None) -> str | None:
-    """A client's string as the ledger keeps it: key-shaped parts masked, as in the log."""
-    return None if text is None else redact(text)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
-from operator import itemgetter
+from operator import indexOf, itemgetter
 from typing import Any
 
 import orjson
@@ -82,18 +82,20 @@ def parse_json_body(
     return data
 
 
+_NAME = itemgetter(0)  # a raw header's name
+
+
 def content_length(scope: Scope) -> int | None:
     """The request's declared ``Content-Length`` (None: absent, malformed, or chunked)."""
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
-
-
-_NAME = itemgetter(0)  # a raw header's name
+    headers = scope.get("headers", ())
+    try:  # the first one, found in a C pass over the names
+        at = indexOf(map(_NAME, headers), b"content-length")
+    except ValueError:
+        return None
+    try:
+        return int(headers[at][1])
+    except ValueError:
+        return None
 
 
 def has_header(scope: Scope, name: bytes) -> bool:

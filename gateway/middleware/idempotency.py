@@ -64,7 +64,7 @@ from gateway.middleware.idempotency_store import (
 from gateway.server.draining import Draining
 from gateway.service import ChatService
 from gateway.settings import Settings
-from gateway.web import content_length, error_body, read_body, request_context
+from gateway.web import content_length, error_body, has_header, read_body, request_context
 
 log = logging.getLogger("syntic.idempotency")
 
@@ -308,7 +308,9 @@ def _context_headers(scope: Scope) -> list[tuple[str, str]]:
 def _idempotency_key(scope: Scope, paths: frozenset[str]) -> str | None:
     if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in paths:
         return None
-    for name, value in scope.get("headers", ()):
+    if not has_header(scope, HEADER):  # most requests carry none: one C pass, no loop
+        return None
+    for name, value in scope["headers"]:
         if name == HEADER:
             key: str = value.decode("latin-1").strip()
             if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():

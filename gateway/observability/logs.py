@@ -33,6 +33,7 @@ import logging
 import sys
 import time
 from collections.abc import Mapping
+from itertools import filterfalse
 from typing import Any, Literal, TextIO
 
 import orjson
@@ -45,11 +46,16 @@ LogFormat = Literal["json", "text"]
 ACCESS_LOGGER = "syntic.access"
 
 
+# Where ``RedactingFilter`` keeps a record's extra fields (redacted) for its handler's
+# formatter, which takes them off the record (``_extras``).
+_EXTRAS_ATTR = "_syntic_extras"
+
 # LogRecord attributes that are not "extra" fields.
 _STANDARD_ATTRS = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()
-    | {"message", "asctime", "taskName"}
+    | {"message", "asctime", "taskName", _EXTRAS_ATTR}
 )
+_is_standard = _STANDARD_ATTRS.__contains__
 
 
 _PLAIN = frozenset({int, float, bool, type(None)})
@@ -87,15 +93,16 @@ class RedactingFilter(logging.Filter):
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
         attrs = record.__dict__
-        for name in attrs.keys() - _STANDARD_ATTRS:
+        extras: dict[str, Any] = {}
+        for name in _extra_names(attrs):
             value = attrs[name]
             kind = type(value)
             if kind is str:
-                attrs[name] = redact(value)
-            elif kind in _PLAIN:
-                continue
-            elif isinstance(value, str | dict | list | tuple):
-                attrs[name] = _redact_value(value)
+                value = attrs[name] = redact(value)
+            elif kind not in _PLAIN and isinstance(value, str | dict | list | tuple):
+                value = attrs[name] = _redact_value(value)
+            extras[name] = value
+        attrs[_EXTRAS_ATTR] = extras  # the formatter's, found once
         return True
 
 
@@ -109,9 +116,18 @@ def _iso(ts: float) -> str:
     return f"{_last_second[1]}.{int((ts - second) * 1000):03d}Z"
 
 
+def _extra_names(attrs: dict[str, Any]) -> list[str]:
+    """A record's extra fields' names, in the order they were set."""
+    return list(filterfalse(_is_standard, attrs))
+
+
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
     attrs = record.__dict__
-    return {k: attrs[k] for k in attrs.keys() - _STANDARD_ATTRS}
+    # Taken off again: the record other handlers see keeps only its own attributes.
+    extras: dict[str, Any] | None = attrs.pop(_EXTRAS_ATTR, None)
+    if extras is None:  # not through RedactingFilter
+        extras = {k: attrs[k] for k in _extra_names(attrs)}
+    return extras
 
 
 class JsonFormatter(logging.Formatter):

@@ -90,6 +90,8 @@ def decode_usage(raw: Any) -> Usage | None:
     None when the answer has none. ``prompt_tokens`` already includes the cached ones."""
     if (type(raw) is not dict and not isinstance(raw, Mapping)) or not raw:
         return None
+    if raw.keys() <= _USAGE_COUNTS:  # the usual bare counts: no details, nothing kept
+        return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
     return Usage(
         int(raw.get("prompt_tokens") or 0),
         int(raw.get("completion_tokens") or 0),
@@ -198,6 +200,10 @@ def _tool_calls(
     return tuple(calls), tuple(items), answer_layout(layout, items) if items else ()
 
 
+# What ``_tool_calls`` gives a message without calls.
+_NO_CALLS: tuple[tuple[ToolCall, ...], tuple[WireItem, ...], tuple[Slot, ...]] = ((), (), ())
+
+
 def decode_response(
     data: Any,
     model: ModelConfig,
@@ -210,12 +216,15 @@ def decode_response(
     try:
         choice = data["choices"][0]
         message = choice["message"]
-        calls, items, layout = _tool_calls(message.get("tool_calls") or ())
+        raw_calls = message.get("tool_calls")
+        calls, items, layout = _tool_calls(raw_calls) if raw_calls else _NO_CALLS
         for call in calls:
             _check_arguments(len(call.raw_arguments), max_argument_bytes)
         content = message.get("content")
         usage = decode_usage(data.get("usage"))
         refusal = message.get("refusal")
+        logprobs = choice.get("logprobs")
+        notes = message.get("annotations")
         response = ChatResponse(
             id=str(data.get("id") or ""),
             model=str(data.get("model") or model.upstream_model),
@@ -225,11 +234,11 @@ def decode_response(
             usage=usage or Usage(),
             created=int(data.get("created") or time.time()),
             refusal=refusal if isinstance(refusal, str) else None,
-            logprobs=logprobs_of(choice.get("logprobs")),
+            logprobs=None if logprobs is None else logprobs_of(logprobs),
             passthrough=_passthrough(data, message),
             items=items,
             layout=layout,
-            citations=citations_of(message.get("annotations")),
+            citations=citations_of(notes) if notes else (),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise UpstreamInvalidResponse(

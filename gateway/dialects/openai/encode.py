@@ -60,14 +60,15 @@ def encode_chat_choices(
                 "index": i,
                 "message": _message(response),
                 "finish_reason": response.finish_reason,
-                "logprobs": logprobs_json(response.logprobs),
+                "logprobs": None if response.logprobs is None else logprobs_json(response.logprobs),
             }
             for i, response in enumerate(responses)
         ],
         "usage": encode_usage(usage, schema_retries),
         "system_fingerprint": None,
     }
-    body.update(top_fields(first.passthrough))
+    if first.passthrough is not None:  # nothing to add without one
+        body.update(top_fields(first.passthrough))
     return body
 
 
@@ -132,31 +133,41 @@ def url_citation(citation: Citation) -> dict[str, Any]:
 
 
 def _message(response: ChatResponse) -> dict[str, Any]:
+    refusal = response.refusal
     message: dict[str, Any] = {
         "role": "assistant",
         "content": response.content,
-        "refusal": refusal_text(response.refusal),
+        "refusal": None if refusal is None else refusal_text(refusal),
     }
     extra = response.passthrough
     if extra is not None and extra.wire == "openai" and extra.message:
         # annotations, audio, reasoning_content...: the upstream's, same wire
         message.update((k, v) for k, v in extra.message.items() if k not in message)
-    cited = [url_citation(c) for c in response.citations if c.wire != "openai" and c.link]
+    cited = (
+        [url_citation(c) for c in response.citations if c.wire != "openai" and c.link]
+        if response.citations
+        else None
+    )
     if cited:  # another wire's web citations, as chat spells them
         message["annotations"] = [*message.get("annotations", ()), *cited]
     if response.tool_calls or response.items:
-        # Custom tools' calls from a chat upstream, as sent, in their place among the calls.
-        calls = [
-            {
-                "id": p.id,
-                "type": "function",
-                "function": {"name": p.name, "arguments": p.raw_arguments},
-            }
-            if isinstance(p, ToolCall)
-            else p.raw
-            for p in response.parts()
-            if isinstance(p, ToolCall) or (isinstance(p, WireItem) and p.wire == "openai")
-        ]
+        if not response.layout:  # the default order: parts() gives the function calls alone
+            calls = [_function_call(c) for c in response.tool_calls]
+        else:
+            # Custom tools' calls from a chat upstream, as sent, in their place among the calls.
+            calls = [
+                _function_call(p) if isinstance(p, ToolCall) else p.raw
+                for p in response.parts()
+                if isinstance(p, ToolCall) or (isinstance(p, WireItem) and p.wire == "openai")
+            ]
         if calls:
             message["tool_calls"] = calls
     return message
+
+
+def _function_call(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.raw_arguments},
+    }
