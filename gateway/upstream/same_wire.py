@@ -32,6 +32,7 @@ Example::
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -96,7 +97,11 @@ def same_wire_body(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
 
 
 def _specs(request: ChatRequest) -> dict[str, ToolSpec]:
-    return {t.name: t for t in request.tools}
+    tools = request.tools
+    return dict(zip(map(_NAME, tools), tools, strict=True))  # a later tool of a name wins
+
+
+_NAME = operator.attrgetter("name")
 
 
 def _patched(tool: Mapping[str, Any], changes: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -124,7 +129,7 @@ def _tools(body: Body, patch: Callable[[Mapping[str, Any]], Mapping[str, Any]]) 
     if not isinstance(tools, list):
         return
     patched = [patch(t) if isinstance(t, dict) else t for t in tools]
-    if any(p is not t for p, t in zip(patched, tools, strict=True)):
+    if any(map(operator.is_not, patched, tools)):
         body["tools"] = patched
 
 
