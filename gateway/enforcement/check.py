@@ -14,7 +14,6 @@ import operator
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import compress
 from typing import Any
 
 import validator
@@ -324,7 +323,6 @@ def strict_requested(request: ChatRequest, model: ModelConfig | None = None) -> 
 
 
 _STRICT = operator.attrgetter("strict")
-_NAME = operator.attrgetter("name")
 
 
 async def check_request(
@@ -357,13 +355,7 @@ async def check_request(
         )
     origin = request.origin
     at = origin.tool_param if origin is not None and origin.tool_paths else _as_is
-    tools = request.tools
-    names = set(map(_NAME, tools))
-    # Names all distinct (the common case): no duplicate to refuse at its place, so only
-    # the tools with work to do are visited (the strict ones, unless projecting).
-    duplicates = len(names) < len(tools)
-    if duplicates:
-        names = set()
+    names: set[str] = set()
     compiled: dict[str, validator.CompiledSchema] = {}
     upstream = _upstream_dialect(model)
     copies: dict[str, dict[str, Any] | None] = {}
@@ -371,19 +363,12 @@ async def check_request(
     refused: list[str] = []
     dialect = paths.dialect
     projecting = request.strictify or model.strictify
-    visited = (
-        enumerate(tools)
-        if duplicates or projecting
-        else compress(enumerate(tools), map(_STRICT, tools))
-    )
-    for i, tool in visited:
-        if duplicates:
-            if tool.name in names:
-                raise InvalidRequest(
-                    f"Duplicate tool name {tool.name!r}.",
-                    param=at(i, paths.tool_name.format(i=i)),
-                )
-            names.add(tool.name)
+    for i, tool in enumerate(request.tools):
+        if tool.name in names:
+            raise InvalidRequest(
+                f"Duplicate tool name {tool.name!r}.", param=at(i, paths.tool_name.format(i=i))
+            )
+        names.add(tool.name)
         if not tool.strict:
             if projecting:
                 path = at(i, paths.tool(i))
