@@ -71,8 +71,9 @@ class Prepared:
 
     def enforce_context(self, tally: Tally) -> EnforceContext:
         on_invalid = self.upstream_request.on_invalid or self.model.on_invalid
+        # Positional (the last is ``tool_errors``): a class called with keywords builds a dict.
         return EnforceContext(
-            self.upstream, self.model, self.plan, tally, tool_errors=on_invalid == "tool_error"
+            self.upstream, self.model, self.plan, tally, on_invalid == "tool_error"
         )
 
 

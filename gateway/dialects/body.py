@@ -104,16 +104,10 @@ def _parse_and_decode(
     items: tuple[str, ...],
     decode: Callable[[Any], _T],
 ) -> _T:
-    def count(data: Any) -> None:
-        over = items_over(data, items, max_items) if isinstance(data, dict) else None
-        if over is not None:
-            raise InvalidRequest(
-                too_many_items_message(max_items), code="too_many_input_items", param=over
-            )
-
     # Each item counted takes two bytes of the body at least (its first, then a comma or
     # a closing bracket): a body of at most twice the limit cannot carry too many.
-    data = parse_json_body(body, max_depth, check=count if len(body) > 2 * max_items else None)
+    check = _item_count(items, max_items) if len(body) > 2 * max_items else None
+    data = parse_json_body(body, max_depth, check=check)
     try:
         return decode(data)
     except GatewayError as exc:
@@ -121,3 +115,16 @@ def _parse_and_decode(
         traceback.clear_frames(exc.__traceback__)
         del data
         raise
+
+
+def _item_count(items: tuple[str, ...], max_items: int) -> Callable[[Any], None]:
+    """A parsed body's check: 400 ``too_many_input_items`` past ``max_items``."""
+
+    def count(data: Any) -> None:
+        over = items_over(data, items, max_items) if isinstance(data, dict) else None
+        if over is not None:
+            raise InvalidRequest(
+                too_many_items_message(max_items), code="too_many_input_items", param=over
+            )
+
+    return count

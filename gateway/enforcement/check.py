@@ -10,6 +10,7 @@ before costs one hash. Non-strict tools pass through unchecked. The result is a
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -317,8 +318,11 @@ def strict_requested(request: ChatRequest, model: ModelConfig | None = None) -> 
     return (
         request.strictify
         or (model is not None and model.strictify)
-        or any(t.strict for t in request.tools)
+        or any(map(_STRICT, request.tools))
     )
+
+
+_STRICT = operator.attrgetter("strict")
 
 
 async def check_request(
@@ -423,16 +427,17 @@ async def check_request(
         and (choice == "required" or isinstance(choice, ForcedTool))
     )
     forced = choice.name if required and isinstance(choice, ForcedTool) else None
+    # Positional, in field order: a class called with keywords builds a dict per call.
     return StrictPlan(
-        tools=compiled,
-        output=output,
-        tool_names=tool_names,
-        upstream_tools=copies,
-        upstream_output=output_copy,
-        projected=projected,
-        refused=tuple(refused),
-        call_required=required,
-        forced=forced,
+        compiled,
+        output,
+        tool_names,
+        copies,
+        output_copy,
+        projected,
+        tuple(refused),
+        required,
+        forced,
     )
 
 

@@ -501,7 +501,13 @@ async def enforce_response(
     dropped: dict[int, str] = {}  # index of a dropped call -> what the answer says instead
     missing: str | None = None
     if calls and (plan.tools or plan.forced is not None):
-        found = [(i, v) for i, c in enumerate(calls) if (v := await call_violations_async(c, plan))]
+        if all(len(c.raw_arguments) <= INLINE_ARGUMENT_BYTES for c in calls):
+            # What ``call_violations_async`` does for such calls, without a coroutine each.
+            found = [(i, v) for i, c in enumerate(calls) if (v := call_violations(c, plan))]
+        else:
+            found = [
+                (i, v) for i, c in enumerate(calls) if (v := await call_violations_async(c, plan))
+            ]
         if found:
             reason = response.finish_reason
             fixes = [

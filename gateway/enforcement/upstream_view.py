@@ -21,7 +21,7 @@ def upstream_view(request: ChatRequest, model: ModelConfig, plan: StrictPlan) ->
     constrained engine. Otherwise the gateway enforces and the upstream gets plain tools."""
     if model.constrained:
         return _constrained_view(request, plan)
-    strict_tools = any(t.strict for t in request.tools)
+    strict_tools = any(map(_STRICT, request.tools))
     rf = request.response_format
     strict_rf = isinstance(rf, JsonSchemaFormat) and rf.strict
     if not strict_tools and not strict_rf and not plan.projected:
@@ -29,7 +29,7 @@ def upstream_view(request: ChatRequest, model: ModelConfig, plan: StrictPlan) ->
     if plan.projected:
         tools = tuple([_plain_tool(t, plan) for t in request.tools])
     else:  # ``_plain_tool`` without a projection: only the strict tools change
-        tools = tuple([_replaced(t, strict=False) if t.strict else t for t in request.tools])
+        tools = tuple([_unstrict(t) if t.strict else t for t in request.tools])
     if strict_rf:
         assert isinstance(rf, JsonSchemaFormat)
         rf = _replaced(rf, strict=False)
@@ -40,7 +40,16 @@ def _plain_tool(tool: ToolSpec, plan: StrictPlan) -> ToolSpec:
     projection = plan.projected.get(tool.name) if plan.projected else None
     if projection is not None:
         return _replaced(tool, parameters=projection.schema, strict=False)
-    return _replaced(tool, strict=False) if tool.strict else tool
+    return _unstrict(tool) if tool.strict else tool
+
+
+def _unstrict(tool: ToolSpec) -> ToolSpec:
+    """``tool`` with ``strict`` off: ``_replaced(tool, strict=False)``, spelled out (every
+    strict tool of a request to an engine the gateway enforces for)."""
+    return ToolSpec(tool.name, tool.parameters, tool.description, False)
+
+
+_STRICT = operator.attrgetter("strict")
 
 
 def _constrained_view(request: ChatRequest, plan: StrictPlan) -> ChatRequest:
@@ -75,7 +84,7 @@ def _provider_tool(
     if tool.name not in copies:
         return tool
     copy = copies[tool.name]
-    return _replaced(tool, strict=False) if copy is None else _replaced(tool, parameters=copy)
+    return _unstrict(tool) if copy is None else _replaced(tool, parameters=copy)
 
 
 _T = TypeVar("_T")

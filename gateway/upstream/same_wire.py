@@ -32,6 +32,7 @@ Example::
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -96,13 +97,21 @@ def same_wire_body(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
 
 
 def _specs(request: ChatRequest) -> dict[str, ToolSpec]:
-    return {t.name: t for t in request.tools}
+    tools = request.tools
+    return dict(zip(map(_NAME, tools), tools, strict=True))  # a later tool of a name wins
+
+
+_NAME = operator.attrgetter("name")
 
 
 def _patched(tool: Mapping[str, Any], changes: Mapping[str, Any]) -> Mapping[str, Any]:
     """``tool`` with ``changes`` (a ``None`` value removes the key), or ``tool`` itself."""
-    if all(tool.get(k) is v or (v is not None and tool.get(k) == v) for k, v in changes.items()):
-        return tool
+    for k, v in changes.items():
+        old = tool.get(k)
+        if old is not v and (v is None or old != v):
+            break
+    else:
+        return tool  # every change already there
     # The changed keys go last, in ``changes``' order: popped from a copy, then set.
     out = dict(tool)
     for k in changes:
@@ -124,7 +133,7 @@ def _tools(body: Body, patch: Callable[[Mapping[str, Any]], Mapping[str, Any]]) 
     if not isinstance(tools, list):
         return
     patched = [patch(t) if isinstance(t, dict) else t for t in tools]
-    if any(p is not t for p, t in zip(patched, tools, strict=True)):
+    if any(map(operator.is_not, patched, tools)):
         body["tools"] = patched
 
 
@@ -284,7 +293,8 @@ def _chat(request: ChatRequest, origin: Origin, model: ModelConfig, stream: bool
     body["model"] = model.upstream_model
     body.pop("n", None)
     extra = _extra(request, origin)
-    _no_tools(body, request, extra, _is_chat_function)
+    if extra:  # ``_no_tools`` acts on a correction's turns only
+        _no_tools(body, request, extra, _is_chat_function)
     _tools(body, _chat_tool(_specs(request)))
     if isinstance(request.response_format, JsonSchemaFormat):
         _chat_format(body, request.response_format, model)

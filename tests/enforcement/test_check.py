@@ -84,6 +84,20 @@ CASES = [
         "invalid_request",
         "tools[1].function.name",
     ),
+    (  # a schema refused before the duplicate is met: the schema's 400
+        _req(_tool("a", OPEN), _tool("b", OPEN, strict=False), _tool("b", OPEN, strict=False)),
+        MODEL,
+        OPENAI_PATHS,
+        "schema_not_strict",
+        "tools[0].function.parameters",
+    ),
+    (  # non-strict tools of one name, in a strict request: refused at the second
+        _req(_tool("a", REFUND_SCHEMA), _tool("b", OPEN, strict=False), _tool("b", OPEN, False)),
+        MODEL,
+        OPENAI_PATHS,
+        "invalid_request",
+        "tools[2].function.name",
+    ),
     (
         _req(*(_tool(f"t{i}", OPEN, strict=False) for i in range(5))),
         MODEL,

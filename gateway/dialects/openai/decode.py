@@ -324,6 +324,6 @@ def _origin(
     tool_paths: tuple[str, ...],
     notes: Notes,
 ) -> Origin:
-    return Origin(
-        "chat", body, headers, messages=messages, tool_paths=tool_paths, screens=notes.screens()
-    )
+    # Positional (wire, body, headers, messages, tool_names, tool_paths, screens): a class
+    # called with keywords builds a dict per call.
+    return Origin("chat", body, headers, messages, (), tool_paths, notes.screens())
