@@ -32,9 +32,14 @@ class Tally:
     """
 
     __slots__ = (
-        "correction_usage", "first_usage", "retried_attempts", "retries", "started",
-        "tool_errors", "upstream_calls",
-    )  # fmt: skip
+        "correction_usage",
+        "first_usage",
+        "retried_attempts",
+        "retries",
+        "started",
+        "tool_errors",
+        "upstream_calls",
+    )
 
     def __init__(self) -> None:
         self.first_usage = _NO_USAGE

@@ -56,8 +56,13 @@ def _errors(*statuses: int) -> dict[str, Any]:
 
 
 def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": False, "description": description,
-            "schema": schema}  # fmt: skip
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": schema,
+    }
 
 
 _TIME = {"type": "string", "description": "Unix seconds, ISO 8601, or relative (-1h, -7d)."}
@@ -65,12 +70,25 @@ _NUM = {"type": "number"}
 _INT = {"type": "integer"}
 _NULL_STR = {"type": ["string", "null"]}
 _AGG_INTS = (
-    "requests", "errors_4xx", "unprocessable_422", "errors_5xx", "streamed", "estimated",
-    "prompt_tokens", "completion_tokens", "correction_prompt_tokens",
-    "correction_completion_tokens", "first_attempt_tokens", "correction_tokens",
-    "schema_retries", "corrected_requests", "upstream_calls", "cache_read_tokens",
-    "cache_creation_tokens", "reasoning_tokens",
-)  # fmt: skip
+    "requests",
+    "errors_4xx",
+    "unprocessable_422",
+    "errors_5xx",
+    "streamed",
+    "estimated",
+    "prompt_tokens",
+    "completion_tokens",
+    "correction_prompt_tokens",
+    "correction_completion_tokens",
+    "first_attempt_tokens",
+    "correction_tokens",
+    "schema_retries",
+    "corrected_requests",
+    "upstream_calls",
+    "cache_read_tokens",
+    "cache_creation_tokens",
+    "reasoning_tokens",
+)
 _AGG_NUMS = ("correction_rate", "unprocessable_rate", "latency_ms_avg")
 
 
@@ -294,17 +312,23 @@ def admin_paths() -> dict[str, Any]:
                 "summary": "Every key (customer and admin), never a secret",
                 "security": _ADMIN,
                 "parameters": [_query("include_revoked", "Default true.", {"type": "boolean"})],
-                "responses": {"200": _ok(_ref("KeyList"), "The keys, oldest first."),
-                              **_errors(*admin_errors)},
+                "responses": {
+                    "200": _ok(_ref("KeyList"), "The keys, oldest first."),
+                    **_errors(*admin_errors),
+                },
             },
             "post": {
                 "operationId": "adminCreateKey",
                 "summary": "Create a customer key (sk_live_ or sk_test_); works at once",
                 "security": _ADMIN,
-                "requestBody": {"required": True,
-                                "content": {_JSON: {"schema": _ref("CreateKeyRequest")}}},
-                "responses": {"201": _ok(_ref("CreatedKey"), "Created; the secret, once."),
-                              **_errors(400, 413, *admin_errors)},
+                "requestBody": {
+                    "required": True,
+                    "content": {_JSON: {"schema": _ref("CreateKeyRequest")}},
+                },
+                "responses": {
+                    "201": _ok(_ref("CreatedKey"), "Created; the secret, once."),
+                    **_errors(400, 413, *admin_errors),
+                },
             },
         },
         "/admin/keys/{key_id}": {
@@ -313,10 +337,13 @@ def admin_paths() -> dict[str, Any]:
                 "summary": "Revoke a customer key (idempotent); seen by every replica "
                 "within the key cache TTL",
                 "security": _ADMIN,
-                "parameters": [{"name": "key_id", "in": "path", "required": True,
-                                "schema": {"type": "string"}}],
-                "responses": {"200": _ok(_ref("RevokedKey"), "Revoked."),
-                              **_errors(400, 404, *admin_errors)},
+                "parameters": [
+                    {"name": "key_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": _ok(_ref("RevokedKey"), "Revoked."),
+                    **_errors(400, 404, *admin_errors),
+                },
             }
         },
         "/admin/usage": {
@@ -327,13 +354,18 @@ def admin_paths() -> dict[str, Any]:
                 "parameters": [
                     _query("since", "Window start; default until - 24 h.", _TIME),
                     _query("until", "Window end (exclusive); default now.", _TIME),
-                    _query("bucket", "Series bucket width; default: at most 120 points.",
-                           {"enum": ["1m", "5m", "15m", "1h", "6h", "1d"]}),
+                    _query(
+                        "bucket",
+                        "Series bucket width; default: at most 120 points.",
+                        {"enum": ["1m", "5m", "15m", "1h", "6h", "1d"]},
+                    ),
                     _query("key_id", "Only this key.", {"type": "string"}),
                     _query("model", "Only this model.", {"type": "string"}),
                 ],
-                "responses": {"200": _ok(_ref("UsageReport"), "The report."),
-                              **_errors(400, *admin_errors)},
+                "responses": {
+                    "200": _ok(_ref("UsageReport"), "The report."),
+                    **_errors(400, *admin_errors),
+                },
             }
         },
         "/admin/requests": {
@@ -344,14 +376,19 @@ def admin_paths() -> dict[str, Any]:
                 "parameters": [
                     _query("key_id", "Only this key.", {"type": "string"}),
                     _query("model", "Only this model.", {"type": "string"}),
-                    _query("error_code", "Only this code; `none` for rows without one.",
-                           {"type": "string"}),
+                    _query(
+                        "error_code",
+                        "Only this code; `none` for rows without one.",
+                        {"type": "string"},
+                    ),
                     _query("status", "Only this HTTP status.", _INT),
                     _query("before", "Rows started before this time (paging).", _TIME),
                     _query("limit", "1-500, default 100.", _INT),
                 ],
-                "responses": {"200": _ok(_ref("RequestList"), "The rows."),
-                              **_errors(400, *admin_errors)},
+                "responses": {
+                    "200": _ok(_ref("RequestList"), "The rows."),
+                    **_errors(400, *admin_errors),
+                },
             }
         },
         "/admin/schemas/check": {
@@ -359,10 +396,14 @@ def admin_paths() -> dict[str, Any]:
                 "operationId": "adminCheckSchemas",
                 "summary": "The same check as /v1/schemas/check, with an admin key",
                 "security": _ADMIN,
-                "requestBody": {"required": True,
-                                "content": {_JSON: {"schema": _ref("SchemaCheckRequest")}}},
-                "responses": {"200": _ok(_ref("SchemaCheckResult"), "The check."),
-                              **_errors(400, 413, 401, 403)},
+                "requestBody": {
+                    "required": True,
+                    "content": {_JSON: {"schema": _ref("SchemaCheckRequest")}},
+                },
+                "responses": {
+                    "200": _ok(_ref("SchemaCheckResult"), "The check."),
+                    **_errors(400, 413, 401, 403),
+                },
             }
         },
         "/console": {
@@ -378,15 +419,22 @@ def admin_paths() -> dict[str, Any]:
                 "operationId": "consoleAsset",
                 "summary": "A console script or stylesheet shipped in the package",
                 "security": [],
-                "parameters": [{"name": "asset", "in": "path", "required": True,
-                                "schema": {"type": "string"}}],
+                "parameters": [
+                    {"name": "asset", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
                 "responses": {
-                    "200": {"description": "The file.",
-                            "content": {"text/javascript": {"schema": {"type": "string"}},
-                                        "text/css": {"schema": {"type": "string"}}}},
-                    "404": {"description": "No such file.",
-                            "content": {_JSON: {"schema": _ref("ErrorEnvelope")}}},
+                    "200": {
+                        "description": "The file.",
+                        "content": {
+                            "text/javascript": {"schema": {"type": "string"}},
+                            "text/css": {"schema": {"type": "string"}},
+                        },
+                    },
+                    "404": {
+                        "description": "No such file.",
+                        "content": {_JSON: {"schema": _ref("ErrorEnvelope")}},
+                    },
                 },
             }
         },
-    }  # fmt: skip
+    }

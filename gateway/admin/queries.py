@@ -204,8 +204,7 @@ async def usage_report(
     run concurrently on the pool."""
 
     def agg(group_by: Any, bucket: int | None = None) -> Coroutine[Any, Any, list[Aggregate]]:
-        return aggregate(db, window, group_by=group_by, bucket_s=bucket, key_id=key_id,
-                         model=model)  # fmt: skip
+        return aggregate(db, window, group_by=group_by, bucket_s=bucket, key_id=key_id, model=model)
 
     combos, total, per_model, per_key = await asyncio.gather(
         agg(GROUP_COLUMNS), agg(None, bucket_s), agg("model", bucket_s), agg("key_id", bucket_s)
@@ -222,12 +221,27 @@ async def usage_report(
 # -- recent requests -------------------------------------------------------------------
 
 REQUEST_COLUMNS: tuple[str, ...] = (
-    "request_id", "key_id", "model", "endpoint", "status", "error_code", "streamed",
-    "prompt_tokens", "completion_tokens", "correction_prompt_tokens",
-    "correction_completion_tokens", "schema_retries", "upstream_calls", "latency_ms",
-    "started_at", "finished_at", "estimated", "cache_read_tokens", "cache_creation_tokens",
+    "request_id",
+    "key_id",
+    "model",
+    "endpoint",
+    "status",
+    "error_code",
+    "streamed",
+    "prompt_tokens",
+    "completion_tokens",
+    "correction_prompt_tokens",
+    "correction_completion_tokens",
+    "schema_retries",
+    "upstream_calls",
+    "latency_ms",
+    "started_at",
+    "finished_at",
+    "estimated",
+    "cache_read_tokens",
+    "cache_creation_tokens",
     "reasoning_tokens",
-)  # fmt: skip
+)
 MAX_REQUESTS = 500
 
 

@@ -22,9 +22,10 @@ __all__ = ["answer_drops"]
 
 _REASONING_PLACES = {"anthropic": "content[]", "responses": "output[]", "openai": "message"}
 _CALL_PLACES = {
-    "anthropic": "content[].tool_use", "responses": "output[].function_call",
+    "anthropic": "content[].tool_use",
+    "responses": "output[].function_call",
     "openai": "message.tool_calls[]",
-}  # fmt: skip
+}
 # Top-level members each wire's client can be given from another wire's answer.
 _SHARED_FIELDS = {
     ("openai", "responses"): frozenset({"service_tier"}),

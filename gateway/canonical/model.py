@@ -125,8 +125,10 @@ class WireItem:
 
 
 _ANSWER_PLACES: dict[str, str] = {
-    "openai": "message.tool_calls[]", "responses": "output[]", "anthropic": "content[]",
-}  # fmt: skip
+    "openai": "message.tool_calls[]",
+    "responses": "output[]",
+    "anthropic": "content[]",
+}
 
 
 @record
@@ -184,9 +186,10 @@ def place_citations(
 
 
 _CITATION_PLACES: dict[str, str] = {
-    "openai": "message.annotations[]", "responses": "output[].content[].annotations[]",
+    "openai": "message.annotations[]",
+    "responses": "output[].content[].annotations[]",
     "anthropic": "content[].citations[]",
-}  # fmt: skip
+}
 
 
 @record

@@ -47,12 +47,18 @@ __all__ = [
 Outcome = Literal["honoured", "forwarded", "translated", "dropped", "refused"]
 TARGETS: tuple[Target, ...] = ("chat", "responses", "messages", "local")
 _LETTERS: Mapping[str, Outcome] = {
-    "H": "honoured", "F": "forwarded", "T": "translated", "D": "dropped", "R": "refused",
-}  # fmt: skip
+    "H": "honoured",
+    "F": "forwarded",
+    "T": "translated",
+    "D": "dropped",
+    "R": "refused",
+}
 WIRE_NAMES: Mapping[str, str] = {
-    "chat": "chat completions", "responses": "Responses", "messages": "Anthropic Messages",
+    "chat": "chat completions",
+    "responses": "Responses",
+    "messages": "Anthropic Messages",
     "local": "the local model",
-}  # fmt: skip
+}
 # Past this many unknown fields, one notice stands for the rest (a client's typo list is
 # bounded anyway by the body cap; the header by name_list).
 MAX_NOTES = 64
@@ -517,9 +523,10 @@ def rule(dialect: Wire, field: str) -> Rule | None:
 # -- the docs --------------------------------------------------------------------------
 
 _DIALECT_TITLES = {
-    "chat": "`/v1/chat/completions`", "responses": "`/v1/responses`",
+    "chat": "`/v1/chat/completions`",
+    "responses": "`/v1/responses`",
     "messages": "`/v1/messages`",
-}  # fmt: skip
+}
 
 
 def render_markdown() -> str:

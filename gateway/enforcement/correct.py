@@ -197,8 +197,9 @@ async def call_violations_async(call: ToolCall, plan: StrictPlan) -> list[Violat
 def _feedback(heading: str, violations: list[Violation], instruction: str) -> str:
     lines = [heading]
     # The offending value helps the model: it is what it sent, and goes back to it only.
-    lines.extend(f"- {v.message} (got {v.value})" if v.value else f"- {v.message}"
-                 for v in violations)  # fmt: skip
+    lines.extend(
+        f"- {v.message} (got {v.value})" if v.value else f"- {v.message}" for v in violations
+    )
     lines.append(instruction)
     return "\n".join(lines)
 

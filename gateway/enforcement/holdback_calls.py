@@ -39,7 +39,7 @@ class CallHold:
         "dropped",
         "open",
         "saw_call",
-    )  # fmt: skip
+    )
 
     def __init__(
         self,

@@ -38,8 +38,13 @@ class FinishChecks:
     """What the finish of one stream checks; each correction runs as a task in its slot."""
 
     __slots__ = (
-        "_enforce_missing", "_enforce_output", "_fixes", "_plan", "_queue", "_said",
-    )  # fmt: skip
+        "_enforce_missing",
+        "_enforce_output",
+        "_fixes",
+        "_plan",
+        "_queue",
+        "_said",
+    )
 
     def __init__(
         self,

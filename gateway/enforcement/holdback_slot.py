@@ -28,9 +28,18 @@ class HeldSlot:
     """One held strict call (or the held text of a strict ``response_format``)."""
 
     __slots__ = (
-        "call_id", "done", "early", "index", "members", "name", "namespace", "open", "out",
-        "parts", "tokens",
-    )  # fmt: skip
+        "call_id",
+        "done",
+        "early",
+        "index",
+        "members",
+        "name",
+        "namespace",
+        "open",
+        "out",
+        "parts",
+        "tokens",
+    )
 
     def __init__(
         self,

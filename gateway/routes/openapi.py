@@ -114,60 +114,100 @@ def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 document (built once)."""
     paths: dict[str, Any] = {
         "/v1/chat/completions": _post(
-            "createChatCompletion", "OpenAI chat completions with strict tool arguments",
-            "ChatCompletionRequest", _completion_ok("ChatCompletion"), _MODEL_ERRORS,
+            "createChatCompletion",
+            "OpenAI chat completions with strict tool arguments",
+            "ChatCompletionRequest",
+            _completion_ok("ChatCompletion"),
+            _MODEL_ERRORS,
         ),
         "/v1/messages": _post(
-            "createMessage", "Anthropic Messages with strict tool input",
-            "MessagesRequest", _completion_ok("Message"), _MODEL_ERRORS,
+            "createMessage",
+            "Anthropic Messages with strict tool input",
+            "MessagesRequest",
+            _completion_ok("Message"),
+            _MODEL_ERRORS,
         ),
         "/v1/messages/count_tokens": _post(
-            "countMessageTokens", "Anthropic token counting (x-syntic-token-count: who counted)",
-            "CountTokensRequest", _json(_ref("TokenCount"), "The prompt's input tokens."),
+            "countMessageTokens",
+            "Anthropic token counting (x-syntic-token-count: who counted)",
+            "CountTokensRequest",
+            _json(_ref("TokenCount"), "The prompt's input tokens."),
             (400, 401, 404, 413, 429, 502, 503, 504),
         ),
         "/v1/responses": _post(
-            "createResponse", "OpenAI Responses with strict function tools (strict by default)",
-            "ResponsesRequest", _completion_ok("Response"), _MODEL_ERRORS,
+            "createResponse",
+            "OpenAI Responses with strict function tools (strict by default)",
+            "ResponsesRequest",
+            _completion_ok("Response"),
+            _MODEL_ERRORS,
         ),
         "/v1/responses/{response_id}": {
-            "get": _stored_op("getResponse", "A stored response (the key that made it only)",
-                              _json(_ref("Response"), "The stored response.")),
-            "delete": _stored_op("deleteResponse", "Delete a stored response",
-                                 _json(_ref("ResponseDeleted"), "Deleted.")),
+            "get": _stored_op(
+                "getResponse",
+                "A stored response (the key that made it only)",
+                _json(_ref("Response"), "The stored response."),
+            ),
+            "delete": _stored_op(
+                "deleteResponse",
+                "Delete a stored response",
+                _json(_ref("ResponseDeleted"), "Deleted."),
+            ),
         },
         "/v1/schemas/check": _post(
-            "checkSchemas", "Pre-flight lint of tool and output schemas (no model call)",
-            "SchemaCheckRequest", _json(_ref("SchemaCheckResult"), "The check."),
+            "checkSchemas",
+            "Pre-flight lint of tool and output schemas (no model call)",
+            "SchemaCheckRequest",
+            _json(_ref("SchemaCheckResult"), "The check."),
             (400, 401, 413, 429),
         ),
         "/v1/models": _get(
-            "listModels", "The model catalogue with capabilities",
-            {"200": _json(_ref("ModelList"), "The catalogue."), **_errors(401)}, auth=True,
+            "listModels",
+            "The model catalogue with capabilities",
+            {"200": _json(_ref("ModelList"), "The catalogue."), **_errors(401)},
+            auth=True,
         ),
         "/healthz": _get(
-            "healthz", "Liveness (no auth)",
-            {"200": _json({"type": "object", "required": ["status"],
-                           "properties": {"status": {"const": "ok"}}}, "Alive.")},
+            "healthz",
+            "Liveness (no auth)",
+            {
+                "200": _json(
+                    {
+                        "type": "object",
+                        "required": ["status"],
+                        "properties": {"status": {"const": "ok"}},
+                    },
+                    "Alive.",
+                )
+            },
             auth=False,
         ),
         "/readyz": _get(
-            "readyz", "Readiness: database, models; Redis when configured (non-fatal) (no auth)",
-            {"200": _json(_ref("Readiness"), "Ready."),
-             "503": _json(_ref("Readiness"), "Not ready; `reasons` says why.")},
+            "readyz",
+            "Readiness: database, models; Redis when configured (non-fatal) (no auth)",
+            {
+                "200": _json(_ref("Readiness"), "Ready."),
+                "503": _json(_ref("Readiness"), "Not ready; `reasons` says why."),
+            },
             auth=False,
         ),
         "/metrics": _get(
-            "metrics", "Prometheus metrics (no auth: do not expose publicly)",
-            {"200": {"description": "Text exposition format 0.0.4.",
-                     "content": {"text/plain": {"schema": {"type": "string"}}}}},
+            "metrics",
+            "Prometheus metrics (no auth: do not expose publicly)",
+            {
+                "200": {
+                    "description": "Text exposition format 0.0.4.",
+                    "content": {"text/plain": {"schema": {"type": "string"}}},
+                }
+            },
             auth=False,
         ),
         "/openapi.json": _get(
-            "openapi", "This document",
-            {"200": _json({"type": "object"}, "OpenAPI 3.1.")}, auth=False,
+            "openapi",
+            "This document",
+            {"200": _json({"type": "object"}, "OpenAPI 3.1.")},
+            auth=False,
         ),
-    }  # fmt: skip
+    }
     paths.update(admin_paths())  # /admin/* and /console
     return {
         "openapi": "3.1.0",

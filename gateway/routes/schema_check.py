@@ -154,9 +154,11 @@ def schema_inputs(body: Any, max_tools: int) -> list[SchemaInput]:
 def check_schema(item: SchemaInput) -> dict[str, Any]:
     """Lint one schema; strictify it when it is not strict-ready (synchronous, CPU only)."""
     report = validator.lint_report(
-        item.schema, path=item.param, dialect=item.dialect,
+        item.schema,
+        path=item.param,
+        dialect=item.dialect,
         enforced_locally=client_enforced_locally(item.dialect),
-    )  # fmt: skip
+    )
     entry: dict[str, Any] = {
         "param": item.param,
         "name": item.name,

@@ -77,7 +77,7 @@ ROUTES: tuple[RouteSpec, ...] = (
     # The console: static, no data.
     RouteSpec("/console", ("GET",), console_index),
     RouteSpec("/console/{asset}", ("GET",), console_asset),
-)  # fmt: skip
+)
 
 
 def starlette_routes(specs: Iterable[RouteSpec] = ROUTES) -> list[Route]:

@@ -282,9 +282,20 @@ class StreamDecoder:
     logs and the ledger."""
 
     __slots__ = (
-        "_blocks", "_chars", "_cited", "_done", "_got_input", "_kept", "_passing",
-        "_reason", "_secret", "_stop_seq", "_thinking", "_tools", "_usage",
-    )  # fmt: skip
+        "_blocks",
+        "_chars",
+        "_cited",
+        "_done",
+        "_got_input",
+        "_kept",
+        "_passing",
+        "_reason",
+        "_secret",
+        "_stop_seq",
+        "_thinking",
+        "_tools",
+        "_usage",
+    )
 
     def __init__(self, secret: str | None = None) -> None:
         self._secret = secret

@@ -424,9 +424,16 @@ class ChunkParser:
     """Parses chat-completion SSE lines into canonical events (first choice only)."""
 
     __slots__ = (
-        "arg_bytes", "custom", "done", "fields", "finished", "max_argument_bytes", "refused",
-        "secret", "started",
-    )  # fmt: skip
+        "arg_bytes",
+        "custom",
+        "done",
+        "fields",
+        "finished",
+        "max_argument_bytes",
+        "refused",
+        "secret",
+        "started",
+    )
 
     def __init__(self, *, max_argument_bytes: int | None = None, secret: str | None = None) -> None:
         self.secret = secret

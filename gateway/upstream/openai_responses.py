@@ -76,10 +76,16 @@ _OWN_ITEMS = frozenset({"message", "function_call"})
 _EVENT_NAME = re.compile(r"response(?:\.[a-z0-9_]+)+")
 
 # Output items of calls the client runs: the turn waits on the client, as for a function call.
-_CLIENT_CALLS = frozenset({
-    "custom_tool_call", "computer_call", "local_shell_call", "shell_call", "apply_patch_call",
-    "mcp_approval_request",
-})  # fmt: skip
+_CLIENT_CALLS = frozenset(
+    {
+        "custom_tool_call",
+        "computer_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+        "mcp_approval_request",
+    }
+)
 
 _INCOMPLETE: dict[str, FinishReason] = {
     "max_output_tokens": "length",
@@ -242,13 +248,36 @@ def reasoning_of(item: Mapping[str, Any]) -> Reasoning:
 # its echo of the request settings it owns (tools with their strict schemas, text.format,
 # store, ...). The rest (``service_tier``, ``reasoning`` with its ``summary``,
 # ``truncation``, ``prompt_cache_key``, ...) a Responses client gets as the upstream said.
-_RESPONSE_OWN = frozenset({
-    "id", "object", "created_at", "status", "output", "output_text", "usage", "error",
-    "incomplete_details", "completed_at", "model", "store", "previous_response_id",
-    "metadata", "tools", "tool_choice", "text", "instructions", "parallel_tool_calls",
-    "max_output_tokens", "temperature", "top_p", "background", "user", "conversation",
-    "prompt",
-})  # fmt: skip
+_RESPONSE_OWN = frozenset(
+    {
+        "id",
+        "object",
+        "created_at",
+        "status",
+        "output",
+        "output_text",
+        "usage",
+        "error",
+        "incomplete_details",
+        "completed_at",
+        "model",
+        "store",
+        "previous_response_id",
+        "metadata",
+        "tools",
+        "tool_choice",
+        "text",
+        "instructions",
+        "parallel_tool_calls",
+        "max_output_tokens",
+        "temperature",
+        "top_p",
+        "background",
+        "user",
+        "conversation",
+        "prompt",
+    }
+)
 
 
 def response_members(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -396,9 +425,16 @@ class EventParser:
     """Responses SSE lines -> canonical events. ``done`` once the response ended."""
 
     __slots__ = (
-        "_arg_bytes", "_calls", "_chars", "_part_start", "_passing", "_refusals", "_secret",
-        "done", "max_argument_bytes",
-    )  # fmt: skip
+        "_arg_bytes",
+        "_calls",
+        "_chars",
+        "_part_start",
+        "_passing",
+        "_refusals",
+        "_secret",
+        "done",
+        "max_argument_bytes",
+    )
 
     def __init__(self, *, max_argument_bytes: int | None = None, secret: str | None = None) -> None:
         self.max_argument_bytes = max_argument_bytes

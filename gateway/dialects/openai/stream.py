@@ -65,9 +65,19 @@ class ChunkEncoder:
     """Encodes one stream's events. Create one per response."""
 
     __slots__ = (
-        "_common", "_finish_tail", "_head", "_heads", "_id_part", "_index", "_refused",
-        "_tail", "_usage_head", "_usage_null", "choices", "include_usage",
-    )  # fmt: skip
+        "_common",
+        "_finish_tail",
+        "_head",
+        "_heads",
+        "_id_part",
+        "_index",
+        "_refused",
+        "_tail",
+        "_usage_head",
+        "_usage_null",
+        "choices",
+        "include_usage",
+    )
 
     def __init__(
         self,

@@ -40,9 +40,14 @@ from gateway.canonical import (
 from gateway.dialects.responses.decode import ResponsesRequest
 
 __all__ = [
-    "ResponseShape", "annotation", "encode_usage", "function_call_item", "message_item",
-    "refusal_part", "response_id",
-]  # fmt: skip
+    "ResponseShape",
+    "annotation",
+    "encode_usage",
+    "function_call_item",
+    "message_item",
+    "refusal_part",
+    "response_id",
+]
 
 _INCOMPLETE: dict[FinishReason, str] = {
     "length": "max_output_tokens",

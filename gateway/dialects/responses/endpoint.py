@@ -83,10 +83,16 @@ async def create_response(request: Request) -> Response:
     )
     if chat.stream:
         return await stream_response(
-            chat, shape, ctx, service, request.receive, RESPONSES_PATHS,
-            store=store if decoded.store else None, decoded=decoded,
+            chat,
+            shape,
+            ctx,
+            service,
+            request.receive,
+            RESPONSES_PATHS,
+            store=store if decoded.store else None,
+            decoded=decoded,
             estimated_tokens=estimate,
-        )  # fmt: skip
+        )
     result = await service.complete(chat, ctx, RESPONSES_PATHS, estimated_tokens=estimate)
     retries = ctx.tally.retries if ctx.tally else 0
     payload = shape.complete(result, schema_retries=retries, completed_at=int(time.time()))

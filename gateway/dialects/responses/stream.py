@@ -149,10 +149,24 @@ class ResponseStreamEncoder:
     """Encodes one streamed response. Not thread-safe; one per response."""
 
     __slots__ = (
-        "_calls", "_chars", "_closed_calls", "_finish", "_kept", "_members", "_output",
-        "_passing", "_refused", "_retries", "_said", "_seq", "_text", "_tier", "_usage",
-        "final", "shape",
-    )  # fmt: skip
+        "_calls",
+        "_chars",
+        "_closed_calls",
+        "_finish",
+        "_kept",
+        "_members",
+        "_output",
+        "_passing",
+        "_refused",
+        "_retries",
+        "_said",
+        "_seq",
+        "_text",
+        "_tier",
+        "_usage",
+        "final",
+        "shape",
+    )
 
     def __init__(self, shape: ResponseShape) -> None:
         self.shape = shape

@@ -58,11 +58,16 @@ async def stream_response(
         service, chat, paths, ctx, receive, estimated_tokens=estimated_tokens
     )
     return ResponsesSSEResponse(
-        opened, ResponseStreamEncoder(shape), ctx, service,
+        opened,
+        ResponseStreamEncoder(shape),
+        ctx,
+        service,
         estimated_tokens=estimated_tokens,
         keepalive_s=service.settings.stream_keepalive_s,
-        store=store, decoded=decoded, size=chat.body_bytes,
-    )  # fmt: skip
+        store=store,
+        decoded=decoded,
+        size=chat.body_bytes,
+    )
 
 
 class ResponsesSSEResponse(HeldSSEResponse[ResponseStreamEncoder]):
@@ -82,9 +87,13 @@ class ResponsesSSEResponse(HeldSSEResponse[ResponseStreamEncoder]):
         size: int = 0,
     ) -> None:
         super().__init__(
-            opened, encoder, ctx, service,
-            estimated_tokens=estimated_tokens, keepalive_s=keepalive_s,
-        )  # fmt: skip
+            opened,
+            encoder,
+            ctx,
+            service,
+            estimated_tokens=estimated_tokens,
+            keepalive_s=keepalive_s,
+        )
         self._store = store
         self._decoded = decoded
         self._request_ctx = ctx
@@ -102,9 +111,14 @@ class ResponsesSSEResponse(HeldSSEResponse[ResponseStreamEncoder]):
         out = self.encoder.finish()
         if self._store is not None and self.encoder.final is not None:
             await keep(
-                self._store, self._request_ctx, self._retention_s, self._decoded,
-                self.encoder.final, self._offload, self._size,
-            )  # fmt: skip
+                self._store,
+                self._request_ctx,
+                self._retention_s,
+                self._decoded,
+                self.encoder.final,
+                self._offload,
+                self._size,
+            )
         return out
 
     def error(self, exc: GatewayError, request_id: str) -> bytes:
