@@ -56,10 +56,6 @@ class Direct:
         # Labelled children by label values, resolved once: ``labels()`` costs more per call.
         self._requests: dict[tuple[str, int, str | None], Counter] = {}
         self._children: dict[tuple[object, ...], Any] = {}
-        # The children nearly every request updates, by model (no tuple key to build).
-        self._first_calls: dict[str, Counter] = {}
-        self._latency: dict[str, Histogram] = {}
-        self._decisions: dict[bool, Counter] = {}
 
     def count_request(self, route: str, status: int, code: str | None) -> None:
         key = (route, status, code)
@@ -71,19 +67,13 @@ class Direct:
             self._child(self.tool_arguments_invalid, code or "").inc()
 
     def observe_upstream(self, model: str, seconds: float) -> None:
-        child = self._latency.get(model)
-        if child is None:
-            child = self._latency[model] = self.upstream_latency.labels(model)
-        child.observe(seconds)
+        self._child(self.upstream_latency, model).observe(seconds)
 
     def count_upstream_calls(
         self, model: str, first: int, corrections: int, retried: Mapping[str, int] | None
     ) -> None:
         if first:
-            child = self._first_calls.get(model)
-            if child is None:
-                child = self._first_calls[model] = self.upstream_calls.labels(model, "first")
-            child.inc(first)
+            self._child(self.upstream_calls, model, "first").inc(first)
         if corrections:
             self._child(self.upstream_calls, model, "correction").inc(corrections)
             self.schema_corrections.inc(corrections)
@@ -93,11 +83,7 @@ class Direct:
                 self._child(self.upstream_retries, model, reason).inc(n)
 
     def count_rate_decision(self, allowed: bool) -> None:
-        child = self._decisions.get(allowed)
-        if child is None:
-            decision = "allowed" if allowed else "limited"
-            child = self._decisions[allowed] = self.ratelimit_decisions.labels(decision)
-        child.inc()
+        self._child(self.ratelimit_decisions, "allowed" if allowed else "limited").inc()
 
     def count_inflight_refused(self) -> None:
         self.inflight_refused.inc()
