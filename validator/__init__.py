@@ -26,20 +26,17 @@ Command line: ``python -m validator lint|strictify|validate`` (see ``validator._
 from __future__ import annotations
 
 from validator._annotations import without_annotations
+from validator._canonical import canonical_json, canonical_key
 from validator._compile import (
     DEFAULT_CACHE_MAX_BYTES,
-    OFFLOAD_CODE_BYTES,
-    OFFLOAD_INTERPRETER_BYTES,
     CacheStats,
-    CompiledSchema,
     cache_stats,
-    canonical_json,
-    canonical_key,
     compile,
     compile_async,
     configure_cache,
     lint_compile_async,
 )
+from validator._compiled import OFFLOAD_CODE_BYTES, OFFLOAD_INTERPRETER_BYTES, CompiledSchema
 from validator._copies import anthropic_copy, openai_copy
 from validator._dialect import Dialect
 from validator._dupkeys import duplicate_key

@@ -115,7 +115,7 @@ _oracles_lock = threading.Lock()
 
 
 def _build_oracle(root: Any) -> _Oracle | None:
-    from validator._compile import canonical_json  # the engine imports this module's peers
+    from validator._canonical import canonical_json
     from validator._issues import SchemaError
 
     try:

@@ -179,10 +179,12 @@ def _codegen_idle() -> None:
     """Wait until the validator's codegen thread has done what is queued (one thread, in
     order: a no-op submitted now runs after every earlier job). A validator without error
     code (an older commit, measured for comparison) has nothing to wait for."""
-    if not hasattr(_compile, "_executor"):
+    # The codegen thread lives in ``validator._compiled`` (in ``_compile`` before the split).
+    home = sys.modules.get("validator._compiled", _compile)
+    if not hasattr(home, "_executor"):
         return
-    with _compile._UPGRADE_LOCK:
-        executor = _compile._executor()
+    with home._UPGRADE_LOCK:
+        executor = home._executor()
     executor.submit(lambda: None).result()
 
 

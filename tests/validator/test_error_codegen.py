@@ -16,7 +16,7 @@ import pytest
 
 import validator
 from tests.validator.corpus import corpus_schemas, mutants, sample
-from validator import _compile
+from validator import _compiled
 from validator._errgen import generate_errors
 
 _MAX_SCHEMA_BYTES = 32 * 1024  # the largest schemas are the large-schema tests' business
@@ -134,7 +134,7 @@ def test_an_evicted_schema_with_error_code_is_freed(monkeypatch: pytest.MonkeyPa
         made.append(weakref.ref(fn))
         return fn, namespace, source
 
-    monkeypatch.setattr(_compile, "generate_errors", recording)
+    monkeypatch.setattr(_compiled, "generate_errors", recording)
     validator.configure_cache(1)
     try:
         compiled = validator.compile({**SCHEMA, "title": uuid.uuid4().hex})

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 import validator
-from validator import _compile
+from validator import _compile, _compiled
 from validator._codegen import CodegenError
 
 SCHEMA: dict[str, Any] = {  # strict (lint-clean), so both async paths accept it
@@ -92,7 +92,7 @@ async def _upgraded(compiled: validator.CompiledSchema) -> bool:
     schema and the generated function in its frame for a moment."""
     if not await asyncio.to_thread(_wait_for, lambda: compiled.compiled_code):
         return False
-    executor = _compile._EXECUTOR
+    executor = _compiled._EXECUTOR
     assert executor is not None
     # One worker runs jobs in order: once this no-op has run, the upgrade job has returned.
     await asyncio.wrap_future(executor.submit(lambda: None))
@@ -147,7 +147,8 @@ def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Gate]]:
     def make(**kw: Any) -> Gate:
         g = Gate(**kw)
         made.append(g)
-        monkeypatch.setattr(_compile, "generate", g)
+        monkeypatch.setattr(_compile, "generate", g)  # eager: a synchronous compile's miss
+        monkeypatch.setattr(_compiled, "generate", g)  # lazy: the codegen thread, ``_eager``
         return g
 
     yield make
