@@ -618,8 +618,11 @@ class ScriptedUpstream:
                 if left in done:
                     return True
         finally:
-            if not left.done():
-                left.cancel()
+            # the read must be gone before the caller reads the next request: a cancelled
+            # task keeps the reader's waiter until it has run, and readuntil refuses then
+            left.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                await left
 
     def _renderer(self, path: str) -> Renderer | None:
         for suffix, renderer in self.renderers.items():
