@@ -92,8 +92,12 @@ def create_app(
     ``upstreams`` (provider name -> adapter) override the defaults, for tests;
     ``metrics`` defaults to this process's own registry."""
 
+    # The lifespan's services, for the per-request lookups below (app.state's is a call).
+    opened: ServicesLike | None = None
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        nonlocal opened
         svc = services if services is not None else await _open_services(settings)
         connections = Connections(settings.env)
         # TLS contexts read CA bundles from disk: built once, off the loop, before serving.
@@ -108,7 +112,7 @@ def create_app(
             offload=offload,
         )
         registry = UpstreamRegistry.build(settings, client, upstreams).wrapped(ops.meter_upstream)
-        app.state.services = svc
+        app.state.services = opened = svc
         app.state.service = ChatService(
             settings, registry, ops.meter_limiter(svc.limiter), offload=offload
         )
@@ -130,11 +134,12 @@ def create_app(
                     await ops.aclose()
 
     def ledger() -> Ledger | None:
-        svc: ServicesLike | None = getattr(app.state, "services", None)
-        return svc.ledger if svc is not None else None
+        return opened.ledger if opened is not None else None
 
     def keys() -> KeyStore:
-        svc: ServicesLike = app.state.services
+        svc = opened
+        if svc is None:
+            svc = app.state.services  # none opened: app.state's AttributeError
         return svc.keys
 
     ops = Ops(settings, metrics, route_paths=metric_paths())
