@@ -305,14 +305,26 @@ _access = logging.getLogger(ACCESS_LOGGER)
 
 def log_request(entry: RequestLog) -> None:
     """Emit the per-request line on ``syntic.access`` (info; warning for 5xx), through
-    ``logging``'s own record path (handlers, filters and formatters all see it)."""
+    ``logging``'s own record path: the record factory, the logger's filters, its
+    handlers and theirs all see it."""
     level = logging.WARNING if entry.status >= 500 else logging.INFO
     if not _access.isEnabledFor(level):
         return
-    _access.log(
+    # ``Logger.log`` would walk the stack for the caller on every line: its answer is
+    # known (this function), so the record is made and handled as ``Logger.log`` does.
+    record = _access.makeRecord(
+        ACCESS_LOGGER,
         level,
+        _SOURCE.co_filename,
+        _SOURCE.co_firstlineno,
         "request",
-        extra={
+        (),
+        None,
+        "log_request",
+    )
+    # As ``extra`` would set them; none of these names is a record attribute.
+    record.__dict__.update(
+        {
             "request_id": entry.request_id,
             "key_id": entry.key_id,
             "model": entry.model,
@@ -322,5 +334,9 @@ def log_request(entry: RequestLog) -> None:
             "schema_retries": entry.schema_retries,
             "latency_ms": round(entry.latency_ms, 3),
             "streamed": entry.streamed,
-        },
+        }
     )
+    _access.handle(record)
+
+
+_SOURCE = log_request.__code__  # where the access record says it was made

@@ -7,8 +7,10 @@ from typing import Protocol
 
 
 # Not frozen: a frozen dataclass sets each of its 21 fields through object.__setattr__ in
-# __init__, and one record is built per request. Nothing mutates a record.
-@dataclass(slots=True)
+# __init__, and one record is built per request. Nothing mutates a record. Not slotted:
+# orjson writes a dataclass that has an instance __dict__ straight from that dict, a
+# slotted one field by field (about twice the cost; two spool lines per request).
+@dataclass
 class UsageRecord:
     request_id: str
     key_id: str | None
