@@ -189,11 +189,11 @@ def _tool_calls(
             items.append(WireItem("openai", "custom", dict(c), client_call=True))
             continue
         layout.append(("call", len(calls)))
+        fn = c["function"]
+        # Positional (id, name, raw_arguments): a class called with keywords builds a dict.
         calls.append(
             ToolCall(
-                id=str(c.get("id") or f"call_{i}"),
-                name=str(c["function"]["name"]),
-                raw_arguments=str(c["function"].get("arguments") or ""),
+                str(c.get("id") or f"call_{i}"), str(fn["name"]), str(fn.get("arguments") or "")
             )
         )
     # Without items the parts are the content, then the calls: the default order.
@@ -225,20 +225,25 @@ def decode_response(
         refusal = message.get("refusal")
         logprobs = choice.get("logprobs")
         notes = message.get("annotations")
+        # Positional, in the field order (a class called with keywords builds a dict): id,
+        # model, content, tool_calls, finish_reason, usage, created, stop_sequence, refusal,
+        # reasoning, logprobs, passthrough, items, layout, citations.
         response = ChatResponse(
-            id=str(data.get("id") or ""),
-            model=str(data.get("model") or model.upstream_model),
-            content=content if isinstance(content, str) else None,
-            tool_calls=calls,
-            finish_reason=_FINISH.get(str(choice.get("finish_reason")), "stop"),
-            usage=usage or Usage(),
-            created=int(data.get("created") or time.time()),
-            refusal=refusal if isinstance(refusal, str) else None,
-            logprobs=None if logprobs is None else logprobs_of(logprobs),
-            passthrough=_passthrough(data, message),
-            items=items,
-            layout=layout,
-            citations=citations_of(notes) if notes else (),
+            str(data.get("id") or ""),
+            str(data.get("model") or model.upstream_model),
+            content if isinstance(content, str) else None,
+            calls,
+            _FINISH.get(str(choice.get("finish_reason")), "stop"),
+            usage or Usage(),
+            int(data.get("created") or time.time()),
+            None,
+            refusal if isinstance(refusal, str) else None,
+            (),
+            None if logprobs is None else logprobs_of(logprobs),
+            _passthrough(data, message),
+            items,
+            layout,
+            citations_of(notes) if notes else (),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise UpstreamInvalidResponse(

@@ -198,6 +198,14 @@ def _chat_tool(specs: Mapping[str, ToolSpec]) -> Callable[[Mapping[str, Any]], M
             strict is True if spec.strict else (strict is None or strict is False)
         ):
             return tool  # the common case, per tool: the client's schema and flag stand
+        if sent is spec.parameters and strict is True and not spec.strict:
+            # The gateway enforces: the flag goes and the schema comes last, as ``_patched``
+            # has it (every strict tool to an engine the gateway enforces for).
+            unflagged = dict(fn)
+            del unflagged["strict"]
+            if next(reversed(unflagged)) != "parameters":
+                unflagged["parameters"] = unflagged.pop("parameters")
+            return {**tool, "function": unflagged}
         changes: dict[str, Any] = {"strict": True if spec.strict else None}
         if _takes_parameters(sent, spec):
             changes["parameters"] = spec.parameters

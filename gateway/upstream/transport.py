@@ -176,6 +176,11 @@ YIELD_EVERY_BYTES = 1024 * 1024
 
 
 async def _read_capped(content: aiohttp.StreamReader, cap: int | None) -> bytes:
+    if content.is_eof():  # the whole answer is buffered already (a small one, nearly always)
+        data = content.read_nowait()
+        if cap is not None and len(data) > cap:
+            raise OutputTooLarge(f"The upstream's answer exceeds the {cap} byte limit.")
+        return data
     parts: list[bytes] = []
     size = 0
     unyielded = 0
