@@ -72,6 +72,10 @@ class GatewayApp(Starlette):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         SlashRedirect.install(self.router)  # relative Location, never from Host
+        # Set by the lifespan, read on every request: plain attributes, as ``app.state``
+        # answers through ``__getattr__`` only after a failed lookup has built an error.
+        self.service: ChatService | None = None
+        self.services: ServicesLike | None = None
 
 
 async def _open_services(settings: Settings) -> ServicesLike:
@@ -92,12 +96,8 @@ def create_app(
     ``upstreams`` (provider name -> adapter) override the defaults, for tests;
     ``metrics`` defaults to this process's own registry."""
 
-    # The lifespan's services, for the per-request lookups below (app.state's is a call).
-    opened: ServicesLike | None = None
-
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        nonlocal opened
+    async def lifespan(app: GatewayApp) -> AsyncIterator[None]:
         svc = services if services is not None else await _open_services(settings)
         connections = Connections(settings.env)
         # TLS contexts read CA bundles from disk: built once, off the loop, before serving.
@@ -112,8 +112,8 @@ def create_app(
             offload=offload,
         )
         registry = UpstreamRegistry.build(settings, client, upstreams).wrapped(ops.meter_upstream)
-        app.state.services = opened = svc
-        app.state.service = ChatService(
+        app.state.services = app.services = svc
+        app.state.service = app.service = ChatService(
             settings, registry, ops.meter_limiter(svc.limiter), offload=offload
         )
         ops.bind(svc, app.state.service.lint_cache, offload)
@@ -134,10 +134,11 @@ def create_app(
                     await ops.aclose()
 
     def ledger() -> Ledger | None:
-        return opened.ledger if opened is not None else None
+        svc = app.services
+        return svc.ledger if svc is not None else None
 
     def keys() -> KeyStore:
-        svc = opened
+        svc = app.services
         if svc is None:
             svc = app.state.services  # none opened: app.state's AttributeError
         return svc.keys

@@ -124,7 +124,7 @@ class IdempotencyMiddleware:
         # A large body's key pays before anything looks inside it (a key over its limit
         # costs no parse, nor its upload when it is declared); a stored answer replayed
         # gives the tokens back.
-        service: ChatService = scope["app"].state.service
+        service: ChatService = scope["app"].service
         declared = content_length(scope)
         if declared is not None and service.offload.off_loop(declared):
             await service.admit_body(ctx, declared // 4)

@@ -32,7 +32,7 @@ HEADER = b"x-syntic-token-count"
 
 async def count_tokens(request: Request) -> Response:
     ctx = request_context(request.scope)
-    service: ChatService = request.app.state.service
+    service: ChatService = request.app.service
     body, size = await admitted_body(request, service, tokens=False)  # no model runs: no tokens
     headers = vendor_headers(request.scope["headers"])
     try:

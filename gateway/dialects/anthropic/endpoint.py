@@ -45,7 +45,7 @@ def anthropic_paths(decoded: DecodedRequest) -> ParamPaths:
 
 async def messages(request: Request) -> Response:
     ctx = request_context(request.scope)
-    service: ChatService = request.app.state.service
+    service: ChatService = request.app.service
     body, size = await admitted_body(request, service)
     headers = vendor_headers(request.scope["headers"])
     try:

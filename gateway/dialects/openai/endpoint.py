@@ -23,7 +23,7 @@ _ITEMS = ("messages",)  # where max_input_items counts
 
 async def chat_completions(request: Request) -> Response:
     ctx = request_context(request.scope)
-    service: ChatService = request.app.state.service
+    service: ChatService = request.app.service
     body, size = await admitted_body(request, service)
     headers = vendor_headers(request.scope["headers"])
     try:

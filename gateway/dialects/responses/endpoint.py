@@ -47,13 +47,13 @@ RESPONSES_PATHS = ParamPaths(
 
 
 def _store(request: Request) -> ResponseStore:
-    store: ResponseStore = request.app.state.services.responses
+    store: ResponseStore = request.app.services.responses
     return store
 
 
 async def create_response(request: Request) -> Response:
     ctx = request_context(request.scope)
-    service: ChatService = request.app.state.service
+    service: ChatService = request.app.service
     settings = service.settings
     store = _store(request)
     body, size = await admitted_body(request, service)
