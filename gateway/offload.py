@@ -76,12 +76,14 @@ def _braces(body: bytes) -> int:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """What ``inspect`` found: a refusal (``code``, ``message``, ``param``; None: within
-    the bounds, or not looked at) and whether the body asks to stream."""
+    the bounds, or not looked at), whether the body asks to stream, and whether it was
+    looked at (``checked``: JSON within the bounds when ``code`` is None)."""
 
     code: str | None = None
     message: str = ""
     param: str | None = None
     streaming: bool = False
+    checked: bool = False
 
 
 def inspect_body(body: bytes, max_depth: int, max_items: int, items: tuple[str, ...]) -> Verdict:
@@ -101,7 +103,7 @@ def inspect_body(body: bytes, max_depth: int, max_items: int, items: tuple[str, 
     deep = too_deep(body, data, max_depth)
     if deep is not None:
         return Verdict("invalid_json", too_deep_message(max_depth, deep), deep, streaming)
-    return Verdict(streaming=streaming)
+    return Verdict(streaming=streaming, checked=True)
 
 
 class Offload:

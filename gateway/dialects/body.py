@@ -25,6 +25,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import orjson
 from starlette.requests import Request
 
 from gateway.bounds import items_over, too_many_items_message
@@ -70,6 +71,7 @@ async def decoded_body(
     items); off the loop when large."""
     settings = service.settings
     offload = service.offload
+    checked = False
     if offload.off_loop(size):
         # Bounds first, in another process: a body past them is never parsed here.
         verdict = await offload.inspect(
@@ -77,6 +79,7 @@ async def decoded_body(
         )
         if verdict.code is not None:
             raise InvalidRequest(verdict.message, code=verdict.code, param=verdict.param)
+        checked = verdict.checked
     return await offload.run(
         size,
         _parse_and_decode,
@@ -85,6 +88,7 @@ async def decoded_body(
         settings.max_input_items,
         items,
         decode,
+        checked,
     )
 
 
@@ -103,11 +107,16 @@ def _parse_and_decode(
     max_items: int,
     items: tuple[str, ...],
     decode: Callable[[Any], _T],
+    checked: bool = False,
 ) -> _T:
-    # Each item counted takes two bytes of the body at least (its first, then a comma or
-    # a closing bracket): a body of at most twice the limit cannot carry too many.
-    check = _item_count(items, max_items) if len(body) > 2 * max_items else None
-    data = parse_json_body(body, max_depth, check=check)
+    if checked:
+        # The inspection parsed these same bytes within the bounds: not walked again.
+        data = orjson.loads(body)
+    else:
+        # Each item counted takes two bytes of the body at least (its first, then a comma
+        # or a closing bracket): a body of at most twice the limit cannot carry too many.
+        check = _item_count(items, max_items) if len(body) > 2 * max_items else None
+        data = parse_json_body(body, max_depth, check=check)
     try:
         return decode(data)
     except GatewayError as exc:
