@@ -8,7 +8,7 @@ import operator
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from gateway.canonical import ChatRequest, JsonSchemaFormat, ToolSpec
+from gateway.canonical import ChatRequest, JsonSchemaFormat, ResponseFormat, ToolSpec
 from gateway.enforcement.check import StrictPlan
 from gateway.settings import ModelConfig
 
@@ -33,7 +33,36 @@ def upstream_view(request: ChatRequest, model: ModelConfig, plan: StrictPlan) ->
     if strict_rf:
         assert isinstance(rf, JsonSchemaFormat)
         rf = _replaced(rf, strict=False)
-    return _replaced(request, tools=tools, response_format=rf)
+    return _with_tools(request, tools, rf)
+
+
+def _with_tools(
+    request: ChatRequest, tools: tuple[ToolSpec, ...], rf: ResponseFormat | None
+) -> ChatRequest:
+    """``request`` with ``tools`` and ``response_format`` replaced: every other field passed
+    positionally, in declaration order, which costs a third of ``_replaced`` (the view of
+    every request with a strict tool)."""
+    r = request
+    return ChatRequest(
+        r.model,
+        r.messages,
+        tools,
+        r.tool_choice,
+        rf,
+        r.max_tokens,
+        r.temperature,
+        r.top_p,
+        r.stop,
+        r.stream,
+        r.parallel_tool_calls,
+        r.user,
+        r.metadata,
+        r.n,
+        r.strictify,
+        r.on_invalid,
+        r.origin,
+        r.body_bytes,
+    )
 
 
 def _plain_tool(tool: ToolSpec, plan: StrictPlan) -> ToolSpec:
@@ -68,7 +97,7 @@ def _constrained_view(request: ChatRequest, plan: StrictPlan) -> ChatRequest:
         assert isinstance(rf, JsonSchemaFormat)
         copy = plan.upstream_output
         rf = _replaced(rf, strict=False) if copy is None else _replaced(rf, schema=copy)
-    return _replaced(request, tools=tools, response_format=rf)
+    return _with_tools(request, tools, rf)
 
 
 def _provider_tool(

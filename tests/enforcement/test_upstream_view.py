@@ -22,3 +22,16 @@ def test_strict_tools_go_plain_with_every_other_field_kept() -> None:
     assert view.tools[0].parameters is strict.parameters
     assert view.tools[1] is plain
     assert view == dataclasses.replace(request, tools=view.tools)
+
+
+def test_the_view_carries_every_field_it_does_not_change() -> None:
+    # A distinct object per field: a field the view drops or passes in another's place shows.
+    values: dict[str, object] = {f.name: object() for f in dataclasses.fields(ChatRequest)}
+    values["tools"] = (ToolSpec("refund", REFUND_SCHEMA, strict=True),)
+    values["response_format"] = None
+    request = ChatRequest(**values)  # type: ignore[arg-type]
+    view = upstream_view(request, MODEL, EMPTY_PLAN)
+    assert view.tools == (ToolSpec("refund", REFUND_SCHEMA, strict=False),)
+    for f in dataclasses.fields(ChatRequest):
+        if f.name != "tools":
+            assert getattr(view, f.name) is getattr(request, f.name), f.name
