@@ -116,9 +116,21 @@ def _iso(ts: float) -> str:
     return f"{_last_second[1]}.{int((ts - second) * 1000):03d}Z"
 
 
-def _extra_names(attrs: dict[str, Any]) -> list[str]:
+# A record's attribute names, in order -> its extra fields' names: records come in a few
+# shapes (one per call site's ``extra``), so each shape is walked once, not every record.
+_names_by_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
+_NAMES_BY_KEYS_MAX = 256
+
+
+def _extra_names(attrs: dict[str, Any]) -> tuple[str, ...]:
     """A record's extra fields' names, in the order they were set."""
-    return list(filterfalse(_is_standard, attrs))
+    keys = tuple(attrs)
+    names = _names_by_keys.get(keys)
+    if names is None:
+        if len(_names_by_keys) >= _NAMES_BY_KEYS_MAX:
+            _names_by_keys.clear()
+        names = _names_by_keys[keys] = tuple(filterfalse(_is_standard, keys))
+    return names
 
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:

@@ -76,6 +76,24 @@ def test_no_record_shape_leaks_the_key(captured: io.StringIO, emit: object) -> N
     assert "[REDACTED]" in out
 
 
+def test_extra_fields_keep_each_records_own_names_and_order(captured: io.StringIO) -> None:
+    lg = logging.getLogger("some.library")
+    for _ in range(2):  # the second of each shape is the one whose names were seen before
+        lg.info("a", extra={"x": 1, "y": CANARY})
+        lg.info("b", extra={"y": 2, "x": 3})
+        lg.info("c", extra={"x": 4})
+    fields = [
+        [k for k in line if k not in ("ts", "level", "logger", "msg")] for line in _lines(captured)
+    ]
+    assert fields == [["x", "y"], ["y", "x"], ["x"]] * 2
+    assert CANARY not in captured.getvalue()
+    # More shapes than are remembered: each record still gets its own names.
+    for i in range(300):
+        lg.info("many", extra={f"f{i}": CANARY})
+    last = _lines(captured)[-1]
+    assert last["f299"] == "sk_live_[REDACTED]" and "f298" not in last
+
+
 def test_request_line_shape(captured: io.StringIO) -> None:
     log_request(
         RequestLog(
