@@ -57,7 +57,10 @@ class Origin:
     that the canonical request does not model (an Anthropic-defined ``bash`` tool), which
     the model may still call by name; ``tool_paths``: where each canonical tool is in the
     body (``tools[3]``, ``tools[2].tools[0]``) when that is not ``tools[i]``, for the
-    ``param`` of an error; ``screens``: the policy's verdict per ``Target``."""
+    ``param`` of an error; ``screens``: the policy's verdict per ``Target``; ``tools``: the
+    canonical tools as decoded, each from ``tools[i]`` of the body, when the decoder vouches
+    that a tool the request still has goes back as sent (chat completions), so the
+    same-wire body patches only the tools changed since (empty: every tool is checked)."""
 
     wire: Wire
     body: Mapping[str, Any]
@@ -66,6 +69,7 @@ class Origin:
     tool_names: tuple[str, ...] = ()
     tool_paths: tuple[str, ...] = ()
     screens: Mapping[str, Screen] = field(default_factory=dict)
+    tools: tuple[object, ...] = ()  # the ToolSpecs, compared by identity only
 
     def screen(self, target: Target) -> Screen:
         return self.screens.get(target, NO_SCREEN)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
+from itertools import compress
 from typing import Any
 
 import validator
@@ -192,29 +193,65 @@ def _chat_tool(specs: Mapping[str, ToolSpec]) -> Callable[[Mapping[str, Any]], M
         spec = specs.get(fn.get("name"))  # type: ignore[arg-type]
         if spec is None:
             return tool
-        strict = fn.get("strict")
-        sent = fn.get("parameters")
-        if sent is spec.parameters and (
-            strict is True if spec.strict else (strict is None or strict is False)
-        ):
-            return tool  # the common case, per tool: the client's schema and flag stand
-        if sent is spec.parameters and strict is True and not spec.strict:
-            # The gateway enforces: the flag goes and the schema comes last, as ``_patched``
-            # has it (every strict tool to an engine the gateway enforces for).
-            unflagged = dict(fn)
-            del unflagged["strict"]
-            if next(reversed(unflagged)) != "parameters":
-                unflagged["parameters"] = unflagged.pop("parameters")
-            return {**tool, "function": unflagged}
-        changes: dict[str, Any] = {"strict": True if spec.strict else None}
-        if _takes_parameters(sent, spec):
-            changes["parameters"] = spec.parameters
-        if strict is False and not spec.strict:
-            changes["strict"] = False
-        new_fn = _patched(fn, changes)
-        return tool if new_fn is fn else {**tool, "function": new_fn}
+        return _chat_function(tool, fn, spec)
 
     return patch
+
+
+def _chat_changed(body: Body, request: ChatRequest, origin: Origin) -> bool:
+    """Patch only the body's tools the request changed since decoding, when the decoder
+    vouches the rest go as sent (``Origin.tools``); False: every tool is to be checked."""
+    decoded = origin.tools
+    tools = request.tools
+    n = len(tools)
+    # A name twice: each tool of that name is checked against the last one of it.
+    if not decoded or len(decoded) != n or len(set(map(_NAME, tools))) != n:
+        return False
+    if tools is decoded:
+        return True
+    at = list(compress(range(n), map(operator.is_not, tools, decoded)))
+    # A tool renamed since: its body tool is patched by name, as on the full path.
+    if any(tools[i].name != decoded[i].name for i in at):  # type: ignore[attr-defined]
+        return False
+    sent = body["tools"]
+    patched = None
+    for i in at:
+        tool = sent[i]
+        new = _chat_function(tool, tool["function"], tools[i])
+        if new is not tool:
+            if patched is None:
+                patched = list(sent)
+            patched[i] = new
+    if patched is not None:
+        body["tools"] = patched
+    return True
+
+
+def _chat_function(
+    tool: Mapping[str, Any], fn: dict[str, Any], spec: ToolSpec
+) -> Mapping[str, Any]:
+    """A function tool of the body with ``spec``'s schema and ``strict``."""
+    strict = fn.get("strict")
+    sent = fn.get("parameters")
+    if sent is spec.parameters and (
+        strict is True if spec.strict else (strict is None or strict is False)
+    ):
+        return tool  # the common case, per tool: the client's schema and flag stand
+    if sent is spec.parameters and strict is True and not spec.strict:
+        # The gateway enforces: the flag goes and the schema comes last, as ``_patched``
+        # has it (every strict tool to an engine the gateway enforces for).
+        unflagged = dict(fn)
+        del unflagged["strict"]
+        if next(reversed(unflagged)) != "parameters":
+            unflagged["parameters"] = unflagged.pop("parameters")
+        return {**tool, "function": unflagged}
+    changes: dict[str, Any] = {"strict": True if spec.strict else None}
+    if _takes_parameters(sent, spec):
+        changes["parameters"] = spec.parameters
+    if strict is False and not spec.strict:
+        changes["strict"] = False
+    new_fn = _patched(fn, changes)
+    return tool if new_fn is fn else {**tool, "function": new_fn}
 
 
 def _chat_choice(choice: ToolChoice) -> Any:
@@ -303,7 +340,8 @@ def _chat(request: ChatRequest, origin: Origin, model: ModelConfig, stream: bool
     extra = _extra(request, origin)
     if extra:  # ``_no_tools`` acts on a correction's turns only
         _no_tools(body, request, extra, _is_chat_function)
-    _tools(body, _chat_tool(_specs(request)))
+    if not _chat_changed(body, request, origin):
+        _tools(body, _chat_tool(_specs(request)))
     if isinstance(request.response_format, JsonSchemaFormat):
         _chat_format(body, request.response_format, model)
     null_content = model.profile.null_content_with_calls

@@ -287,7 +287,10 @@ def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequ
             tool_paths = tuple(f"tools[{i}]" for i, t in enumerate(specs) if t is not None)
     if _SETTINGS.isdisjoint(body):  # the common body: every setting at its default
         return ChatRequest(
-            model, messages, tools, origin=_origin(body, headers, len(messages), tool_paths, notes)
+            model,
+            messages,
+            tools,
+            origin=_origin(body, headers, len(messages), tools, tool_paths, notes),
         )
     n = int_field(body.get("n"), "n", 1) or 1
     if n > MAX_CHOICES:
@@ -313,7 +316,7 @@ def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequ
         user=optional_string(body.get("user"), "user"),
         metadata=metadata,
         n=n,
-        origin=_origin(body, headers, len(messages), tool_paths, notes),
+        origin=_origin(body, headers, len(messages), tools, tool_paths, notes),
     )
 
 
@@ -321,9 +324,12 @@ def _origin(
     body: Mapping[str, Any],
     headers: tuple[Header, ...],
     messages: int,
+    tools: tuple[ToolSpec, ...],
     tool_paths: tuple[str, ...],
     notes: Notes,
 ) -> Origin:
-    # Positional (wire, body, headers, messages, tool_names, tool_paths, screens): a class
-    # called with keywords builds a dict per call.
-    return Origin("chat", body, headers, messages, (), tool_paths, notes.screens())
+    # Positional (wire, body, headers, messages, tool_names, tool_paths, screens, tools): a
+    # class called with keywords builds a dict per call. The tools only when each is the
+    # body's ``tools[i]`` (no other kind of tool between them).
+    decoded = () if tool_paths else tools
+    return Origin("chat", body, headers, messages, (), tool_paths, notes.screens(), decoded)
