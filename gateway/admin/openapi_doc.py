@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.admin.queries import REQUEST_COLUMNS
 from gateway.keys.fields import MAX_LIMIT, MAX_NAME_CHARS
 
 _JSON = "application/json"
@@ -228,28 +229,7 @@ ADMIN_SCHEMAS: dict[str, Any] = {
     "LedgerRow": {
         "type": "object",
         "description": "One ledger row. The ledger stores no prompts or completions.",
-        "required": [
-            "request_id",
-            "key_id",
-            "model",
-            "endpoint",
-            "status",
-            "error_code",
-            "streamed",
-            "prompt_tokens",
-            "completion_tokens",
-            "correction_prompt_tokens",
-            "correction_completion_tokens",
-            "schema_retries",
-            "upstream_calls",
-            "latency_ms",
-            "started_at",
-            "finished_at",
-            "estimated",
-            "cache_read_tokens",
-            "cache_creation_tokens",
-            "reasoning_tokens",
-        ],
+        "required": list(REQUEST_COLUMNS),  # every column the endpoint selects
         "additionalProperties": False,
         "properties": {
             "request_id": {"type": "string"},
