@@ -175,11 +175,15 @@ def _refuse_interim(resp: aiohttp.ClientResponse) -> None:
 YIELD_EVERY_BYTES = 1024 * 1024
 
 
+def _too_large(cap: int) -> OutputTooLarge:
+    return OutputTooLarge(f"The upstream's answer exceeds the {cap} byte limit.")
+
+
 async def _read_capped(content: aiohttp.StreamReader, cap: int | None) -> bytes:
     if content.is_eof():  # the whole answer is buffered already (a small one, nearly always)
         data = content.read_nowait()
         if cap is not None and len(data) > cap:
-            raise OutputTooLarge(f"The upstream's answer exceeds the {cap} byte limit.")
+            raise _too_large(cap)
         return data
     parts: list[bytes] = []
     size = 0
@@ -187,7 +191,7 @@ async def _read_capped(content: aiohttp.StreamReader, cap: int | None) -> bytes:
     while chunk := await content.readany():
         size += len(chunk)
         if cap is not None and size > cap:
-            raise OutputTooLarge(f"The upstream's answer exceeds the {cap} byte limit.")
+            raise _too_large(cap)
         parts.append(chunk)
         unyielded += len(chunk)
         if unyielded >= YIELD_EVERY_BYTES:
