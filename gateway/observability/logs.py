@@ -62,13 +62,22 @@ _PLAIN = frozenset({int, float, bool, type(None)})
 
 
 def _redact_value(value: Any) -> Any:
+    """``value`` as JSON-ready data with every string in it (keys too) redacted. Any other
+    object is first made JSON data as the formatter would (orjson, ``str`` for the rest),
+    so nothing reaches a formatter unredacted by way of a dataclass or a ``__str__``."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
-        return {k: _redact_value(v) for k, v in value.items()}
+        return {redact(str(k)): _redact_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_redact_value(v) for v in value]
-    return value
+    if type(value) in _PLAIN:
+        return value
+    try:
+        data = orjson.loads(orjson.dumps(value, default=str))
+    except (TypeError, orjson.JSONEncodeError):
+        return redact(str(value))
+    return _redact_value(data) if isinstance(data, str | dict | list) else data
 
 
 class RedactingFilter(logging.Filter):
@@ -99,7 +108,7 @@ class RedactingFilter(logging.Filter):
             kind = type(value)
             if kind is str:
                 value = attrs[name] = redact(value)
-            elif kind not in _PLAIN and isinstance(value, str | dict | list | tuple):
+            elif kind not in _PLAIN:
                 value = attrs[name] = _redact_value(value)
             extras[name] = value
         attrs[_EXTRAS_ATTR] = extras  # the formatter's, found once

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,42 @@ def test_no_record_shape_leaks_the_key(captured: io.StringIO, emit: object) -> N
     out = captured.getvalue()
     assert out, "nothing was logged"
     assert CANARY not in out
+    assert "CanaryZ9q8" not in out
+    assert "[REDACTED]" in out
+
+
+@dataclass
+class _Presented:
+    key: str
+
+
+class _Shown:
+    def __str__(self) -> str:
+        return f"shown {CANARY}"
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"obj": _Presented(CANARY)},  # orjson writes a dataclass's fields itself
+        {"obj": _Shown()},  # the formatters fall back to str()
+        {"obj": {CANARY: 1}},  # a key of a dict
+        {"obj": ({"k": _Shown()},)},  # nested
+    ],
+)
+def test_extras_of_any_type_are_redacted(fmt: str, extra: dict[str, object]) -> None:
+    root = logging.getLogger()
+    level = root.level
+    buf = io.StringIO()
+    handler = configure_logging("info", fmt, stream=buf)  # type: ignore[arg-type]
+    try:
+        logging.getLogger("some.library").info("object", extra=extra)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    out = buf.getvalue()
+    assert "object" in out
     assert "CanaryZ9q8" not in out
     assert "[REDACTED]" in out
 
