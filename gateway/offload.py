@@ -116,7 +116,6 @@ class Offload:
         "_processes_back_at",
         "_slots",
         "busy",
-        "inline",
         "offloaded",
         "threshold",
         "waiting",
@@ -130,7 +129,6 @@ class Offload:
         self._processes: ProcessPoolExecutor | None = None  # started on first use
         self._processes_back_at = 0.0  # after a failure, not tried again before this
         self._slots: asyncio.Semaphore | None = None  # bound to the serving loop on first use
-        self.inline = 0  # jobs run on the loop (below the threshold)
         self.offloaded = 0  # jobs run in a worker
         self.busy = 0  # workers running a job now
         self.waiting = 0  # jobs waiting for a worker now
@@ -155,7 +153,6 @@ class Offload:
         """``fn(*args, **kwargs)``, in a worker thread when ``size`` is at least the
         threshold."""
         if size < self.threshold:
-            self.inline += 1
             return fn(*args, **kwargs)
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="syntic-body")
