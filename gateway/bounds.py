@@ -142,10 +142,12 @@ def _at_most(lists: list[Any], limit: int) -> bool:
         if count > limit:
             return False
         dicts = list(filter(_is_dict, chain.from_iterable(lists)))
+        # ``filter(None)`` drops absent members (and empty lists: no items) without a call;
+        # a failed ``isinstance`` costs a ``__class__`` look-up each.
         lists = [
             inner
             for name in _NESTED_ITEMS
-            for inner in filter(_is_list, map(dict.get, dicts, repeat(name)))
+            for inner in filter(_is_list, filter(None, map(dict.get, dicts, repeat(name))))
         ]
     return True
 

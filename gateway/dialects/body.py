@@ -71,15 +71,17 @@ async def decoded_body(
     items); off the loop when large."""
     settings = service.settings
     offload = service.offload
-    checked = False
-    if offload.off_loop(size):
-        # Bounds first, in another process: a body past them is never parsed here.
-        verdict = await offload.inspect(
-            body, size, settings.max_json_depth, settings.max_input_items, items
+    if not offload.off_loop(size):
+        # Inline, as ``offload.run`` would run it, without its coroutine: every small body.
+        return _parse_and_decode(
+            body, settings.max_json_depth, settings.max_input_items, items, decode
         )
-        if verdict.code is not None:
-            raise InvalidRequest(verdict.message, code=verdict.code, param=verdict.param)
-        checked = verdict.checked
+    # Bounds first, in another process: a body past them is never parsed here.
+    verdict = await offload.inspect(
+        body, size, settings.max_json_depth, settings.max_input_items, items
+    )
+    if verdict.code is not None:
+        raise InvalidRequest(verdict.message, code=verdict.code, param=verdict.param)
     return await offload.run(
         size,
         _parse_and_decode,
@@ -88,7 +90,7 @@ async def decoded_body(
         settings.max_input_items,
         items,
         decode,
-        checked,
+        verdict.checked,
     )
 
 

@@ -10,6 +10,7 @@ before costs one hash. Non-strict tools pass through unchecked. The result is a
 from __future__ import annotations
 
 import asyncio
+import functools
 import operator
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -39,7 +40,14 @@ class ParamPaths:
     dialect: validator.Dialect = "openai"
 
     def tool(self, i: int) -> str:
-        return self.tool_schema.format(i=i)
+        return _spelled(self.tool_schema, i)
+
+
+# Per strict tool of every request: ``str.format`` parses the template and takes its
+# keyword as a dict each time. The templates are the dialects' constants, ``i`` < max_tools.
+@functools.lru_cache(maxsize=1024)
+def _spelled(template: str, i: int) -> str:
+    return template.format(i=i)
 
 
 OPENAI_PATHS = ParamPaths()

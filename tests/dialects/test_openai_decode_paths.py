@@ -25,6 +25,9 @@ TOOLS: list[Any] = [
     {"type": "function", "function": {"name": "f"}},  # no parameters: an empty object
     {"type": "function", "function": {"name": "f", "parameters": None}},
     {"type": "function", "function": {"name": "f", "parameters": SCHEMA, "x_extra": 1}},
+    {"function": {"name": "f", "parameters": SCHEMA, "description": "d", "x_extra": None}},
+    {"function": {"name": "f", "parameters": SCHEMA, "strict": None, "x_extra": True}},
+    {"function": {"name": "f", "parameters": SCHEMA, "description": "d", "strict": True, "x": 1}},
     {"type": "function", "function": {"name": "f", "parameters": [1]}},
     {"type": "function", "function": {"name": "f", "parameters": SCHEMA, "strict": "yes"}},
     {"type": "function", "function": {"name": "f", "parameters": SCHEMA, "description": 3}},

@@ -171,7 +171,9 @@ def _tool(raw: Any, i: int, notes: Notes) -> ToolSpec | None:
             and type(parameters) is dict
             and (description is None or type(description) is str)
             and (strict is None or type(strict) is bool)
-            and _FUNCTION_KEYS.issuperset(fn)
+            # No other key: as many keys as the known ones found (a null one is not
+            # counted, so a function with one goes the slow way).
+            and len(fn) == 2 + (description is not None) + (strict is not None)
         ):
             return ToolSpec(name, parameters, description, strict is True)
     return _checked_tool(raw, i, notes)
