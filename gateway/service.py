@@ -105,7 +105,9 @@ def drop_items(request: ChatRequest, responses: list[ChatResponse], ctx: Request
         return
     wire = _ANSWER_WIRE[origin.wire]
     for response in responses:
-        ctx.drop(answer_drops(response, wire))
+        names = answer_drops(response, wire)
+        if names:
+            ctx.drop(names)
 
 
 def _token_counter(adapter: object) -> TokenCounter | None:
