@@ -53,7 +53,6 @@ from gateway.offload import Offload
 from gateway.ratelimit.base import RateDecision, RateLimiter
 from gateway.settings import ModelConfig, Settings
 from gateway.upstream.base import TokenCount, TokenCounter, Upstream
-from gateway.upstream.journal import JournaledUpstream
 from gateway.upstream.registry import UpstreamRegistry
 from gateway.upstream.retry import RetryingUpstream, RetryPolicy
 from gateway.upstream.tokens import estimate_tokens
@@ -105,12 +104,14 @@ def drop_items(request: ChatRequest, responses: list[ChatResponse], ctx: Request
         return
     wire = _ANSWER_WIRE[origin.wire]
     for response in responses:
-        ctx.drop(answer_drops(response, wire))
+        names = answer_drops(response, wire)
+        if names:
+            ctx.drop(names)
 
 
 def _token_counter(adapter: object) -> TokenCounter | None:
     """The adapter itself or the one a wrapper holds (``inner``): a count is not a model
-    call, so the wrappers that time or journal model calls are skipped."""
+    call, so a wrapper that times model calls is skipped."""
     while not isinstance(adapter, TokenCounter):
         adapter = getattr(adapter, "inner", None)
         if adapter is None:
@@ -215,9 +216,9 @@ class ChatService:
 
     def upstream(self, model: ModelConfig, ctx: RequestContext | None) -> Upstream:
         """The model's adapter for one request: safe failures retried within its deadline,
-        each attempt journaled to it first (a crash mid-call still bills it)."""
+        each attempt announced to it first (a crash mid-call still bills it)."""
         adapter = self.registry.get(model)
-        return RetryingUpstream(JournaledUpstream(adapter, ctx), self.retry_policy, ctx)
+        return RetryingUpstream(adapter, self.retry_policy, ctx)
 
     async def admit(
         self, ctx: RequestContext, estimated_tokens: int, n: int = 1, *, calls: bool = True

@@ -13,7 +13,6 @@ rest is named, where the upstream put it::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from urllib.parse import quote
 
 from gateway.canonical.model import AnswerWire, ChatResponse
@@ -37,29 +36,33 @@ def _name(place: str, key: str) -> str:
     return f"{place}.{quote(key[:64], safe='-_.')}"
 
 
-def _names(response: ChatResponse, wire: AnswerWire) -> Iterator[str]:
+def answer_drops(response: ChatResponse, wire: AnswerWire) -> list[str]:
+    """The names of what a client of ``wire`` does not get of ``response``, in order."""
+    # A list, not a generator: no frame of its own, and an answer nearly always drops none.
+    out: list[str] = []
     for r in response.reasoning:
         if r.wire != wire:
-            yield _name(_REASONING_PLACES[r.wire], str(r.raw.get("type")))
+            out.append(_name(_REASONING_PLACES[r.wire], str(r.raw.get("type"))))
     for item in response.items:
         if item.wire != wire:
-            yield item.notice
+            out.append(item.notice)
     for c in response.citations:
         # A web citation becomes the other OpenAI wire's url_citation; Anthropic's need an
         # encrypted index no other wire has.
         if c.wire != wire and (wire == "anthropic" or c.link is None):
-            yield c.notice
+            out.append(c.notice)
     for call in response.tool_calls:
         if call.members is not None and call.members.wire != wire:
-            yield from (_name(_CALL_PLACES[call.members.wire], k) for k in call.members.fields)
+            place = _CALL_PLACES[call.members.wire]
+            out.extend(_name(place, k) for k in call.members.fields)
     usage = response.usage.kept
     if usage is not None and usage.wire != wire:
-        yield from (_name("usage", k) for k in usage.fields)
+        out.extend(_name("usage", k) for k in usage.fields)
     if response.logprobs is not None and wire == "anthropic":
-        yield "logprobs"
+        out.append("logprobs")
     kept = response.passthrough
     if kept is None or kept.wire == wire:
-        return
+        return out
     shared = _SHARED_FIELDS.get((kept.wire, wire), frozenset())
     # A kept stop reason (pause_turn) is translated to the finish reason, not dropped; a
     # Responses upstream's other members echo the request (the request side names those).
@@ -68,13 +71,9 @@ def _names(response: ChatResponse, wire: AnswerWire) -> Iterator[str]:
         if kept.wire != "responses"
         else {k: v for k, v in kept.response.items() if k == "service_tier"}
     )
-    yield from (k for k in answer if k not in shared and k != "stop_reason")
+    out.extend(k for k in answer if k not in shared and k != "stop_reason")
     # Chat message annotations are citations, named above when they cannot be said.
-    yield from (_name("message", k) for k in kept.message if k != "annotations")
+    out.extend(_name("message", k) for k in kept.message if k != "annotations")
     seen = {k for m in kept.messages for k in m}
-    yield from (_name("output[].message", k) for k in sorted(seen))
-
-
-def answer_drops(response: ChatResponse, wire: AnswerWire) -> list[str]:
-    """The names of what a client of ``wire`` does not get of ``response``, in order."""
-    return list(_names(response, wire))
+    out.extend(_name("output[].message", k) for k in sorted(seen))
+    return out

@@ -502,13 +502,16 @@ async def enforce_response(
     dropped: dict[int, str] = {}  # index of a dropped call -> what the answer says instead
     missing: str | None = None
     if calls and (plan.tools or plan.forced is not None):
-        if all(len(c.raw_arguments) <= INLINE_ARGUMENT_BYTES for c in calls):
-            # What ``call_violations_async`` does for such calls, without a coroutine each.
-            found = [(i, v) for i, c in enumerate(calls) if (v := call_violations(c, plan))]
-        else:
-            found = [
-                (i, v) for i, c in enumerate(calls) if (v := await call_violations_async(c, plan))
-            ]
+        found: list[tuple[int, list[Violation]]] = []
+        for i, c in enumerate(calls):
+            # A small call is what ``call_violations_async`` would check inline: no coroutine.
+            v = (
+                call_violations(c, plan)
+                if len(c.raw_arguments) <= INLINE_ARGUMENT_BYTES
+                else await call_violations_async(c, plan)
+            )
+            if v:
+                found.append((i, v))
         if found:
             reason = response.finish_reason
             fixes = [

@@ -18,6 +18,11 @@ Every retried attempt is billed: it is added to the request's tally
 reached or tried to reach the upstream) with its ``retry_reason`` (``connect`` or the
 upstream status), which ``/metrics`` exports as ``syntic_upstream_retries_total``.
 
+Every attempt (and every correction) is announced to its request before a byte of it can
+reach the provider: the request's ledger spools a provisional row
+(``RequestContext.upstream_call_starting``), and a process killed during the call still
+bills it when a restarted replica replays the spool.
+
 Example::
 
     upstream = RetryingUpstream(adapter, RetryPolicy(retries=2), ctx)  # one per request
@@ -105,8 +110,8 @@ class RetryPolicy:
 
 class RetryingUpstream:
     """Wraps any ``Upstream`` with ``RetryPolicy`` for one request (see module docstring):
-    its deadline bounds the waits and its tally counts the retried attempts (``ctx`` None:
-    no deadline, nothing counted)."""
+    each attempt is announced to it, its deadline bounds the waits and its tally counts the
+    retried attempts (``ctx`` None: no deadline, nothing announced or counted)."""
 
     __slots__ = ("ctx", "inner", "policy", "retried")
 
@@ -127,7 +132,10 @@ class RetryingUpstream:
 
     async def complete(self, request: ChatRequest, model: ModelConfig) -> ChatResponse:
         attempt = 0
+        ctx = self.ctx
         while True:
+            if ctx is not None:  # announced first: a crash mid-call still bills it
+                ctx.upstream_call_starting()
             try:
                 return await self.inner.complete(request, model)
             except UpstreamError as exc:
@@ -140,7 +148,10 @@ class RetryingUpstream:
 
     async def stream(self, request: ChatRequest, model: ModelConfig) -> AsyncIterator[StreamEvent]:
         attempt = 0
+        ctx = self.ctx
         while True:
+            if ctx is not None:  # at call time: an adapter may start the call before an event
+                ctx.upstream_call_starting()
             events = self.inner.stream(request, model)
             yielded = False
             try:

@@ -209,13 +209,12 @@ def _chat_changed(body: Body, request: ChatRequest, origin: Origin) -> bool:
         return False
     if tools is decoded:
         return True
-    at = list(compress(range(n), map(operator.is_not, tools, decoded)))
-    # A tool renamed since: its body tool is patched by name, as on the full path.
-    if any(tools[i].name != decoded[i].name for i in at):  # type: ignore[attr-defined]
-        return False
     sent = body["tools"]
     patched = None
-    for i in at:
+    for i in compress(range(n), map(operator.is_not, tools, decoded)):
+        if tools[i].name != decoded[i].name:  # type: ignore[attr-defined]
+            # A tool renamed since: patched by name, as on the full path (body untouched yet).
+            return False
         tool = sent[i]
         new = _chat_function(tool, tool["function"], tools[i])
         if new is not tool:

@@ -50,20 +50,22 @@ def encode_chat_choices(
 ) -> dict[str, Any]:
     """The ``chat.completion`` object with one choice per response (``n``), in order."""
     first = responses[0]
-    body: dict[str, Any] = {
-        "id": first.id or "chatcmpl-" + request_id.removeprefix("req_"),
-        "object": "chat.completion",
-        "created": first.created,
-        "model": model,
-        "choices": [
+    choices = []
+    for i, response in enumerate(responses):  # a loop, not a comprehension: no frame of its own
+        choices.append(
             {
                 "index": i,
                 "message": _message(response),
                 "finish_reason": response.finish_reason,
                 "logprobs": None if response.logprobs is None else logprobs_json(response.logprobs),
             }
-            for i, response in enumerate(responses)
-        ],
+        )
+    body: dict[str, Any] = {
+        "id": first.id or "chatcmpl-" + request_id.removeprefix("req_"),
+        "object": "chat.completion",
+        "created": first.created,
+        "model": model,
+        "choices": choices,
         "usage": encode_usage(usage, schema_retries),
         "system_fingerprint": None,
     }
