@@ -87,7 +87,8 @@ class Tally:
         """Every upstream call made: each announced one, a call cancelled mid-flight
         included (the other choices of an ``n > 1`` request when one fails); for a caller
         that announces none, the ones that finished."""
-        return max(self.upstream_calls, self.started)
+        finished, started = self.upstream_calls, self.started
+        return started if started > finished else finished  # max() parses keywords: dearer
 
     @property
     def total(self) -> Usage:
@@ -166,7 +167,9 @@ class RequestContext:
     @classmethod
     def start(cls, request_id: str, endpoint: str) -> RequestContext:
         """A new context for a request that starts now."""
-        return cls(request_id, endpoint, time.time(), time.perf_counter(), tally=Tally())
+        ctx = cls(request_id, endpoint, time.time(), time.perf_counter())
+        ctx.tally = Tally()  # a store after: a keyword costs the generated __init__ more
+        return ctx
 
     def remaining_s(self) -> float | None:
         """Seconds left before this request's deadline (None: no deadline)."""
@@ -220,9 +223,14 @@ class RequestContext:
         tally = self.tally or Tally()
         first = tally.first_usage
         fix = tally.correction_usage
-        # The estimate goes to the correction columns once a first answer is in.
-        correcting = bool(tally.retries or first.total_tokens)
+        # The estimate goes to the correction columns once a first answer is in (none yet
+        # for the first call: no need to add its tokens up).
+        correcting = bool(tally.retries or (first is not _NO_USAGE and first.total_tokens))
         estimate = self.prompt_estimate
+        # This call and every one before it: max(tally.calls, upstream_calls + 1).
+        calls = tally.upstream_calls + 1
+        if tally.started > calls:
+            calls = tally.started
         return UsageRecord(
             self.request_id,
             self.principal.key_id if self.principal else None,
@@ -236,7 +244,7 @@ class RequestContext:
             fix.prompt_tokens + (estimate if correcting else 0),
             fix.completion_tokens,
             tally.retries,
-            max(tally.calls, tally.upstream_calls + 1),
+            calls,
             (time.perf_counter() - self.started_mono) * 1000.0,
             self.started_at,
             time.time(),

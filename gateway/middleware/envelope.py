@@ -5,7 +5,8 @@
 - gives every request a ``RequestContext`` (``scope["state"]["ctx"]``) with a fresh
   ``request_id``, echoed as ``x-request-id`` on every response, errors included;
 - refuses a body over ``max_body_bytes`` with 413 *before* buffering it (Content-Length
-  checked up front; chunked bodies counted as they arrive);
+  checked up front, and the server frames the body by it; chunked bodies counted as they
+  arrive);
 - turns any ``GatewayError`` into the unified envelope in the path's dialect vocabulary
   (``errors.dialect_of``) with ``x-should-retry`` where a retry cannot help, and any other
   exception into a logged 500 envelope (never a traceback to the client);
@@ -33,7 +34,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
 from starlette.requests import ClientDisconnect
@@ -48,26 +49,28 @@ from gateway.web import JSON_HEADER, content_length, error_body, rate_limit_head
 
 logger = logging.getLogger("syntic.http")
 # Random bytes from the OS CSPRNG, read 4 KiB at a time (one syscall per 512 ids) and
-# never reused: a forked worker starts with an empty buffer, so no two processes share one.
+# never reused: a forked worker starts a new source, so no two processes share one.
 _ENTROPY_CHUNK = 4096
-_entropy = bytearray()
+
+
+def _random_hex8s() -> Iterator[str]:
+    """Eight bytes of fresh OS randomness at a time, as 16 hex digits."""
+    while True:
+        digits = os.urandom(_ENTROPY_CHUNK).hex()
+        for at in range(0, len(digits), 16):
+            yield digits[at : at + 16]
+
+
+_random_hex8 = _random_hex8s()
 
 
 def _forget_entropy() -> None:
-    _entropy.clear()
+    global _random_hex8
+    _random_hex8 = _random_hex8s()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_entropy)
-
-
-def _random_hex8() -> str:
-    """Eight bytes of fresh OS randomness, as 16 hex digits."""
-    if len(_entropy) < 8:
-        _entropy[:] = os.urandom(_ENTROPY_CHUNK)
-    out = _entropy[-8:].hex()
-    del _entropy[-8:]
-    return out
 
 
 class RequestObserver(Protocol):
@@ -86,7 +89,7 @@ def new_request_id() -> str:
     The 64 random bits come from the OS CSPRNG (``os.urandom``, what ``secrets`` uses),
     read in batches: the response id a client gets is this id's digits, and an id drawn
     from a seeded PRNG could be predicted from the ones before it."""
-    return f"req_{int(time.time() * 1000):012x}{_random_hex8()}"
+    return f"req_{int(time.time() * 1000):012x}{next(_random_hex8)}"
 
 
 class _Exchange:
@@ -107,7 +110,9 @@ class _Exchange:
         self.recorded = ledger is None
         self.deadline: TaskDeadline | None = None
 
-    async def send(self, message: Message) -> None:
+    def send(self, message: Message) -> Awaitable[None]:
+        # Not a coroutine: the downstream send's awaitable is returned, one coroutine
+        # fewer per message; what raises here raises inside the caller's ``await``.
         if message["type"] == "http.response.start":
             self.started = True
             deadline = self.deadline
@@ -125,7 +130,7 @@ class _Exchange:
             self.recorded = True
             assert self.ledger is not None
             self.ledger.record(self.ctx.usage_record())
-        await self.downstream(message)
+        return self.downstream(message)
 
 
 class GatewayMiddleware:
@@ -167,9 +172,10 @@ class GatewayMiddleware:
             if ledger is not None and not ledger.accepting:
                 exchange.recorded = True  # its row would be one more the ledger can't keep
                 raise _ledger_unavailable()
-            self._check_size(scope)
+            if not self._check_size(scope):
+                receive = self._capped(receive)
             if self.limits is None:
-                await self.app(scope, self._capped(receive), send)
+                await self.app(scope, receive, send)
             else:
                 if exchange.metered:
                     self.gate.enter(exchange.ctx)  # no context manager: no generator
@@ -214,33 +220,36 @@ class GatewayMiddleware:
         ctx.journal = ledger
         return _Exchange(ctx, ledger, metered, send)
 
-    def _check_size(self, scope: Scope) -> None:
-        """413 up front when the declared size is over the cap (a chunked body is counted
-        as it is read: ``_capped``)."""
+    def _check_size(self, scope: Scope) -> bool:
+        """413 up front when the declared size is over the cap; whether a size is declared.
+        A body with one is framed by it (the server reads that many bytes and no more); a
+        chunked body is counted as it is read (``_capped``)."""
         size = content_length(scope)
-        if size is not None and size > self.max_body_bytes:
+        if size is None:
+            return False
+        if size > self.max_body_bytes:
             raise PayloadTooLarge(self._too_large_message())
+        return True
 
     def _arm(self, exchange: _Exchange, receive: Receive) -> Receive:
         """The request deadline set (on the context, for the layers below, and as a task
-        deadline until the response starts); the body read bounded and capped."""
+        deadline until the response starts); the body read bounded."""
         assert self.limits is not None
         budget = self.limits.request_timeout_s
         exchange.ctx.deadline = time.monotonic() + budget if budget else None
-        loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
+        # The task's loop is the running one; asking for that too would cost a getpid().
+        loop = task.get_loop()
         deadlines = self._deadlines
         if deadlines is None or deadlines.loop is not loop:
             deadlines = self._deadlines = Deadlines(loop)
-        receive = self._capped(
-            body_deadline(
-                receive,
-                self.limits.body_timeout_s,
-                loop=loop,
-                task=task,
-                deadlines=deadlines,
-            )
+        receive = body_deadline(
+            receive,
+            self.limits.body_timeout_s,
+            loop=loop,
+            task=task,
+            deadlines=deadlines,
         )
         if budget:
             exchange.deadline = deadlines.arm(task, loop.time() + budget)
