@@ -102,15 +102,25 @@ class RedactingFilter(logging.Filter):
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
         attrs = record.__dict__
+        names = _extra_names(attrs)
         extras: dict[str, Any] = {}
-        for name in _extra_names(attrs):
+        texts: list[str] = []
+        for name in names:
             value = attrs[name]
             kind = type(value)
             if kind is str:
-                value = attrs[name] = redact(value)
+                texts.append(value)
             elif kind not in _PLAIN:
                 value = attrs[name] = _redact_value(value)
             extras[name] = value
+        # The strings redacted at once: a secret in any of them is one in the joined text,
+        # so the common record, which has none, costs one redact.
+        joined = "\n".join(texts)
+        if redact(joined) is not joined:
+            for name in names:
+                value = attrs[name]
+                if type(value) is str:
+                    extras[name] = attrs[name] = redact(value)
         attrs[_EXTRAS_ATTR] = extras  # the formatter's, found once
         return True
 

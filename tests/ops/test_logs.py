@@ -131,6 +131,24 @@ def test_extra_fields_keep_each_records_own_names_and_order(captured: io.StringI
     assert last["f299"] == "sk_live_[REDACTED]" and "f298" not in last
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"a": "plain", "b": f"key {CANARY}", "c": "also plain", "n": 3},  # one of several
+        {"a": "Bearer", "b": "tok", "c": None},  # joined, these would read as a credential
+        {"a": "sk_live_", "b": "x"},
+    ],
+)
+def test_each_string_extra_is_redacted_on_its_own(
+    captured: io.StringIO, extra: dict[str, object]
+) -> None:
+    logging.getLogger("some.library").info("x", extra=extra)
+    (line,) = _lines(captured)
+    assert {k: line[k] for k in extra} == {
+        k: redact(v) if isinstance(v, str) else v for k, v in extra.items()
+    }
+
+
 def test_request_line_shape(captured: io.StringIO) -> None:
     log_request(
         RequestLog(
