@@ -149,6 +149,14 @@ def test_each_string_extra_is_redacted_on_its_own(
     }
 
 
+def test_the_timestamp_keeps_its_millisecond_digits() -> None:
+    from gateway.observability.logs import _iso
+
+    for ts, tail in [(0.0, "00:00:00.000Z"), (5.0009, "00:00:05.000Z"), (7.25, "00:00:07.250Z")]:
+        assert _iso(ts) == f"1970-01-01T{tail}"
+    assert _iso(1_700_000_000.9999) == "2023-11-14T22:13:20.999Z"
+
+
 def test_request_line_shape(captured: io.StringIO) -> None:
     log_request(
         RequestLog(
