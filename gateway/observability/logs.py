@@ -34,6 +34,7 @@ import sys
 import time
 from collections.abc import Mapping
 from itertools import filterfalse
+from threading import get_ident
 from typing import Any, Literal, TextIO
 
 import orjson
@@ -221,6 +222,7 @@ class BufferedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         # The loop a write is scheduled on (call_later), None when none is. A stale timer
         # (after an early flush) only causes one more, empty, flush.
         self._timer_loop: asyncio.AbstractEventLoop | None = None
+        self._timer_thread = 0  # the thread the timer's loop runs in
 
     def emit(self, record: logging.LogRecord) -> None:  # called with self.lock held
         try:
@@ -236,16 +238,22 @@ class BufferedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         if levelno >= logging.WARNING or self._held_chars >= self.max_chars:
             self.flush()
             return
+        timer_loop = self._timer_loop
+        # A write is already due on the loop running in this thread (a thread runs one
+        # loop at a time): asked this way, not by get_running_loop(), which on CPython
+        # 3.11 makes a getpid() system call each time.
+        if timer_loop is not None and self._timer_thread == get_ident() and timer_loop.is_running():
+            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop in this thread: nothing would come back for it
             self.flush()
             return
-        if self._timer_loop is not loop:
-            if self._timer_loop is not None:
+        if timer_loop is not loop:
+            if timer_loop is not None:
                 self.flush()  # held for another (perhaps closed) loop: write them now
             loop.call_later(self.interval_s, self._on_timer)
-            self._timer_loop = loop
+            self._timer_loop, self._timer_thread = loop, get_ident()
 
     def _on_timer(self) -> None:
         self.acquire()

@@ -8,6 +8,7 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -298,6 +299,21 @@ def test_a_warning_writes_everything_held_at_once_in_order(captured: io.StringIO
         return _line(captured)
 
     assert asyncio.run(main()) == ["first", "request", "bad"]
+
+
+def test_a_line_from_another_thread_is_written_at_once_while_a_loop_holds_lines(
+    captured: io.StringIO,
+) -> None:
+    lg = logging.getLogger("syntic.test")
+
+    async def main() -> list[str]:
+        lg.info("on the loop")  # held: a write is due on this loop
+        worker = threading.Thread(target=lg.info, args=("from a thread",))
+        worker.start()
+        worker.join()
+        return _line(captured)
+
+    assert asyncio.run(main()) == ["on the loop", "from a thread"]
 
 
 def test_lines_outside_a_loop_are_written_at_once(captured: io.StringIO) -> None:
