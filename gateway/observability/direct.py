@@ -11,7 +11,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -29,6 +29,22 @@ from gateway.observability.series import (
 )
 
 _M = TypeVar("_M", Counter, Histogram)
+
+
+class _Children(dict[Any, _M]):
+    """A labelled metric's children by their label values (a tuple of them, or a single
+    label's value), each made by ``labels()`` on its first use: after that, finding one
+    is a dict lookup (``labels()`` checks, builds a tuple and takes a lock every call)."""
+
+    def __init__(self, metric: _M) -> None:
+        super().__init__()
+        self.metric: _M = metric
+
+    def __missing__(self, values: str | tuple[str, ...]) -> _M:
+        labels = values if isinstance(values, tuple) else (values,)
+        child: _M = self.metric.labels(*labels)
+        self[values] = child
+        return child
 
 
 def _counter(series: Series, registry: CollectorRegistry) -> Counter:
@@ -55,7 +71,11 @@ class Direct:
         self.ratelimit_decisions = _counter(RATELIMIT_DECISIONS, registry)
         # Labelled children by label values, resolved once: ``labels()`` costs more per call.
         self._requests: dict[tuple[str, int, str | None], Counter] = {}
-        self._children: dict[tuple[object, ...], Any] = {}
+        self._latency = _Children(self.upstream_latency)
+        self._calls = _Children(self.upstream_calls)
+        self._retries = _Children(self.upstream_retries)
+        self._invalid = _Children(self.tool_arguments_invalid)
+        self._decisions = _Children(self.ratelimit_decisions)
 
     def count_request(self, route: str, status: int, code: str | None) -> None:
         key = (route, status, code)
@@ -64,33 +84,26 @@ class Direct:
             child = self._requests[key] = self.requests.labels(route, str(status), code or "")
         child.inc()
         if status == 422:
-            self._child(self.tool_arguments_invalid, code or "").inc()
+            self._invalid[code or ""].inc()
 
     def observe_upstream(self, model: str, seconds: float) -> None:
-        self._child(self.upstream_latency, model).observe(seconds)
+        self._latency[model].observe(seconds)
 
     def count_upstream_calls(
         self, model: str, first: int, corrections: int, retried: Mapping[str, int] | None
     ) -> None:
         if first:
-            self._child(self.upstream_calls, model, "first").inc(first)
+            self._calls[model, "first"].inc(first)
         if corrections:
-            self._child(self.upstream_calls, model, "correction").inc(corrections)
+            self._calls[model, "correction"].inc(corrections)
             self.schema_corrections.inc(corrections)
         if retried:
             for reason, n in retried.items():
-                self._child(self.upstream_calls, model, "retry").inc(n)
-                self._child(self.upstream_retries, model, reason).inc(n)
+                self._calls[model, "retry"].inc(n)
+                self._retries[model, reason].inc(n)
 
     def count_rate_decision(self, allowed: bool) -> None:
-        self._child(self.ratelimit_decisions, "allowed" if allowed else "limited").inc()
+        self._decisions["allowed" if allowed else "limited"].inc()
 
     def count_inflight_refused(self) -> None:
         self.inflight_refused.inc()
-
-    def _child(self, metric: _M, *values: str) -> _M:
-        key = (metric, *values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*values)
-        return cast(_M, child)

@@ -34,6 +34,7 @@ import sys
 import time
 from collections.abc import Mapping
 from itertools import filterfalse
+from threading import get_ident
 from typing import Any, Literal, TextIO
 
 import orjson
@@ -102,27 +103,40 @@ class RedactingFilter(logging.Filter):
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
         attrs = record.__dict__
+        names = _extra_names(attrs)
         extras: dict[str, Any] = {}
-        for name in _extra_names(attrs):
+        texts: list[str] = []
+        for name in names:
             value = attrs[name]
             kind = type(value)
             if kind is str:
-                value = attrs[name] = redact(value)
+                texts.append(value)
             elif kind not in _PLAIN:
                 value = attrs[name] = _redact_value(value)
             extras[name] = value
+        # The strings redacted at once: a secret in any of them is one in the joined text,
+        # so the common record, which has none, costs one redact.
+        joined = "\n".join(texts)
+        if redact(joined) is not joined:
+            for name in names:
+                value = attrs[name]
+                if type(value) is str:
+                    extras[name] = attrs[name] = redact(value)
         attrs[_EXTRAS_ATTR] = extras  # the formatter's, found once
         return True
 
 
 _last_second: list[Any] = [-1, ""]
+# A timestamp's tail by its millisecond: a lookup costs less than formatting it each line.
+_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
 
 
 def _iso(ts: float) -> str:
     second = int(ts)
     if second != _last_second[0]:  # strftime once per second, not once per line
         _last_second[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))]
-    return f"{_last_second[1]}.{int((ts - second) * 1000):03d}Z"
+    stamp: str = _last_second[1]
+    return stamp + _MILLIS[int((ts - second) * 1000)]  # the fraction is < 1
 
 
 # A record's attribute names, in order -> its extra fields' names: records come in a few
@@ -208,6 +222,7 @@ class BufferedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         # The loop a write is scheduled on (call_later), None when none is. A stale timer
         # (after an early flush) only causes one more, empty, flush.
         self._timer_loop: asyncio.AbstractEventLoop | None = None
+        self._timer_thread = 0  # the thread the timer's loop runs in
 
     def emit(self, record: logging.LogRecord) -> None:  # called with self.lock held
         try:
@@ -223,16 +238,22 @@ class BufferedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         if levelno >= logging.WARNING or self._held_chars >= self.max_chars:
             self.flush()
             return
+        timer_loop = self._timer_loop
+        # A write is already due on the loop running in this thread (a thread runs one
+        # loop at a time): asked this way, not by get_running_loop(), which on CPython
+        # 3.11 makes a getpid() system call each time.
+        if timer_loop is not None and self._timer_thread == get_ident() and timer_loop.is_running():
+            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop in this thread: nothing would come back for it
             self.flush()
             return
-        if self._timer_loop is not loop:
-            if self._timer_loop is not None:
+        if timer_loop is not loop:
+            if timer_loop is not None:
                 self.flush()  # held for another (perhaps closed) loop: write them now
             loop.call_later(self.interval_s, self._on_timer)
-            self._timer_loop = loop
+            self._timer_loop, self._timer_thread = loop, get_ident()
 
     def _on_timer(self) -> None:
         self.acquire()

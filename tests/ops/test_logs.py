@@ -8,6 +8,7 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -129,6 +130,32 @@ def test_extra_fields_keep_each_records_own_names_and_order(captured: io.StringI
         lg.info("many", extra={f"f{i}": CANARY})
     last = _lines(captured)[-1]
     assert last["f299"] == "sk_live_[REDACTED]" and "f298" not in last
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"a": "plain", "b": f"key {CANARY}", "c": "also plain", "n": 3},  # one of several
+        {"a": "Bearer", "b": "tok", "c": None},  # joined, these would read as a credential
+        {"a": "sk_live_", "b": "x"},
+    ],
+)
+def test_each_string_extra_is_redacted_on_its_own(
+    captured: io.StringIO, extra: dict[str, object]
+) -> None:
+    logging.getLogger("some.library").info("x", extra=extra)
+    (line,) = _lines(captured)
+    assert {k: line[k] for k in extra} == {
+        k: redact(v) if isinstance(v, str) else v for k, v in extra.items()
+    }
+
+
+def test_the_timestamp_keeps_its_millisecond_digits() -> None:
+    from gateway.observability.logs import _iso
+
+    for ts, tail in [(0.0, "00:00:00.000Z"), (5.0009, "00:00:05.000Z"), (7.25, "00:00:07.250Z")]:
+        assert _iso(ts) == f"1970-01-01T{tail}"
+    assert _iso(1_700_000_000.9999) == "2023-11-14T22:13:20.999Z"
 
 
 def test_request_line_shape(captured: io.StringIO) -> None:
@@ -272,6 +299,21 @@ def test_a_warning_writes_everything_held_at_once_in_order(captured: io.StringIO
         return _line(captured)
 
     assert asyncio.run(main()) == ["first", "request", "bad"]
+
+
+def test_a_line_from_another_thread_is_written_at_once_while_a_loop_holds_lines(
+    captured: io.StringIO,
+) -> None:
+    lg = logging.getLogger("syntic.test")
+
+    async def main() -> list[str]:
+        lg.info("on the loop")  # held: a write is due on this loop
+        worker = threading.Thread(target=lg.info, args=("from a thread",))
+        worker.start()
+        worker.join()
+        return _line(captured)
+
+    assert asyncio.run(main()) == ["on the loop", "from a thread"]
 
 
 def test_lines_outside_a_loop_are_written_at_once(captured: io.StringIO) -> None:
