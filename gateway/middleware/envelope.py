@@ -34,7 +34,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from starlette.requests import ClientDisconnect
@@ -49,28 +49,26 @@ from gateway.web import JSON_HEADER, content_length, error_body, rate_limit_head
 
 logger = logging.getLogger("syntic.http")
 # Random bytes from the OS CSPRNG, read 4 KiB at a time (one syscall per 512 ids) and
-# never reused: a forked worker starts a new source, so no two processes share one.
+# never reused: a forked worker starts with an empty buffer, so no two processes share one.
 _ENTROPY_CHUNK = 4096
-
-
-def _random_hex8s() -> Iterator[str]:
-    """Eight bytes of fresh OS randomness at a time, as 16 hex digits."""
-    while True:
-        digits = os.urandom(_ENTROPY_CHUNK).hex()
-        for at in range(0, len(digits), 16):
-            yield digits[at : at + 16]
-
-
-_random_hex8 = _random_hex8s()
+_entropy = bytearray()
 
 
 def _forget_entropy() -> None:
-    global _random_hex8
-    _random_hex8 = _random_hex8s()
+    _entropy.clear()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_entropy)
+
+
+def _random_hex8() -> str:
+    """Eight bytes of fresh OS randomness, as 16 hex digits."""
+    if len(_entropy) < 8:
+        _entropy[:] = os.urandom(_ENTROPY_CHUNK)
+    out = _entropy[-8:].hex()
+    del _entropy[-8:]
+    return out
 
 
 class RequestObserver(Protocol):
@@ -89,7 +87,7 @@ def new_request_id() -> str:
     The 64 random bits come from the OS CSPRNG (``os.urandom``, what ``secrets`` uses),
     read in batches: the response id a client gets is this id's digits, and an id drawn
     from a seeded PRNG could be predicted from the ones before it."""
-    return f"req_{int(time.time() * 1000):012x}{next(_random_hex8)}"
+    return f"req_{int(time.time() * 1000):012x}{_random_hex8()}"
 
 
 class _Exchange:
