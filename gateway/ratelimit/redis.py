@@ -267,9 +267,12 @@ class RedisRateLimiter:
         single-request slots)."""
         if principal.rpm is None and principal.tpm is None:
             return unlimited()
-        cost = max(0, int(tokens))
+        cost = int(tokens)
+        if cost < 0:
+            cost = 0
         single = requests <= 1
-        lease = self._leases.get(principal.key_id) if self.lease_max > 1 and single else None
+        # Empty unless reservations are on (``lease_max > 1``): ``_lease_args`` fills it.
+        lease = self._leases.get(principal.key_id) if single else None
         if lease is not None:
             held = self._from_lease(lease, principal, cost)
             if held is not None:
@@ -338,28 +341,39 @@ class RedisRateLimiter:
 
     def _from_lease(self, lease: _Lease, principal: Principal, cost: int) -> RateDecision | None:
         """Admit from this process's reservation, or None if it can't."""
-        if lease.reqs <= 0:
+        reqs = lease.reqs - 1
+        if reqs < 0:
             return None
         tpm = principal.tpm
-        if tpm is not None and lease.toks < cost:
-            return None
+        toks = lease.toks
+        if tpm is not None:
+            toks -= cost
+            if toks < 0:
+                return None
         now = self._clock()
         if now >= lease.until:
             return None
-        lease.reqs -= 1
-        if tpm is not None:
-            lease.toks -= cost
+        lease.reqs = reqs
+        lease.toks = toks
         lease.last_use = now
         self.leased_count += 1
         rpm = principal.rpm
-        reset_s = max(0.0, lease.ends - now)
+        left_r = left_t = None
+        if rpm is not None:
+            left_r = rpm - lease.used_r + reqs
+            if left_r < 0:
+                left_r = 0
+        if tpm is not None:
+            left_t = tpm - lease.used_t + toks
+            if left_t < 0:
+                left_t = 0
         return RateDecision(
             allowed=True,
             limit_requests=rpm,
-            remaining_requests=None if rpm is None else max(0, rpm - (lease.used_r - lease.reqs)),
+            remaining_requests=left_r,
             limit_tokens=tpm,
-            remaining_tokens=None if tpm is None else max(0, tpm - (lease.used_t - lease.toks)),
-            reset_s=reset_s,
+            remaining_tokens=left_t,
+            reset_s=lease.ends - now,  # positive: ``until`` is ``_MARGIN_S`` before ``ends``
             retry_after_s=0.0,
         )
 
@@ -470,13 +484,15 @@ class RedisRateLimiter:
         the delta rides on the key's next check, or is flushed after ``settle_delay_s``."""
         if principal.tpm is None or tokens == 0:
             return
-        if not self._use_redis():
+        down_until = self._down_until  # ``_use_redis``, inline: this runs per request
+        if down_until is not None and self._clock() < down_until:
             await self.local.add_tokens(principal, tokens)
             return
         pending = self._pending
-        before = pending.get(principal.key_id)
+        key_id = principal.key_id
+        before = pending.get(key_id)
         delta = int(tokens) if before is None else before[1] + int(tokens)
-        pending[principal.key_id] = (principal, delta)
+        pending[key_id] = (principal, delta)
         if self._flush_timer is None:
             loop = asyncio.get_running_loop()
             self._flush_timer = loop.call_later(self.settle_delay_s, self._flush_later)
@@ -544,14 +560,15 @@ class RedisRateLimiter:
 
 
 def _decision(principal: Principal, res: list[Any]) -> RateDecision:
-    ok, used_r, used_t, reset_ms = (int(x) for x in res[:4])
+    ok = bool(int(res[0]))
+    used_r, used_t = int(res[1]), int(res[2])
     if len(res) >= 6:  # slots reserved for later requests are not this one's count
         used_r -= int(res[4])
         used_t -= int(res[5])
-    reset_s = reset_ms / 1000.0
+    reset_s = int(res[3]) / 1000.0
     rpm, tpm = principal.rpm, principal.tpm
     return RateDecision(
-        allowed=bool(ok),
+        allowed=ok,
         limit_requests=rpm,
         remaining_requests=None if rpm is None else max(0, rpm - used_r),
         limit_tokens=tpm,

@@ -39,6 +39,23 @@ async def test_busy_key_is_admitted_from_reservations_with_exact_headers(prefix:
     assert await _stored(prefix, p) == (300, 3000)  # the unused slots went back at close
 
 
+async def test_token_only_key_from_reservations_reports_exact_tokens_and_reset(
+    prefix: str,
+) -> None:
+    lim = RedisRateLimiter(REDIS_URL, prefix=prefix, lease_max=64)
+    p = _key(tpm=10_000_000)
+    await _away_from_window_edge()
+    try:
+        decisions = [await lim.check(p, 7) for _ in range(200)]
+    finally:
+        await lim.aclose()
+    assert lim.leased_count > 100
+    assert all(d.allowed and d.retry_after_s == 0.0 for d in decisions)
+    assert {(d.limit_requests, d.remaining_requests) for d in decisions} == {(None, None)}
+    assert [d.remaining_tokens for d in decisions] == [10_000_000 - 7 * i for i in range(1, 201)]
+    assert all(0.0 < d.reset_s <= 60.0 for d in decisions)
+
+
 async def test_without_leases_every_request_is_a_round_trip(prefix: str) -> None:
     lim = RedisRateLimiter(REDIS_URL, prefix=prefix, lease_max=1)
     p = _key(rpm=100_000)
