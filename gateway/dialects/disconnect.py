@@ -27,15 +27,18 @@ __all__ = ["DisconnectWatch"]
 class DisconnectWatch:
     """Cancels the task that created it when ``receive`` says ``http.disconnect``."""
 
-    __slots__ = ("_task", "_watcher", "armed", "disconnected")
+    __slots__ = ("_task", "_watcher", "armed", "disconnected", "loop")
 
     def __init__(self, receive: Receive) -> None:
-        task = asyncio.current_task()
+        # One running-loop lookup (each costs a getpid()); the task and the watcher
+        # come from the loop.
+        self.loop = loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
         assert task is not None
         self._task = task
         self.armed = True
         self.disconnected = False
-        self._watcher: asyncio.Future[None] = asyncio.ensure_future(_disconnected(receive))
+        self._watcher: asyncio.Future[None] = loop.create_task(_disconnected(receive))
         self._watcher.add_done_callback(self._on_done)
 
     def _on_done(self, watcher: asyncio.Future[None]) -> None:
@@ -46,7 +49,7 @@ class DisconnectWatch:
 
     def follow(self) -> None:
         """Cancel the calling task from now on (the one that goes on with the work)."""
-        task = asyncio.current_task()
+        task = asyncio.current_task(self.loop)
         assert task is not None
         self._task = task
 

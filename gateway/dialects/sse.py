@@ -132,6 +132,7 @@ class HeldSSEResponse(Response, Generic[E]):
         self._batches = opened.batches
         self._first = opened.first
         self._watch = opened.watch
+        self._loop = opened.watch.loop  # the request's loop, without another lookup
         self.encoder = encoder
         self._ctx = ctx
         self._service = service
@@ -179,7 +180,7 @@ class HeldSSEResponse(Response, Generic[E]):
                 await send(
                     {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
                 )
-                self._last_send = asyncio.get_running_loop().time()
+                self._last_send = self._loop.time()
                 self._arm_keepalive(send)
                 await self._pump(send)
             except asyncio.CancelledError:
@@ -188,14 +189,12 @@ class HeldSSEResponse(Response, Generic[E]):
             finally:
                 watch.disarm()
         finally:
-            pending: list[asyncio.Future[None]] = []
             if self._keepalive_timer is not None:
                 self._keepalive_timer.cancel()
                 self._keepalive_timer = None
             if self._keepalive_task is not None:
                 self._keepalive_task.cancel()
-                pending.append(self._keepalive_task)
-            await asyncio.gather(*pending, return_exceptions=True)
+                await asyncio.gather(self._keepalive_task, return_exceptions=True)
             await watch.stop()
             await self._batches.aclose()
             self._settle_outcome(watch.disconnected)
@@ -213,12 +212,14 @@ class HeldSSEResponse(Response, Generic[E]):
 
     async def _send_bytes(self, send: Send, body: bytes) -> None:
         await send({"type": "http.response.body", "body": body, "more_body": True})
-        self._last_send = asyncio.get_running_loop().time()
+        self._last_send = self._loop.time()
 
     async def _pump(self, send: Send) -> None:
+        # The request deadline bounds a stream too, however steadily the upstream sends.
+        remaining = self._ctx.remaining_s()
+        when = None if remaining is None else self._loop.time() + remaining
         try:
-            # The request deadline bounds a stream too, however steadily the upstream sends.
-            async with asyncio.timeout(self._ctx.remaining_s()):
+            async with asyncio.timeout_at(when):  # the loop's time: one lookup fewer
                 await self._send_all(send)
         except TimeoutError:
             await self._send_error(
@@ -245,7 +246,7 @@ class HeldSSEResponse(Response, Generic[E]):
 
     def _arm_keepalive(self, send: Send) -> None:
         """Check for silence every ``keepalive_s``; a keep-alive is sent only after one."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         interval = self._keepalive_s
 
         def tick() -> None:
@@ -253,7 +254,7 @@ class HeldSSEResponse(Response, Generic[E]):
             if idle >= interval:
                 sending = self._keepalive_task
                 if sending is None or sending.done():
-                    self._keepalive_task = asyncio.ensure_future(
+                    self._keepalive_task = loop.create_task(
                         self._send_bytes(send, self.keepalive())
                     )
                 idle = 0.0
