@@ -9,6 +9,7 @@ import secrets
 import pytest
 
 from gateway.keys.base import Principal
+from gateway.ratelimit.base import RateDecision
 from gateway.ratelimit.redis import RedisRateLimiter
 from tests.ratelimit.helpers import REDIS_URL, run_together, stored_counts
 from tests.ratelimit.helpers import away_from_window_edge as _away_from_window_edge
@@ -22,14 +23,19 @@ def _key(rpm: int | None = None, tpm: int | None = None) -> Principal:
     return Principal(f"key_{secrets.token_hex(4)}", "lease", rpm=rpm, tpm=tpm)
 
 
+async def _checks(lim: RedisRateLimiter, p: Principal, n: int, cost: int) -> list[RateDecision]:
+    """``n`` checks of ``cost`` tokens, away from a window's edge; the limiter closed after."""
+    await _away_from_window_edge()
+    try:
+        return [await lim.check(p, cost) for _ in range(n)]
+    finally:
+        await lim.aclose()
+
+
 async def test_busy_key_is_admitted_from_reservations_with_exact_headers(prefix: str) -> None:
     lim = RedisRateLimiter(REDIS_URL, prefix=prefix, lease_max=64)
     p = _key(rpm=100_000, tpm=10_000_000)
-    await _away_from_window_edge()
-    try:
-        decisions = [await lim.check(p, 10) for _ in range(300)]
-    finally:
-        await lim.aclose()
+    decisions = await _checks(lim, p, 300, 10)
     assert all(d.allowed for d in decisions)
     # One process alone: the counts it reports are exact, reservation or not.
     assert [d.remaining_requests for d in decisions] == list(range(99_999, 99_999 - 300, -1))
@@ -44,11 +50,7 @@ async def test_token_only_key_from_reservations_reports_exact_tokens_and_reset(
 ) -> None:
     lim = RedisRateLimiter(REDIS_URL, prefix=prefix, lease_max=64)
     p = _key(tpm=10_000_000)
-    await _away_from_window_edge()
-    try:
-        decisions = [await lim.check(p, 7) for _ in range(200)]
-    finally:
-        await lim.aclose()
+    decisions = await _checks(lim, p, 200, 7)
     assert lim.leased_count > 100
     assert all(d.allowed and d.retry_after_s == 0.0 for d in decisions)
     assert {(d.limit_requests, d.remaining_requests) for d in decisions} == {(None, None)}
@@ -70,11 +72,7 @@ async def test_without_leases_every_request_is_a_round_trip(prefix: str) -> None
 async def test_small_limits_never_reserve(prefix: str) -> None:
     lim = RedisRateLimiter(REDIS_URL, prefix=prefix, lease_max=64)
     p = _key(rpm=32)
-    await _away_from_window_edge()
-    try:
-        decisions = [await lim.check(p, 1) for _ in range(40)]
-    finally:
-        await lim.aclose()
+    decisions = await _checks(lim, p, 40, 1)
     assert sum(d.allowed for d in decisions) == 32
     assert (lim.trip_count, lim.leased_count) == (40, 0)
 
