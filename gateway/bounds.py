@@ -173,25 +173,60 @@ def _item_over(data: Mapping[str, Any], keys: tuple[str, ...], limit: int) -> st
 
 def too_deep(body: bytes, data: Any, limit: int) -> str | None:
     """The path (``a.b[3].c``) of the first value nested deeper than ``limit`` in ``data``
-    (the parse of ``body``), or None.
+    (the parse of ``body``), or None (``checked_depth`` without the members)."""
+    return checked_depth(body, data, limit)[0]
+
+
+# A body's top-level list members as orjson encoded them for the depth check, each with
+# the very value it encodes: an upstream body that still holds that value reuses them.
+Members = tuple[tuple[str, Any, memoryview], ...]  # (key, value, its encoding)
+NO_MEMBERS: Members = ()
+
+
+def checked_depth(body: bytes, data: Any, limit: int) -> tuple[str | None, Members]:
+    """``too_deep``'s path or None, and the encoded members of a body that needed the
+    encode (a dict's lists, each checked alone, so that its bytes can be reused).
 
     The check is orjson's own: ``orjson.dumps`` refuses documents deeper than
     ``ORJSON_MAX_DEPTH``, so ``data`` wrapped in ``ORJSON_MAX_DEPTH - limit`` lists
     encodes exactly when ``data`` is at most ``limit`` deep (one C pass, a fraction of the
     parse). Only a body that fails it pays for the walk that finds the path."""
     if len(body) <= 2 * limit:
-        return None  # every level costs two bytes: too short to be too deep
+        return None, NO_MEMBERS  # every level costs two bytes: too short to be too deep
     if len(body) < _COUNTED_BELOW and _openers(body) <= limit:
-        return None  # each level opens a container: fewer openers than levels
+        return None, NO_MEMBERS  # each level opens a container: fewer openers than levels
+    if type(data) is not dict or limit < 2:
+        return (None if _wrapped(data, limit) is not None else _deep_path(data, limit)), NO_MEMBERS
+    members: list[tuple[str, Any, memoryview]] = []
+    others: list[Any] = []
+    for key, value in data.items():
+        if type(value) is list:
+            # A member is one level below the body: within ``limit - 1`` on its own.
+            encoded = _wrapped(value, limit - 1)
+            if encoded is None:
+                return _deep_path(data, limit), NO_MEMBERS
+            members.append((key, value, encoded))
+        elif type(value) is dict:
+            others.append(value)
+    # The other containers in one list, which adds one level as the body does.
+    if others and _wrapped(others, limit) is None:
+        return _deep_path(data, limit), NO_MEMBERS
+    return None, tuple(members)
+
+
+def _wrapped(value: Any, limit: int) -> memoryview | None:
+    """``orjson.dumps(value)`` (a view of it) when ``value`` is at most ``limit`` deep,
+    else None."""
     top, bottom = _chain(limit)
-    bottom[0] = data
+    bottom[0] = value
     try:
-        orjson.dumps(top)
+        out = orjson.dumps(top)
     except orjson.JSONEncodeError:
-        return _deep_path(data, limit)
+        return None
     finally:
         bottom[0] = None
-    return None
+    wraps = ORJSON_MAX_DEPTH - limit  # the chain's ``[`` ahead of the value, ``]`` after
+    return memoryview(out)[wraps:-wraps]
 
 
 # Below this size ``too_deep`` counts the body's ``{`` and ``[`` first: two passes that

@@ -26,8 +26,9 @@ from starlette.types import Receive, Scope
 
 from gateway.bounds import (
     DEFAULT_MAX_JSON_DEPTH,
+    Members,
+    checked_depth,
     not_json_message,
-    too_deep,
     too_deep_message,
 )
 from gateway.context import RequestContext
@@ -62,6 +63,17 @@ def parse_json_body(
     nested deeper than ``max_depth`` (``param``: the path of the first value too deep).
     ``check(data)`` runs first (a cheaper bound that may refuse the body before the depth
     pass)."""
+    return parse_json_members(body, max_depth, param, check)[0]
+
+
+def parse_json_members(
+    body: bytes,
+    max_depth: int = DEFAULT_MAX_JSON_DEPTH,
+    param: str | None = None,
+    check: Callable[[Any], None] | None = None,
+) -> tuple[Any, Members]:
+    """``parse_json_body``, and the top-level members its depth check encoded
+    (``gateway.bounds.checked_depth``), for an upstream body to reuse."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -69,7 +81,7 @@ def parse_json_body(
     try:
         if check is not None:
             check(data)
-        deep = too_deep(body, data, max_depth)
+        deep, members = checked_depth(body, data, max_depth)
     except GatewayError as exc:
         # Freed here: the traceback would carry it to whichever thread handles the error
         # (a large body is parsed in a worker, and freeing it costs time too).
@@ -79,7 +91,7 @@ def parse_json_body(
     if deep is not None:
         del data
         raise InvalidRequest(too_deep_message(max_depth, deep), code="invalid_json", param=deep)
-    return data
+    return data, members
 
 
 _NAME = itemgetter(0)  # a raw header's name

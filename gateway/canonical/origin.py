@@ -70,6 +70,9 @@ class Origin:
     tool_paths: tuple[str, ...] = ()
     screens: Mapping[str, Screen] = field(default_factory=dict)
     tools: tuple[object, ...] = ()  # the ToolSpecs, compared by identity only
+    # The body's list members as encoded when it was parsed (``gateway.bounds.Members``:
+    # key, value, bytes), reused by a same-wire body that still holds that very value.
+    encoded: tuple[tuple[str, Any, memoryview], ...] = field(default=(), compare=False, repr=False)
 
     def screen(self, target: Target) -> Screen:
         return self.screens.get(target, NO_SCREEN)

@@ -28,11 +28,11 @@ from typing import Any, TypeVar
 import orjson
 from starlette.requests import Request
 
-from gateway.bounds import items_over, too_many_items_message
+from gateway.bounds import NO_MEMBERS, Members, items_over, too_many_items_message
 from gateway.canonical import ChatRequest
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.service import ChatService
-from gateway.web import content_length, parse_json_body, read_body, request_context
+from gateway.web import content_length, parse_json_members, read_body, request_context
 
 _T = TypeVar("_T")
 
@@ -64,11 +64,12 @@ async def decoded_body(
     body: bytes,
     size: int,
     items: tuple[str, ...],
-    decode: Callable[[Any], _T],
+    decode: Callable[[Any, Members], _T],
 ) -> _T:
-    """``decode`` of the parsed body, after the depth and the item count were checked
-    (``size``: the body's ``Offload.cost``; ``items``: the lists that hold the request's
-    items); off the loop when large."""
+    """``decode(data, members)`` of the parsed body, after the depth and the item count
+    were checked (``size``: the body's ``Offload.cost``; ``items``: the lists that hold
+    the request's items; ``members``: what the depth check encoded, for the upstream body
+    to reuse, ``gateway.bounds.checked_depth``); off the loop when large."""
     settings = service.settings
     offload = service.offload
     if not offload.off_loop(size):
@@ -108,19 +109,20 @@ def _parse_and_decode(
     max_depth: int,
     max_items: int,
     items: tuple[str, ...],
-    decode: Callable[[Any], _T],
+    decode: Callable[[Any, Members], _T],
     checked: bool = False,
 ) -> _T:
     if checked:
         # The inspection parsed these same bytes within the bounds: not walked again.
         data = orjson.loads(body)
+        members: Members = NO_MEMBERS
     else:
         # Each item counted takes two bytes of the body at least (its first, then a comma
         # or a closing bracket): a body of at most twice the limit cannot carry too many.
         check = _item_count(items, max_items) if len(body) > 2 * max_items else None
-        data = parse_json_body(body, max_depth, check=check)
+        data, members = parse_json_members(body, max_depth, check=check)
     try:
-        return decode(data)
+        return decode(data, members)
     except GatewayError as exc:
         # The parse is freed here, in the worker, not by whoever handles the error.
         traceback.clear_frames(exc.__traceback__)

@@ -56,7 +56,7 @@ from gateway.upstream.errors import (
 )
 from gateway.upstream.lines import sse_events
 from gateway.upstream.retry import parse_retry_after
-from gateway.upstream.same_wire import is_same_wire, same_wire_body, same_wire_headers
+from gateway.upstream.same_wire import is_same_wire, same_wire_headers, same_wire_json
 from gateway.upstream.tokens import estimated_usage
 from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
@@ -171,11 +171,16 @@ def decode_response(
     return response
 
 
-def _encode(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[str, Any]:
+def _encode(request: ChatRequest, model: ModelConfig, *, stream: bool) -> bytes:
     """The client's own body for a Messages client (``same_wire``), else the codec's."""
     if is_same_wire(request, model):
-        return same_wire_body(request, model, stream=stream)
-    return encode_request(request, model, stream=stream)
+        return same_wire_json(request, model, stream=stream)
+    return orjson.dumps(encode_request(request, model, stream=stream))
+
+
+def _count_body(body: Mapping[str, Any], model: str) -> bytes:
+    """A count_tokens body: the client's, with the upstream's model name."""
+    return orjson.dumps({**body, "model": model})
 
 
 class _Answer(Protocol):
@@ -283,7 +288,7 @@ class AnthropicUpstream:
         url = str(target.url) + "/count_tokens"
         reply = await self.http.post(
             url,
-            await self.http.encode(request.body_bytes, dict, body, model=model.upstream_model),
+            await self.http.encode(request.body_bytes, _count_body, body, model.upstream_model),
             target.headers_with(same_wire_headers(request, model)),
             target.route,
             timeout_s=model.timeout_s,

@@ -63,7 +63,7 @@ from gateway.upstream.lines import sse_events
 from gateway.upstream.openai_codec import encode_request
 from gateway.upstream.redact import scrub
 from gateway.upstream.retry import parse_retry_after
-from gateway.upstream.same_wire import is_same_wire, same_wire_body, same_wire_headers
+from gateway.upstream.same_wire import is_same_wire, same_wire_headers, same_wire_json
 from gateway.upstream.tokens import count_openai_tokens, estimated_usage
 from gateway.upstream.transport import Target, Targets, UpstreamHttp
 
@@ -254,13 +254,13 @@ def decode_response(
     return response
 
 
-def _encode(request: ChatRequest, model: ModelConfig, *, stream: bool) -> dict[str, Any]:
+def _encode(request: ChatRequest, model: ModelConfig, *, stream: bool) -> bytes:
     """The client's own body for a client on this wire (``same_wire``), else the codec's."""
     if is_same_wire(request, model):
-        return same_wire_body(request, model, stream=stream)
+        return same_wire_json(request, model, stream=stream)
     if model.api == "responses":
-        return openai_responses.encode_request(request, model, stream=stream)
-    return encode_request(request, model, stream=stream)
+        return orjson.dumps(openai_responses.encode_request(request, model, stream=stream))
+    return orjson.dumps(encode_request(request, model, stream=stream))
 
 
 def _client_messages(request: ChatRequest, model: ModelConfig) -> int:

@@ -37,6 +37,8 @@ from collections.abc import Callable, Mapping
 from itertools import compress
 from typing import Any
 
+import orjson
+
 import validator
 from gateway.canonical import (
     ChatRequest,
@@ -59,7 +61,7 @@ from gateway.upstream.openai_codec import (
 )
 from gateway.upstream.openai_responses import encode_items
 
-__all__ = ["is_same_wire", "same_wire_body", "same_wire_headers"]
+__all__ = ["is_same_wire", "same_wire_body", "same_wire_headers", "same_wire_json"]
 
 Body = dict[str, Any]
 
@@ -92,6 +94,40 @@ def same_wire_body(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     origin = request.origin
     assert origin is not None
     return _BUILDERS[origin.wire](request, origin, model, stream)
+
+
+def same_wire_json(request: ChatRequest, model: ModelConfig, *, stream: bool) -> bytes:
+    """``same_wire_body`` as JSON bytes: a member still holding the very value the client
+    sent goes as the depth check encoded it (``Origin.encoded``), not encoded again."""
+    body = same_wire_body(request, model, stream=stream)
+    origin = request.origin
+    assert origin is not None
+    if not origin.encoded:
+        return orjson.dumps(body)
+    return _spliced(body, {key: (value, raw) for key, value, raw in origin.encoded})
+
+
+def _spliced(body: Body, encoded: Mapping[str, tuple[Any, memoryview]]) -> bytes:
+    """``orjson.dumps(body)``, byte for byte, with the members in ``encoded`` that ``body``
+    still holds (the same object) copied from there. orjson writes an object as ``{``,
+    then ``"key":value`` pairs joined by ``,``, then ``}``."""
+    pieces: list[bytes | memoryview] = [b"{"]
+    run: Body = {}  # members between reused ones, encoded together
+    for key, value in body.items():
+        kept = encoded.get(key)
+        if kept is None or kept[0] is not value:
+            run[key] = value
+            continue
+        if run:
+            pieces += (orjson.dumps(run)[1:-1], b",")
+            run = {}
+        pieces += (orjson.dumps(key), b":", kept[1], b",")
+    if run:
+        pieces.append(orjson.dumps(run)[1:-1])
+    elif len(pieces) > 1:
+        pieces.pop()  # the last reused member's comma
+    pieces.append(b"}")
+    return b"".join(pieces)
 
 
 # -- shared ----------------------------------------------------------------------------

@@ -35,10 +35,9 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any, ParamSpec
+from typing import ParamSpec
 
 import aiohttp
-import orjson
 from aiohttp.http_exceptions import ContentEncodingError
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
@@ -291,14 +290,13 @@ class UpstreamHttp:
         self._session: aiohttp.ClientSession | None = None
 
     async def encode(
-        self, size: int, build: Callable[_P, Any], /, *args: _P.args, **kwargs: _P.kwargs
+        self, size: int, build: Callable[_P, bytes], /, *args: _P.args, **kwargs: _P.kwargs
     ) -> bytes:
-        """``orjson.dumps(build(*args, **kwargs))``: a request body for an upstream, built
-        and encoded off the event loop when ``size`` (the client JSON it came from) is
-        large."""
+        """``build(*args, **kwargs)``: a request body for an upstream, built and encoded off
+        the event loop when ``size`` (the client JSON it came from) is large."""
         if self.offload is None or not self.offload.off_loop(size):
-            return orjson.dumps(build(*args, **kwargs))
-        return await self.offload.run(size, lambda: orjson.dumps(build(*args, **kwargs)))
+            return build(*args, **kwargs)
+        return await self.offload.run(size, lambda: build(*args, **kwargs))
 
     def _open(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(

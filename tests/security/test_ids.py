@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.bounds import ORJSON_MAX_DEPTH, name_list, too_deep
+from gateway.bounds import ORJSON_MAX_DEPTH, checked_depth, name_list, too_deep
 from gateway.middleware.envelope import new_request_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,6 +85,43 @@ def test_the_depth_check_is_exact_at_its_limit(limit: int) -> None:
     for depth, deep in ((limit, False), (limit + 1, True)):
         body = b'{"a":' + b"[" * (depth - 1) + b"]" * (depth - 1) + b"}"
         assert (too_deep(body, orjson.loads(body), limit) is not None) is deep
+
+
+PAD = b'"pad":"' + b"x" * 5000 + b'",'  # past the size that only counts brackets
+
+
+# (body around a nest of lists, the levels it adds, the path's start when too deep)
+SHAPES = [
+    (b"{" + PAD + b'"a":%s}', 1, "a"),  # in a list member: encoded alone
+    (b"{" + PAD + b'"o":{"k":%s}}', 2, "o.k"),  # in a dict member
+    (b'["' + b"x" * 5000 + b'",%s]', 1, "[1]"),  # in a body that is a list
+]
+
+
+@pytest.mark.parametrize("limit", [8, 128])
+@pytest.mark.parametrize(("shape", "outer", "at"), SHAPES)
+def test_the_depth_check_is_exact_wherever_the_depth_is(
+    limit: int, shape: bytes, outer: int, at: str
+) -> None:
+    for depth, deep in ((limit, False), (limit + 1, True)):
+        levels = depth - outer
+        body = shape % (b"[" * levels + b"]" * levels)
+        path, members = checked_depth(body, orjson.loads(body), limit)
+        assert (path is not None) is deep
+        if deep:
+            assert path is not None and path.startswith(at) and members == ()
+
+
+def test_the_depth_checks_members_are_orjsons_own_encoding() -> None:
+    body = orjson.dumps(
+        {"model": "m", "messages": [{"content": "é\u2028" * 900}], "tools": [], "o": {"k": [1]}}
+    )
+    data = orjson.loads(body)
+    path, members = checked_depth(body, data, 128)
+    assert path is None
+    assert [key for key, _, _ in members] == ["messages", "tools"]  # the lists only
+    for key, value, encoded in members:
+        assert value is data[key] and bytes(encoded) == orjson.dumps(value)
 
 
 def test_the_depth_path_is_bounded_and_masks_keys() -> None:

@@ -37,7 +37,7 @@ async def count_tokens(request: Request) -> Response:
     headers = vendor_headers(request.scope["headers"])
     try:
         data, decoded = await decoded_body(
-            service, body, size, ITEMS, lambda d: _decode(d, headers)
+            service, body, size, ITEMS, lambda d, _members: _decode(d, headers)
         )
     except GatewayError:
         await service.refused_early(ctx)

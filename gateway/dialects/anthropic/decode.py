@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from gateway.bounds import Members
 from gateway.canonical import (
     ChatRequest,
     ContentPart,
@@ -356,7 +357,9 @@ def _stop(body: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(string(s, "stop_sequences", i) for i, s in enumerate(array(raw, "stop_sequences")))
 
 
-def decode_request(body: object, headers: tuple[Header, ...] = ()) -> DecodedRequest:
+def decode_request(
+    body: object, headers: tuple[Header, ...] = (), encoded: Members = ()
+) -> DecodedRequest:
     """Decode an Anthropic Messages request body (already parsed JSON) into canonical form.
 
     Raises ``InvalidRequest`` (400) with ``param`` for any shape error. Every other field
@@ -394,6 +397,7 @@ def decode_request(body: object, headers: tuple[Header, ...] = ()) -> DecodedReq
         tool_names=other_tools,
         tool_paths=tool_params if moved else (),
         screens=notes.screens(),
+        encoded=encoded,
     )
     request = ChatRequest(
         model=model,

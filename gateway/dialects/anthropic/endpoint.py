@@ -50,7 +50,7 @@ async def messages(request: Request) -> Response:
     headers = vendor_headers(request.scope["headers"])
     try:
         decoded = await decoded_body(
-            service, body, size, ITEMS, lambda data: decode_request(data, headers)
+            service, body, size, ITEMS, lambda data, members: decode_request(data, headers, members)
         )
         strict = with_strictify_header(request, decoded.request)
         chat = sized(service, with_on_invalid_header(request, strict), size)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from itertools import count, repeat
 from typing import Any
 
-from gateway.bounds import valid_tool_name
+from gateway.bounds import Members, valid_tool_name
 from gateway.canonical import (
     ChatRequest,
     ContentPart,
@@ -262,9 +262,11 @@ def _stop(value: Any) -> tuple[str, ...]:
     return tuple(string(s, "stop", i) for i, s in enumerate(array(value, "stop")))
 
 
-def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequest:
-    """Validate the request shape and build the canonical request (raises 400); the body
-    and the vendor ``headers`` ride along as its ``origin``."""
+def decode_chat_request(
+    data: Any, headers: tuple[Header, ...] = (), encoded: Members = ()
+) -> ChatRequest:
+    """Validate the request shape and build the canonical request (raises 400); the body,
+    the vendor ``headers`` and the body's ``encoded`` members ride along as its ``origin``."""
     if type(data) is not dict and not isinstance(data, Mapping):
         raise invalid("The request body must be a JSON object.", None)
     body: Mapping[str, Any] = data
@@ -292,7 +294,7 @@ def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequ
             model,
             messages,
             tools,
-            origin=_origin(body, headers, len(messages), tools, tool_paths, notes),
+            origin=_origin(body, headers, len(messages), tools, tool_paths, notes, encoded),
         )
     n = int_field(body.get("n"), "n", 1) or 1
     if n > MAX_CHOICES:
@@ -318,7 +320,7 @@ def decode_chat_request(data: Any, headers: tuple[Header, ...] = ()) -> ChatRequ
         user=optional_string(body.get("user"), "user"),
         metadata=metadata,
         n=n,
-        origin=_origin(body, headers, len(messages), tools, tool_paths, notes),
+        origin=_origin(body, headers, len(messages), tools, tool_paths, notes, encoded),
     )
 
 
@@ -329,9 +331,11 @@ def _origin(
     tools: tuple[ToolSpec, ...],
     tool_paths: tuple[str, ...],
     notes: Notes,
+    encoded: Members,
 ) -> Origin:
-    # Positional (wire, body, headers, messages, tool_names, tool_paths, screens, tools): a
-    # class called with keywords builds a dict per call. The tools only when each is the
-    # body's ``tools[i]`` (no other kind of tool between them).
+    # Positional (wire, body, headers, messages, tool_names, tool_paths, screens, tools,
+    # encoded): a class called with keywords builds a dict per call. The tools only when
+    # each is the body's ``tools[i]`` (no other kind of tool between them).
     decoded = () if tool_paths else tools
-    return Origin("chat", body, headers, messages, (), tool_paths, notes.screens(), decoded)
+    screens = notes.screens()
+    return Origin("chat", body, headers, messages, (), tool_paths, screens, decoded, encoded)

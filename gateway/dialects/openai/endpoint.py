@@ -28,7 +28,11 @@ async def chat_completions(request: Request) -> Response:
     headers = vendor_headers(request.scope["headers"])
     try:
         decoded = await decoded_body(
-            service, body, size, _ITEMS, lambda data: decode_chat_request(data, headers)
+            service,
+            body,
+            size,
+            _ITEMS,
+            lambda data, members: decode_chat_request(data, headers, members),
         )
         chat = sized(
             service,

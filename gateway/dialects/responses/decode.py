@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import field
 from typing import Any
 
+from gateway.bounds import Members
 from gateway.canonical import (
     ChatRequest,
     ContentPart,
@@ -109,6 +110,7 @@ class ResponsesRequest:
     # answer's call names its namespace, whichever upstream made it.
     namespaces: tuple[tuple[str, str], ...] = ()
     screens: Mapping[str, Screen] = field(default_factory=dict)
+    encoded: Members = ()  # ``Origin.encoded``
 
     def chat(self, history: Sequence[dict[str, Any]] = ()) -> ChatRequest:
         """The canonical request: ``instructions``, then ``history`` (a stored response's
@@ -139,6 +141,7 @@ class ResponsesRequest:
                 messages=len(messages),
                 tool_paths=self.tool_paths,
                 screens=self.screens,
+                encoded=self.encoded,
             ),
         )
 
@@ -460,7 +463,9 @@ def _reasoning(value: Any, notes: Notes) -> str | None:
     return effort
 
 
-def decode_request(data: Any, headers: tuple[Header, ...] = ()) -> ResponsesRequest:
+def decode_request(
+    data: Any, headers: tuple[Header, ...] = (), encoded: Members = ()
+) -> ResponsesRequest:
     """Validate the request shape and decode it (raises 400)."""
     if not isinstance(data, Mapping):
         raise invalid("The request body must be a JSON object.", None)
@@ -506,4 +511,5 @@ def decode_request(data: Any, headers: tuple[Header, ...] = ()) -> ResponsesRequ
         tool_paths=tool_paths,
         namespaces=namespaces,
         screens=notes.screens(),
+        encoded=encoded,
     )

@@ -60,7 +60,11 @@ async def create_response(request: Request) -> Response:
     headers = vendor_headers(request.scope["headers"])
     try:
         decoded = await decoded_body(
-            service, body, size, _ITEMS, lambda data: decode_request(data, headers)
+            service,
+            body,
+            size,
+            _ITEMS,
+            lambda data, members: decode_request(data, headers, members),
         )
         ctx.model = decoded.model
         if decoded.store:
