@@ -226,7 +226,7 @@ def _wrapped(value: Any, limit: int) -> memoryview | None:
     finally:
         bottom[0] = None
     wraps = ORJSON_MAX_DEPTH - limit  # the chain's ``[`` ahead of the value, ``]`` after
-    return memoryview(out)[wraps:-wraps]
+    return memoryview(out)[wraps : len(out) - wraps]
 
 
 # Below this size ``too_deep`` counts the body's ``{`` and ``[`` first: two passes that
