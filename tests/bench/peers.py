@@ -313,6 +313,10 @@ RATIOS = (
     ("vs_baseline_light", "syntic", "baseline-light"),
     ("vs_portkey", "portkey", "syntic"),
     ("vs_litellm", "litellm", "syntic"),
+    # The pass-through's own, reported beside syntic's: bounds on what any gateway that
+    # costs at least the pass-through can reach (docs/decisions/0031).
+    ("baseline_vs_portkey", "portkey", "baseline"),
+    ("baseline_vs_litellm", "litellm", "baseline"),
 )
 VERSIONS = {
     "portkey": f"@portkey-ai/gateway {PORTKEY_VERSION}",
