@@ -15,6 +15,7 @@ import threading
 from collections import deque
 from collections.abc import Mapping
 from itertools import chain, repeat
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -179,8 +180,8 @@ def too_deep(body: bytes, data: Any, limit: int) -> str | None:
 
 # A body's top-level list members as orjson encoded them for the depth check, each with
 # the very value it encodes: an upstream body that still holds that value reuses them.
-Members = tuple[tuple[str, Any, memoryview], ...]  # (key, value, its encoding)
-NO_MEMBERS: Members = ()
+Members = Mapping[str, tuple[Any, memoryview]]  # key -> (value, its encoding)
+NO_MEMBERS: Members = MappingProxyType({})
 
 
 def checked_depth(body: bytes, data: Any, limit: int) -> tuple[str | None, Members]:
@@ -197,7 +198,7 @@ def checked_depth(body: bytes, data: Any, limit: int) -> tuple[str | None, Membe
         return None, NO_MEMBERS  # each level opens a container: fewer openers than levels
     if type(data) is not dict or limit < 2:
         return (None if _wrapped(data, limit) is not None else _deep_path(data, limit)), NO_MEMBERS
-    members: list[tuple[str, Any, memoryview]] = []
+    members: dict[str, tuple[Any, memoryview]] = {}
     others: list[Any] = []
     for key, value in data.items():
         if type(value) is list:
@@ -205,13 +206,13 @@ def checked_depth(body: bytes, data: Any, limit: int) -> tuple[str | None, Membe
             encoded = _wrapped(value, limit - 1)
             if encoded is None:
                 return _deep_path(data, limit), NO_MEMBERS
-            members.append((key, value, encoded))
+            members[key] = (value, encoded)
         elif type(value) is dict:
             others.append(value)
     # The other containers in one list, which adds one level as the body does.
     if others and _wrapped(others, limit) is None:
         return _deep_path(data, limit), NO_MEMBERS
-    return None, tuple(members)
+    return None, members
 
 
 def _wrapped(value: Any, limit: int) -> memoryview | None:

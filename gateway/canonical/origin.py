@@ -71,8 +71,10 @@ class Origin:
     screens: Mapping[str, Screen] = field(default_factory=dict)
     tools: tuple[object, ...] = ()  # the ToolSpecs, compared by identity only
     # The body's list members as encoded when it was parsed (``gateway.bounds.Members``:
-    # key, value, bytes), reused by a same-wire body that still holds that very value.
-    encoded: tuple[tuple[str, Any, memoryview], ...] = field(default=(), compare=False, repr=False)
+    # key -> (value, bytes)), reused by a same-wire body that still holds that very value.
+    encoded: Mapping[str, tuple[Any, memoryview]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def screen(self, target: Target) -> Screen:
         return self.screens.get(target, NO_SCREEN)

@@ -104,7 +104,7 @@ def same_wire_json(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     assert origin is not None
     if not origin.encoded:
         return orjson.dumps(body)
-    return _spliced(body, {key: (value, raw) for key, value, raw in origin.encoded})
+    return _spliced(body, origin.encoded)
 
 
 def _spliced(body: Body, encoded: Mapping[str, tuple[Any, memoryview]]) -> bytes:

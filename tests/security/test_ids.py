@@ -109,7 +109,7 @@ def test_the_depth_check_is_exact_wherever_the_depth_is(
         path, members = checked_depth(body, orjson.loads(body), limit)
         assert (path is not None) is deep
         if deep:
-            assert path is not None and path.startswith(at) and members == ()
+            assert path is not None and path.startswith(at) and not members
 
 
 def test_the_depth_checks_members_are_orjsons_own_encoding() -> None:
@@ -119,8 +119,8 @@ def test_the_depth_checks_members_are_orjsons_own_encoding() -> None:
     data = orjson.loads(body)
     path, members = checked_depth(body, data, 128)
     assert path is None
-    assert [key for key, _, _ in members] == ["messages", "tools"]  # the lists only
-    for key, value, encoded in members:
+    assert list(members) == ["messages", "tools"]  # the lists only
+    for key, (value, encoded) in members.items():
         assert value is data[key] and bytes(encoded) == orjson.dumps(value)
 
 

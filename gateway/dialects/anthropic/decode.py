@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from gateway.bounds import Members
+from gateway.bounds import NO_MEMBERS, Members
 from gateway.canonical import (
     ChatRequest,
     ContentPart,
@@ -358,7 +358,7 @@ def _stop(body: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def decode_request(
-    body: object, headers: tuple[Header, ...] = (), encoded: Members = ()
+    body: object, headers: tuple[Header, ...] = (), encoded: Members = NO_MEMBERS
 ) -> DecodedRequest:
     """Decode an Anthropic Messages request body (already parsed JSON) into canonical form.
 

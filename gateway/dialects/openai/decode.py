@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from itertools import count, repeat
 from typing import Any
 
-from gateway.bounds import Members, valid_tool_name
+from gateway.bounds import NO_MEMBERS, Members, valid_tool_name
 from gateway.canonical import (
     ChatRequest,
     ContentPart,
@@ -263,7 +263,7 @@ def _stop(value: Any) -> tuple[str, ...]:
 
 
 def decode_chat_request(
-    data: Any, headers: tuple[Header, ...] = (), encoded: Members = ()
+    data: Any, headers: tuple[Header, ...] = (), encoded: Members = NO_MEMBERS
 ) -> ChatRequest:
     """Validate the request shape and build the canonical request (raises 400); the body,
     the vendor ``headers`` and the body's ``encoded`` members ride along as its ``origin``."""

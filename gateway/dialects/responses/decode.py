@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import field
 from typing import Any
 
-from gateway.bounds import Members
+from gateway.bounds import NO_MEMBERS, Members
 from gateway.canonical import (
     ChatRequest,
     ContentPart,
@@ -110,7 +110,7 @@ class ResponsesRequest:
     # answer's call names its namespace, whichever upstream made it.
     namespaces: tuple[tuple[str, str], ...] = ()
     screens: Mapping[str, Screen] = field(default_factory=dict)
-    encoded: Members = ()  # ``Origin.encoded``
+    encoded: Members = field(default_factory=dict, compare=False, repr=False)  # ``Origin.encoded``
 
     def chat(self, history: Sequence[dict[str, Any]] = ()) -> ChatRequest:
         """The canonical request: ``instructions``, then ``history`` (a stored response's
@@ -464,7 +464,7 @@ def _reasoning(value: Any, notes: Notes) -> str | None:
 
 
 def decode_request(
-    data: Any, headers: tuple[Header, ...] = (), encoded: Members = ()
+    data: Any, headers: tuple[Header, ...] = (), encoded: Members = NO_MEMBERS
 ) -> ResponsesRequest:
     """Validate the request shape and decode it (raises 400)."""
     if not isinstance(data, Mapping):
