@@ -136,7 +136,9 @@ class RequestContext:
     model: str | None = None
     streamed: bool = False
     enforced: bool = False  # strict tools or strict response_format: send retries header
-    strict_refused: str | None = None  # tools the projection left non-strict (the ledger's)
+    # Tools the projection left non-strict, comma-separated and percent-encoded: the
+    # ``x-syntic-strict-refused`` header and the ledger's column.
+    strict_refused: str | None = None
     status: int = 0
     error_code: str | None = None
     estimated: bool = False
@@ -190,6 +192,8 @@ class RequestContext:
         out = [(b"x-request-id", self.request_id.encode())]
         if self.enforced and self.tally is not None:
             out.append((b"x-syntic-schema-retries", str(self.tally.retries).encode()))
+        if self.strict_refused is not None:
+            out.append((b"x-syntic-strict-refused", self.strict_refused.encode()))
         if self.raw_headers:
             out.extend(self.raw_headers)
         if self.tally is not None and self.tally.tool_errors:

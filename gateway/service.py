@@ -155,8 +155,8 @@ class ChatService:
         self, request: ChatRequest, paths: ParamPaths, ctx: RequestContext | None = None
     ) -> Prepared:
         """Model lookup and request-side checks; raises 404/400 before any upstream call.
-        With ``ctx``: a plan that enforces sends the retries header, and tools the
-        projection could not make strict are named in ``x-syntic-strict-refused``."""
+        With ``ctx``: whether the plan enforces and which tools the projection could not
+        make strict are kept on it, for the HTTP layer's headers and the ledger's row."""
         model = self.model(request.model)
         if request.origin is not None and request.origin.screens:
             screen_fields(request.origin.screen(model.wire), ctx)
@@ -170,10 +170,8 @@ class ChatService:
         if ctx is not None:
             if plan.enforced:
                 ctx.enforced = True
-            if plan.refused:
-                names = name_list([quote(name, safe="-_.") for name in plan.refused])
-                ctx.add_raw_headers([(b"x-syntic-strict-refused", names.encode())])
-                ctx.strict_refused = names
+            if plan.refused:  # the HTTP layer's x-syntic-strict-refused, and the ledger's
+                ctx.strict_refused = name_list([quote(name, safe="-_.") for name in plan.refused])
         return Prepared(model, plan, self.upstream(model, ctx), upstream_view(request, model, plan))
 
     async def admitted(
