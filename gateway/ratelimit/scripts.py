@@ -85,6 +85,8 @@ end
 return 0
 """
 
+# A settle's tokens (ARGV: tokens, window seconds) added to the key's current window, none
+# below zero; nothing happens once that window has ended.
 ADD_TOKENS_SCRIPT = """
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
