@@ -40,6 +40,7 @@ from typing import Any
 import orjson
 
 import validator
+from gateway.bounds import Members
 from gateway.canonical import (
     ChatRequest,
     ForcedTool,
@@ -107,7 +108,7 @@ def same_wire_json(request: ChatRequest, model: ModelConfig, *, stream: bool) ->
     return _spliced(body, origin.encoded)
 
 
-def _spliced(body: Body, encoded: Mapping[str, tuple[Any, memoryview]]) -> bytes:
+def _spliced(body: Body, encoded: Members) -> bytes:
     """``orjson.dumps(body)``, byte for byte, with the members in ``encoded`` that ``body``
     still holds (the same object) copied from there. orjson writes an object as ``{``,
     then ``"key":value`` pairs joined by ``,``, then ``}``."""
